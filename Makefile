@@ -1,0 +1,54 @@
+# Two commands do everything on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3.11
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+DEMO   ?= ./demo
+PYTEST_ARGS ?=
+
+.PHONY: help venv install java demo test test-heavy lint format bench clean
+
+help:
+	@echo "make demo        create .venv, install, run the flagship study on a generated panel (local Spark + Ray)"
+	@echo "make test        create/update .venv, install .[test], run the test suite (reduced replicate counts)"
+	@echo "make test-heavy  the same with full replicate counts for the end-to-end studies"
+	@echo "make lint        ruff check + format check"
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+# Reinstall whenever pyproject.toml changes.
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
+	$(PY) -m pip install --quiet -e ".[test]"
+	@touch $(STAMP)
+
+venv install: $(STAMP)
+
+java:
+	@command -v java >/dev/null 2>&1 || { echo "Java 17 is required by pyspark and was not found."; \
+	  echo "Install it: sudo apt-get install -y openjdk-17-jre-headless (Debian/Ubuntu), brew install openjdk@17 (macOS),"; \
+	  echo "then make sure 'java -version' reports 17 or newer (or set JAVA_HOME)."; exit 1; }
+	@java -version 2>&1 | head -1 | grep -Eq '"(1[7-9]|[2-9][0-9])[."]' || { echo "Java 17+ is required by pyspark; found: $$(java -version 2>&1 | head -1)"; \
+	  echo "Install it: sudo apt-get install -y openjdk-17-jre-headless, or point JAVA_HOME at a JDK 17."; exit 1; }
+
+demo: $(STAMP) java
+	@$(VENV)/bin/judgecal generate --items 4000 --judges 15 --seed 7 --overwrite $(DEMO)/panel >/dev/null
+	@$(VENV)/bin/judgecal run conf/studies/inclusion.yaml --set data=$(DEMO)/panel --set replicates=50 --output $(DEMO)/results
+
+test: $(STAMP) java
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-heavy: $(STAMP) java
+	JUDGECAL_FULL=1 $(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check judgecal_dist tests benchmarks jobs
+	$(VENV)/bin/ruff format --check judgecal_dist tests benchmarks jobs
+
+format: $(STAMP)
+	$(VENV)/bin/ruff format judgecal_dist tests benchmarks jobs
+	$(VENV)/bin/ruff check --fix judgecal_dist tests benchmarks jobs
+
+clean:
+	rm -rf $(VENV) $(DEMO) results .pytest_cache
