@@ -1,0 +1,232 @@
+"""The ``judgecal`` command: ingest, generate, run, sql, status.
+
+Each command parses its options, calls one function of io/, engine/ or studies/, and prints. Exit codes: 0 on
+success, 1 when a run fails, 2 when input or configuration is rejected (one line naming file, column and keys;
+the traceback only with ``--debug``). The last line a ``run`` prints on stdout is the run's results URL.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import sys
+from collections.abc import Callable
+from enum import IntEnum
+from pathlib import Path
+from typing import Any
+
+import click
+
+from judgecal_dist.errors import ConfigError, InputError, JudgecalError
+
+log = logging.getLogger("judgecal_dist")
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    FAILED = 1
+    REJECTED = 2
+
+
+class Rejected(click.ClickException):
+    exit_code = ExitCode.REJECTED
+
+
+class Failed(click.ClickException):
+    exit_code = ExitCode.FAILED
+
+
+def _setup_logging(verbose: bool) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S"))
+    root = logging.getLogger("judgecal_dist")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    root.propagate = False
+
+
+def guarded(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Map our errors to exit codes; ``--debug`` re-raises with the traceback."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        debug = click.get_current_context().find_root().params.get("debug", False)
+        try:
+            return func(*args, **kwargs)
+        except (InputError, ConfigError) as err:
+            if debug:
+                raise
+            raise Rejected(str(err)) from err
+        except JudgecalError as err:
+            if debug:
+                raise
+            raise Failed(str(err)) from err
+        except Exception as err:  # noqa: BLE001 - the CLI boundary: anything else is a failed run
+            if debug:
+                raise
+            raise Failed(f"{type(err).__name__}: {err} (rerun with --debug for the traceback)") from err
+
+    return wrapper
+
+
+# -- options declared once ---------------------------------------------------------------------------------------
+conf_option = click.option(
+    "--conf",
+    "conf_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Engine settings YAML (default: conf/local.yaml when present).",
+)
+output_option = click.option("--output", default=None, help="Results root URL (local path, file:// or s3://).")
+ray_option = click.option("--ray-address", default=None, help="Ray cluster address (default: a local Ray instance).")
+set_option = click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override a config setting (repeatable; dotted keys for nested settings).",
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
+@click.version_option(package_name="judgecal-dist")
+def cli(debug: bool, verbose: bool) -> None:
+    """Calibrate panels of LLM judges on Spark + Ray; results through fsspec."""
+    _setup_logging(verbose)
+
+
+@cli.command()
+@click.option("--format", "fmt", required=True, help="Input format: llmbar, rb2-k8 or long.")
+@click.option("--dataset", default=None, help="Dataset name (default: from the source).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing dataset at DEST.")
+@click.argument("src")
+@click.argument("dest")
+@guarded
+def ingest(fmt: str, dataset: str | None, overwrite: bool, src: str, dest: str) -> None:
+    """Validate SRC and write it as an ingested dataset (Parquet tables) at DEST."""
+    from judgecal_dist.io.ingest import FORMATS
+    from judgecal_dist.io.ingest import ingest as run_ingest
+
+    if fmt not in FORMATS:
+        raise Rejected(f"--format: unknown format {fmt!r}; known: {', '.join(FORMATS)}")
+    report = run_ingest(fmt, src, dest, dataset=dataset, overwrite=overwrite)
+    click.echo(json.dumps(report, indent=2, default=str))
+    click.echo(dest)
+
+
+@cli.command()
+@click.option("--items", type=int, default=5000, show_default=True)
+@click.option("--judges", type=int, default=12, show_default=True)
+@click.option("--samples", type=int, default=1, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--label-fraction", type=float, default=1.0, show_default=True)
+@click.option("--overwrite", is_flag=True)
+@click.argument("dest")
+@guarded
+def generate(
+    items: int, judges: int, samples: int, seed: int, label_fraction: float, overwrite: bool, dest: str
+) -> None:
+    """Write a seeded synthetic verdict panel (an ingested dataset) at DEST."""
+    from judgecal_dist.io.synthetic import generate_panel
+
+    report = generate_panel(
+        dest,
+        n_items=items,
+        n_judges=judges,
+        n_samples=samples,
+        seed=seed,
+        label_fraction=label_fraction,
+        overwrite=overwrite,
+    )
+    log.info("generated %s", {k: v for k, v in report.items() if not isinstance(v, list | dict)})
+    click.echo(dest)
+
+
+@cli.command()
+@click.argument("config", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@set_option
+@output_option
+@click.option("--run-id", default=None, help="Run id (default: a digest of the config: the same config resumes).")
+@ray_option
+@conf_option
+@click.option("--serial", is_flag=True, help="Run replicates in this process instead of on Ray (debugging).")
+@guarded
+def run(
+    config: Path,
+    overrides: tuple[str, ...],
+    output: str | None,
+    run_id: str | None,
+    ray_address: str | None,
+    conf_path: Path | None,
+    serial: bool,
+) -> None:
+    """Run the study in CONFIG and print its summary and, last, its results URL."""
+    from judgecal_dist.config import load_engine_config
+    from judgecal_dist.engine.store import RunStore
+    from judgecal_dist.studies.runner import execute, prepare
+
+    engine = load_engine_config(conf_path, {"ray_address": ray_address})
+    study = prepare(config, overrides, run_id=run_id)
+    url = execute(study, engine, output=output, serial=serial)
+    summary = RunStore(url, storage_options=dict(engine.storage_options)).read_table("summary.parquet")
+    click.echo(_table_preview(summary))
+    click.echo(url)
+
+
+def _table_preview(summary: Any, max_rows: int = 10) -> str:
+    metrics = [c for c in ("nll", "brier", "ece", "accuracy") if c in summary.columns]
+    keys = [c for c in summary.columns if summary[c].dtype == object][:4]
+    view = summary[keys + metrics].head(max_rows)
+    return view.to_string(index=False, float_format=lambda x: f"{x:.4f}")
+
+
+@cli.command()
+@click.argument("query")
+@click.option("--data", required=True, help="Ingested dataset URL (tables become views verdicts, labels, judges).")
+@click.option("--out", default=None, help="Write the full result as Parquet at this URL.")
+@click.option("--limit", type=int, default=50, show_default=True, help="Rows to print.")
+@conf_option
+@guarded
+def sql(query: str, data: str, out: str | None, limit: int, conf_path: Path | None) -> None:
+    """Run a Spark SQL QUERY over the dataset at --data and print the result."""
+    from judgecal_dist.config import load_engine_config
+    from judgecal_dist.engine.spark import get_session, run_sql
+
+    engine = load_engine_config(conf_path)
+    spark = get_session(master=engine.spark_master, conf=dict(engine.spark_conf))
+    result = run_sql(spark, query, data, out=out)
+    click.echo(result.head(limit).to_string(index=False))
+    if out:
+        click.echo(out)
+
+
+@cli.command()
+@click.argument("run_url")
+@guarded
+def status(run_url: str) -> None:
+    """Print a run's state: manifest status, replicates committed, and whether _SUCCESS is there."""
+    from judgecal_dist.engine.store import RunStore
+
+    store = RunStore(run_url)
+    if not store.exists("manifest.json"):
+        raise Rejected(f"{run_url}: manifest.json: not found (not a run folder)")
+    manifest = store.read_json("manifest.json")
+    done = len(store.finished_seeds())
+    planned = manifest.get("replicates") or manifest.get("config", {}).get("replicates")
+    state = "succeeded" if store.succeeded else manifest.get("status", "unknown")
+    click.echo(
+        f"{manifest.get('study')} {manifest.get('run_id')}: {state}; replicates {done}/{planned}; "
+        f"started {manifest.get('started')} ended {manifest.get('ended')}"
+    )
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="judgecal")
+
+
+if __name__ == "__main__":
+    main()

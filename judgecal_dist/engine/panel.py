@@ -1,0 +1,157 @@
+"""Dense in-memory panels: the item x judge vote matrix a study's replicates work on.
+
+A :class:`Panel` is what Ray ships to every replicate task (put in the object store once): int8 votes with
+codes 1 = A (class 1), 0 = B (class 0), -1 = missing, binary labels, per-item group keys for splits, and the
+item metadata a study may need. It is built from an ingested dataset with one pyarrow read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from judgecal_dist.errors import InputError
+from judgecal_dist.io.dataset import read_dataset_table
+from judgecal_dist.splits import group_keys
+
+__all__ = ["Panel", "load_panel", "ORIENTATIONS"]
+
+#: Label orientations of spec 000 §3.0. ``gold_positive`` (paper-compatible) arrives with the seed-000 issue.
+ORIENTATIONS = ("natural", "randomized")
+
+
+@dataclass(frozen=True)
+class Panel:
+    """A labelled binary panel in dense form.
+
+    Attributes
+    ----------
+    dataset : str
+    item_ids : ndarray of str, shape (n_items,)
+    group_keys : ndarray of int64, shape (n_items,)
+        ``xxhash64(group_id)``; split membership is a function of these and the replicate seed.
+    judge_ids : ndarray of str, shape (n_judges,)
+    votes : ndarray of int8, shape (n_items, n_judges)
+        1 = A, 0 = B, -1 = missing (ties are missing, spec 000 §3.0).
+    labels : ndarray of int8, shape (n_items,)
+        1 = A better, 0 = B better.
+    families : ndarray of str, shape (n_judges,)
+        Judge family (from the ``judges`` table; the judge id itself when absent).
+    info : dict
+        Provenance counts (items dropped for null/tie labels, tie verdicts mapped to missing, ...).
+    """
+
+    dataset: str
+    item_ids: npt.NDArray[np.str_]
+    group_keys: npt.NDArray[np.int64]
+    judge_ids: npt.NDArray[np.str_]
+    votes: npt.NDArray[np.int8]
+    labels: npt.NDArray[np.int8]
+    families: npt.NDArray[np.str_]
+    info: dict = field(default_factory=dict)
+
+    @property
+    def n_items(self) -> int:
+        return int(self.votes.shape[0])
+
+    @property
+    def n_judges(self) -> int:
+        return int(self.votes.shape[1])
+
+
+def load_panel(
+    url: str,
+    *,
+    sample: int = 0,
+    orientation: str = "natural",
+    orientation_seed: int = 0,
+    dataset: str | None = None,
+    storage_options: dict | None = None,
+) -> Panel:
+    """Build the dense binary panel of an ingested dataset.
+
+    Items come from the labels table with label A or B (null and ``tie`` labels are dropped and counted);
+    verdicts of ``sample`` only (spec 000 §3.0 default); ``tie`` verdicts and absent (item, judge) pairs are
+    missing. ``orientation="randomized"`` swaps A and B in the label and every verdict of an item chosen by a
+    seeded coin (for data whose native order correlates with the label).
+
+    Raises
+    ------
+    InputError
+        Several datasets in the table and none chosen, no labelled items, or no verdicts for ``sample``.
+    """
+    if orientation not in ORIENTATIONS:
+        raise InputError(f"orientation: must be one of {ORIENTATIONS}, got {orientation!r}")
+    verdicts = read_dataset_table(
+        url,
+        "verdicts",
+        columns=["dataset", "item_id", "group_id", "judge_id", "sample", "verdict"],
+        storage_options=storage_options,
+    )
+    labels = read_dataset_table(url, "labels", columns=["dataset", "item_id", "label"], storage_options=storage_options)
+    names = sorted(set(pc.unique(labels["dataset"]).to_pylist()))
+    if dataset is None:
+        if len(names) != 1:
+            raise InputError(f"{url}: labels: dataset: {len(names)} datasets {names[:5]}; choose one with dataset=")
+        dataset = names[0]
+    elif dataset not in names:
+        raise InputError(f"{url}: labels: dataset: {dataset!r} not found (have {names[:5]})")
+
+    lab = labels.filter(pc.equal(labels["dataset"], dataset)).to_pandas()
+    keep = lab["label"].isin(["A", "B"])
+    info = {"items_labelled": int(keep.sum()), "items_dropped_null_or_tie_label": int((~keep).sum())}
+    lab = lab[keep].sort_values("item_id", kind="stable").reset_index(drop=True)
+    if lab.empty:
+        raise InputError(f"{url}: labels: label: no item of dataset {dataset!r} has label A or B")
+
+    ver = verdicts.filter(
+        pc.and_(pc.equal(verdicts["dataset"], dataset), pc.equal(verdicts["sample"], pa.scalar(sample, pa.int32())))
+    ).to_pandas()
+    if ver.empty:
+        raise InputError(f"{url}: verdicts: sample: no verdicts for dataset {dataset!r} with sample={sample}")
+
+    item_index = pd.Index(lab["item_id"])
+    judge_ids = np.array(sorted(ver["judge_id"].unique()), dtype=object)
+    rows = item_index.get_indexer(ver["item_id"])
+    cols = pd.Index(judge_ids).get_indexer(ver["judge_id"])
+    code = np.select([ver["verdict"].eq("A").to_numpy(), ver["verdict"].eq("B").to_numpy()], [1, 0], -1).astype(np.int8)
+    info["tie_verdicts_as_missing"] = int(ver["verdict"].eq("tie").sum())
+    info["null_verdicts"] = int(ver["verdict"].isna().sum())
+    on_panel = rows >= 0  # verdicts on unlabelled items are not part of a labelled panel
+    votes = np.full((len(item_index), len(judge_ids)), -1, dtype=np.int8)
+    votes[rows[on_panel], cols[on_panel]] = code[on_panel]
+
+    groups = ver.drop_duplicates("item_id").set_index("item_id")["group_id"].reindex(item_index)
+    groups = groups.fillna(pd.Series(item_index, index=item_index))  # labelled items without verdicts
+    y = (lab["label"].to_numpy() == "A").astype(np.int8)
+
+    if orientation == "randomized":
+        flip = np.random.default_rng(orientation_seed).random(len(y)) < 0.5
+        y = np.where(flip, 1 - y, y).astype(np.int8)
+        votes = np.where(flip[:, None] & (votes >= 0), 1 - votes, votes).astype(np.int8)
+        info["orientation_flipped_items"] = int(flip.sum())
+
+    families = judge_ids.copy()
+    try:
+        judges = read_dataset_table(url, "judges", columns=["judge_id", "family"], storage_options=storage_options)
+    except InputError:
+        judges = None
+    if judges is not None and judges.num_rows:
+        fam = judges.to_pandas().set_index("judge_id")["family"]
+        families = np.array([fam.get(j) or j for j in judge_ids], dtype=object)
+
+    return Panel(
+        dataset=dataset,
+        item_ids=item_index.to_numpy(dtype=object),
+        group_keys=group_keys(groups.to_numpy(dtype=str)),
+        judge_ids=judge_ids,
+        votes=votes,
+        labels=y,
+        families=families,
+        info=info | {"orientation": orientation, "sample": sample},
+    )

@@ -1,0 +1,63 @@
+"""The study contract: ``plan(config, data) -> [Replicate]``, ``run_replicate(data, rep) -> table``, ``summarise``.
+
+A study module exposes:
+
+``NAME``                    its name (the ``study:`` key of a config, the results folder)
+``Config``                  a frozen dataclass built from YAML (unknown keys rejected)
+``load(config, engine)``    the shared input (validated before anything is written); put in Ray's store once
+``plan(config, data)``      the replicates, each a frozen object with a ``seed``
+``run_replicate(data, rep)`` pure and seeded: same data and replicate give the same table on any engine
+``summarise(config, parts, data)`` -> :class:`StudyResult`
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import pandas as pd
+
+from judgecal_dist.config import EngineConfig
+
+__all__ = ["StudyResult", "StudyModule"]
+
+
+@dataclass
+class StudyResult:
+    """What a study's ``summarise`` returns; the runner writes each part of it into the run folder.
+
+    Attributes
+    ----------
+    records : list of dict
+        Flat records for ``summary.json`` ``results`` (metric names as keys, ``<metric>_ci_low/high`` beside).
+    summary : DataFrame
+        The same records as a table (``summary.parquet``).
+    report : str
+        ``report.md`` (Markdown).
+    figures : dict of str to bytes
+        PNG files for ``figures/``.
+    model : dict of str to dict
+        JSON documents for ``model/`` (fitted calibration as data; never a pickle).
+    extra : dict
+        Further top-level sections of ``summary.json``.
+    """
+
+    records: list[dict[str, Any]]
+    summary: pd.DataFrame
+    report: str
+    figures: dict[str, bytes] = field(default_factory=dict)
+    model: dict[str, dict[str, Any]] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class StudyModule(Protocol):
+    NAME: str
+    Config: type
+
+    def load(self, config: Any, engine: EngineConfig) -> Any: ...
+
+    def plan(self, config: Any, data: Any) -> list[Any]: ...
+
+    def run_replicate(self, data: Any, replicate: Any) -> pd.DataFrame: ...
+
+    def summarise(self, config: Any, parts: pd.DataFrame, data: Any) -> StudyResult: ...

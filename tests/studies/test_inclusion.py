@@ -1,0 +1,167 @@
+"""The inclusion study end to end: real local Ray, local folders and the loopback S3 server, resume after a kill."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from judgecal_dist.config import EngineConfig
+from judgecal_dist.engine.panel import load_panel
+from judgecal_dist.splits import calibration_mask
+from judgecal_dist.studies import inclusion
+from judgecal_dist.studies.runner import execute, prepare
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = ROOT / "conf" / "studies" / "inclusion.yaml"
+FULL = os.environ.get("JUDGECAL_FULL") == "1"  # `make test-heavy`: the paper's 100 splits
+
+
+@pytest.fixture(scope="module")
+def panel_url(tmp_path_factory) -> str:
+    from judgecal_dist.io.synthetic import generate_panel
+
+    dest = str(tmp_path_factory.mktemp("synthetic") / "panel")
+    generate_panel(dest, n_items=1200, n_judges=9, seed=3)
+    return dest
+
+
+def _engine(**kw) -> EngineConfig:
+    return EngineConfig(ray_num_cpus=2, **kw)
+
+
+def test_replicate_is_pure_and_uses_the_keyed_split(panel_url):
+    panel = load_panel(panel_url)
+    cfg = inclusion.Config(data=panel_url, replicates=2)
+    rep = inclusion.plan(cfg, panel)[1]
+    first, second = inclusion.run_replicate(panel, rep), inclusion.run_replicate(panel, rep)
+    pd.testing.assert_frame_equal(first, second)
+    in_cal = calibration_mask(panel.group_keys, [rep.seed], cfg.calib_fraction)[0]
+    assert (first["n_cal"] == in_cal.sum()).all() and (first["n_eval"] == (~in_cal).sum()).all()
+    assert len(first) == len(cfg.aggregators) * len(cfg.calibrators)
+
+
+def test_study_on_generated_panel(panel_url, tmp_path, ray_local):
+    run = prepare(CONFIG, [f"data={panel_url}", "replicates=12"])
+    url = execute(run, _engine(), output=str(tmp_path))
+    folder = Path(url)
+    assert (folder / "_SUCCESS").is_file()
+    summary = json.loads((folder / "summary.json").read_text())
+    records = {(r["aggregator"], r["calibrator"]): r for r in summary["results"]}
+    assert set(records) == {(a, c) for a in inclusion.AGGREGATORS for c in inclusion.CALIBRATORS}
+    for rec in records.values():
+        for metric in ("nll", "brier", "ece", "accuracy"):
+            assert rec[f"{metric}_ci_low"] <= rec[metric] <= rec[f"{metric}_ci_high"]
+            assert np.isfinite(rec[metric])
+        assert rec["panel"] == "all" and rec["replicates"] == 12
+    # The generator has below-chance judges: weighting by posterior log-odds (which flips them) must beat
+    # an unweighted vote in accuracy, and calibration must not worsen the one-coin NLL.
+    assert records[("one_coin", "none")]["accuracy"] > records[("majority", "none")]["accuracy"]
+    assert records[("one_coin", "platt")]["nll"] <= records[("one_coin", "none")]["nll"]
+    parts = sorted(p.name for p in (folder / "replicates").iterdir())
+    assert len(parts) == 12
+    assert (folder / "figures" / "nll_by_method.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    model = json.loads((folder / "model" / "calibration.json").read_text())
+    assert model["format"] == inclusion.MODEL_FORMAT and len(model["aggregator"]["weights"]) == 9
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["status"] == "succeeded" and manifest["config"]["replicates"] == 12
+    assert manifest["inputs"][0]["files"] > 0
+    # A rerun of the same config is the same run: nothing recomputed, same URL.
+    assert execute(prepare(CONFIG, [f"data={panel_url}", "replicates=12"]), _engine(), output=str(tmp_path)) == url
+
+
+def test_ray_and_serial_runs_are_identical(panel_url, tmp_path, ray_local):
+    args = [f"data={panel_url}", "replicates=6"]
+    on_ray = execute(prepare(CONFIG, args, run_id="ray"), _engine(), output=str(tmp_path))
+    serial = execute(prepare(CONFIG, args, run_id="serial"), _engine(), output=str(tmp_path), serial=True)
+    assert Path(on_ray, "summary.json").read_text() == Path(serial, "summary.json").read_text()
+
+
+@pytest.mark.s3
+def test_s3_output_gives_identical_summary(panel_url, tmp_path, s3_bucket, ray_local):
+    import s3fs
+
+    args = [f"data={panel_url}", "replicates=5"]
+    local = execute(prepare(CONFIG, args, run_id="same"), _engine(), output=str(tmp_path))
+    remote = execute(prepare(CONFIG, args, run_id="same"), _engine(), output=f"{s3_bucket}/results")
+    assert remote == f"{s3_bucket}/results/inclusion/same"
+    fs = s3fs.S3FileSystem()
+    assert fs.exists(f"{remote}/_SUCCESS")
+    assert fs.cat(f"{remote}/summary.json").decode() == Path(local, "summary.json").read_text()
+    assert len(fs.ls(f"{remote}/replicates")) == 5
+    manifest = fs.cat(f"{remote}/manifest.json").decode()
+    assert os.environ["AWS_SECRET_ACCESS_KEY"] not in manifest
+
+
+def test_killed_run_resumes_without_recomputing(panel_url, tmp_path):
+    out = tmp_path / "out"
+    cmd = [
+        sys.executable,
+        "-m",
+        "judgecal_dist.cli",
+        "run",
+        str(CONFIG),
+        "--set",
+        f"data={panel_url}",
+        "--set",
+        "replicates=40",
+        "--run-id",
+        "killed",
+        "--output",
+        str(out),
+        "--serial",
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    parts = out / "inclusion" / "killed" / "replicates"
+    deadline = time.time() + 120
+    while time.time() < deadline and (not parts.is_dir() or len(list(parts.glob("part-*.parquet"))) < 8):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = {p.name: p.stat().st_mtime_ns for p in parts.glob("part-*.parquet")}
+    assert 8 <= len(before) < 40, "the kill should land half-way"
+    assert not (out / "inclusion" / "killed" / "_SUCCESS").exists()
+
+    url = execute(
+        prepare(CONFIG, [f"data={panel_url}", "replicates=40"], run_id="killed"),
+        _engine(),
+        output=str(out),
+        serial=True,
+    )
+    after = {p.name: p.stat().st_mtime_ns for p in Path(url, "replicates").glob("part-*.parquet")}
+    assert len(after) == 40
+    assert all(after[name] == stamp for name, stamp in before.items())  # finished replicates not recomputed
+    manifest = json.loads(Path(url, "manifest.json").read_text())
+    assert manifest["resumed_replicates"] == len(before)
+    fresh = execute(
+        prepare(CONFIG, [f"data={panel_url}", "replicates=40"], run_id="fresh"), _engine(), output=str(out), serial=True
+    )
+    assert Path(url, "summary.json").read_text() == Path(fresh, "summary.json").read_text()
+
+
+@pytest.mark.heavy
+def test_llmbar_study(llmbar_dir, tmp_path_factory, ray_local):
+    from judgecal_dist.io.ingest import ingest
+
+    data = str(tmp_path_factory.mktemp("llmbar") / "llmbar")
+    ingest("llmbar", str(llmbar_dir), data)
+    n = 100 if FULL else 20
+    url = execute(
+        prepare(CONFIG, [f"data={data}", f"replicates={n}"]), _engine(), output=str(tmp_path_factory.mktemp("r"))
+    )
+    summary = json.loads(Path(url, "summary.json").read_text())
+    assert summary["panel"]["items"] == 419 and summary["panel"]["judges"] == 130
+    records = {(r["aggregator"], r["calibrator"]): r for r in summary["results"]}
+    # Spec 000 (LLMBar, 130 judges): the one-coin posterior is extreme before calibration, so Platt must cut its NLL;
+    # calibrated one-coin must beat calibrated majority vote.
+    assert records[("one_coin", "platt")]["nll"] < records[("one_coin", "none")]["nll"]
+    assert records[("one_coin", "platt")]["nll"] < records[("majority", "platt")]["nll"]
+    assert all(0.5 < r["accuracy"] < 1.0 for r in summary["results"])
