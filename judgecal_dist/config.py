@@ -87,7 +87,11 @@ def config_from_mapping(cls: type[T], values: Mapping[str, Any], *, source: str)
         default = fields[name].default
         if isinstance(default, bool) and not isinstance(value, bool):
             raise ConfigError(f"{source}: {name}: expected true/false, got {value!r}")
-        if isinstance(default, int) and not isinstance(default, bool) and not (isinstance(value, int) and not isinstance(value, bool)):
+        if (
+            isinstance(default, int)
+            and not isinstance(default, bool)
+            and not (isinstance(value, int) and not isinstance(value, bool))
+        ):
             raise ConfigError(f"{source}: {name}: expected an integer, got {value!r}")
         if isinstance(default, float) and not (isinstance(value, int | float) and not isinstance(value, bool)):
             raise ConfigError(f"{source}: {name}: expected a number, got {value!r}")

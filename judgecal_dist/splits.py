@@ -94,7 +94,9 @@ def split_uniforms(keys: npt.ArrayLike, seeds: Sequence[int] | npt.ArrayLike) ->
     return (mixed >> np.uint64(11)).astype(np.float64) * 2.0**-53
 
 
-def calibration_mask(keys: npt.ArrayLike, seeds: Sequence[int] | npt.ArrayLike, fraction: float) -> npt.NDArray[np.bool_]:
+def calibration_mask(
+    keys: npt.ArrayLike, seeds: Sequence[int] | npt.ArrayLike, fraction: float
+) -> npt.NDArray[np.bool_]:
     """``mask[r, g]`` is True when group ``g`` is in the calibration part of replicate ``seeds[r]``.
 
     Examples

@@ -20,7 +20,9 @@ SHARED_DATA = SHARED / "data"
 def shared_data() -> Path:
     """``../shared/data``; tests that need it skip with a reason when it is absent (a user's fresh clone)."""
     if not SHARED_DATA.is_dir():
-        pytest.skip(f"../shared/data not found at {SHARED_DATA}: real-data tests need the shared folder beside the repo")
+        pytest.skip(
+            f"../shared/data not found at {SHARED_DATA}: real-data tests need the shared folder beside the repo"
+        )
     return SHARED_DATA
 
 
@@ -91,7 +93,10 @@ def s3_server():
     else:
         proc.kill()
         pytest.fail("moto S3 server did not start within 30 s")
-    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_DEFAULT_REGION")}
+    saved = {
+        k: os.environ.get(k)
+        for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_DEFAULT_REGION")
+    }
     os.environ.update(
         AWS_ACCESS_KEY_ID="testing-key-id",
         AWS_SECRET_ACCESS_KEY="testing-secret-value",

@@ -82,7 +82,7 @@ def fingerprint_inputs(url: str, storage_options: dict | None = None) -> dict[st
         stamp = meta.get("ETag") or meta.get("mtime") or meta.get("LastModified") or ""
         size = int(meta.get("size") or 0)
         total += size
-        digest.update(f"{name[len(path):]}|{size}|{stamp}\n".encode())
+        digest.update(f"{name[len(path) :]}|{size}|{stamp}\n".encode())
     return {"url": url, "files": len(files), "bytes": total, "sha256": digest.hexdigest()}
 
 

@@ -74,7 +74,13 @@ class Progress:
         eta = (self.total - self.done) / rate if rate > 0 else float("nan")
         log.info(
             "%s %d/%d (%.0f%%) %.1f/s elapsed %.1fs ETA %.1fs",
-            self.label, self.done, self.total, 100.0 * self.done / max(self.total, 1), rate, elapsed, eta,
+            self.label,
+            self.done,
+            self.total,
+            100.0 * self.done / max(self.total, 1),
+            rate,
+            elapsed,
+            eta,
         )
 
 
@@ -149,7 +155,9 @@ def fan_out(
             for ref in pending:
                 ray.cancel(ref)
             cause = err.cause if isinstance(err.cause, ReplicateFailed) else err
-            raise ReplicateFailed(str(cause).splitlines()[0] if isinstance(cause, ReplicateFailed) else str(err)) from err
+            raise ReplicateFailed(
+                str(cause).splitlines()[0] if isinstance(cause, ReplicateFailed) else str(err)
+            ) from err
         for seed, table in results:
             commit(seed, table)
             committed += 1

@@ -15,6 +15,7 @@ a file; on object stores the move is a server-side copy of a complete object. A 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -161,10 +162,8 @@ class RunStore:
         self.write_text(SUCCESS, "")
         tmp = self._p("_tmp")
         if self.fs.exists(tmp):
-            try:
+            with contextlib.suppress(FileNotFoundError):  # object stores: an empty prefix vanishes by itself
                 self.fs.rm(tmp, recursive=True)
-            except FileNotFoundError:  # object stores: an empty prefix disappears by itself
-                pass
 
     def require_success(self) -> None:
         """Raise unless the run is complete: a reader trusts a run only with ``_SUCCESS``."""

@@ -36,7 +36,10 @@ def test_local_store(tmp_path):
     _exercise(store)
     assert (tmp_path / "study" / "run" / SUCCESS).is_file()
     assert sorted(p.name for p in (tmp_path / "study" / "run" / "replicates").iterdir()) == [
-        "part-1.parquet", "part-12.parquet", "part-3.parquet"]
+        "part-1.parquet",
+        "part-12.parquet",
+        "part-3.parquet",
+    ]
 
 
 def test_file_url_store(tmp_path):
@@ -63,9 +66,12 @@ def test_manifest_never_holds_credentials(tmp_path, monkeypatch):
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "x.parquet").write_bytes(b"1234")
     manifest = build_manifest(
-        study="s", run_id="r", config={"data": f"s3://bucket/{secret}/x", "nested": {"aws_secret_access_key": "v"}},
+        study="s",
+        run_id="r",
+        config={"data": f"s3://bucket/{secret}/x", "nested": {"aws_secret_access_key": "v"}},
         engine={"storage_options": {"key": "AKIA", "secret": secret}, "spark_master": "local[*]"},
-        inputs=[fingerprint_inputs(str(tmp_path / "data"))], started="t0",
+        inputs=[fingerprint_inputs(str(tmp_path / "data"))],
+        started="t0",
     )
     text = json.dumps(manifest)
     assert secret not in text and "tok-123456789" not in text
