@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from judgecal_dist import __version__
-from judgecal_dist.engine.store import open_fs
+from judgecal_dist.io.filesystem import open_fs
 
 __all__ = ["build_manifest", "fingerprint_inputs", "redact", "utc_now"]
 

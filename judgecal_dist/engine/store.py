@@ -24,13 +24,12 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-import fsspec
 import pandas as pd
-from fsspec.spec import AbstractFileSystem
 
 from judgecal_dist.errors import InputError, RunError
+from judgecal_dist.io.filesystem import open_fs
 
-__all__ = ["RunStore", "open_fs", "SUCCESS", "is_remote"]
+__all__ = ["RunStore", "SUCCESS", "is_remote"]
 
 log = logging.getLogger(__name__)
 
@@ -41,18 +40,6 @@ _PART = re.compile(r"part-(\d+)\.parquet$")
 def is_remote(url: str) -> bool:
     """True for URLs with a non-local protocol (``s3://``, ``gs://``, ...)."""
     return "://" in url and not url.startswith("file://")
-
-
-def open_fs(url: str, storage_options: dict[str, Any] | None = None) -> tuple[AbstractFileSystem, str]:
-    """Filesystem and path for ``url``; S3 endpoints and credentials come from the environment or ``storage_options``.
-
-    ``s3://`` URLs honour ``AWS_ENDPOINT_URL`` (botocore reads it), so the same code reaches AWS S3, MinIO or
-    moto's server on loopback.
-    """
-    try:
-        return fsspec.core.url_to_fs(url, **(storage_options or {}))
-    except (ImportError, ValueError) as err:
-        raise InputError(f"{url}: cannot open this URL ({err})") from err
 
 
 class RunStore:
