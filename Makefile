@@ -34,7 +34,7 @@ java:
 
 demo: $(STAMP) java
 	@$(VENV)/bin/judgecal generate --items 4000 --judges 15 --seed 7 --overwrite $(DEMO)/panel >/dev/null
-	@$(VENV)/bin/judgecal run conf/studies/inclusion.yaml --set data=$(DEMO)/panel --set replicates=50 --output $(DEMO)/results
+	@$(VENV)/bin/judgecal run conf/studies/inclusion.yaml --conf conf/demo.yaml --set data=$(DEMO)/panel --set replicates=50 --output $(DEMO)/results
 
 test: $(STAMP) java
 	$(PY) -m pytest $(PYTEST_ARGS)

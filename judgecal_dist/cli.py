@@ -54,6 +54,8 @@ def guarded(func: Callable[..., Any]) -> Callable[..., Any]:
         debug = click.get_current_context().find_root().params.get("debug", False)
         try:
             return func(*args, **kwargs)
+        except click.ClickException:
+            raise
         except (InputError, ConfigError) as err:
             if debug:
                 raise

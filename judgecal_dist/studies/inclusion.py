@@ -23,6 +23,7 @@ import pandas as pd
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.panel import ORIENTATIONS, Panel, load_panel
+from judgecal_dist.engine.stats import judge_cells, judge_summary
 from judgecal_dist.errors import ConfigError
 from judgecal_dist.methods.aggregate import MajorityVote, OneCoin
 from judgecal_dist.methods.calibrate import PlattCalibrator
@@ -31,7 +32,18 @@ from judgecal_dist.stats.inference import summarise_over_splits
 from judgecal_dist.stats.metrics import metric_table
 from judgecal_dist.studies.base import StudyResult
 
-__all__ = ["NAME", "Config", "Replicate", "load", "plan", "run_replicate", "summarise", "AGGREGATORS", "CALIBRATORS"]
+__all__ = [
+    "NAME",
+    "Config",
+    "Replicate",
+    "InclusionInput",
+    "load",
+    "plan",
+    "run_replicate",
+    "summarise",
+    "AGGREGATORS",
+    "CALIBRATORS",
+]
 
 NAME = "inclusion"
 AGGREGATORS = ("majority", "one_coin")
@@ -97,9 +109,22 @@ class Replicate:
     n_bins: int
 
 
-def load(config: Config, engine: EngineConfig) -> Panel:
-    """The dense labelled panel of ``config.data`` (validated; raises InputError before anything is written)."""
-    return load_panel(
+@dataclass(frozen=True)
+class InclusionInput:
+    """What every replicate task receives: the dense panel and the per-judge statistics of all splits."""
+
+    panel: Panel
+    judges: pd.DataFrame
+
+
+def load(config: Config, engine: EngineConfig) -> InclusionInput:
+    """The dense labelled panel of ``config.data`` and per-judge statistics of every planned split.
+
+    The statistics come from the engine's one-pass job (Spark for large tables, pyarrow + numpy otherwise, equal
+    exactly): calibration-side votes, correct votes and parse rate of every judge in every replicate, averaged
+    for the report. Input is validated here, before the runner writes anything.
+    """
+    panel = load_panel(
         config.data,
         sample=config.sample,
         orientation=config.orientation,
@@ -107,9 +132,16 @@ def load(config: Config, engine: EngineConfig) -> Panel:
         dataset=config.dataset,
         storage_options=dict(engine.storage_options),
     )
+    seeds = [config.seed + i for i in range(config.replicates)]
+    per_split = judge_summary(judge_cells(config.data, seeds, config.calib_fraction, config=engine))
+    cal = per_split[per_split["side"] == "calibration"]
+    judges = cal.groupby("judge_id", as_index=False)[["rows", "votes", "correct"]].mean()
+    judges["parse_rate"] = cal.groupby("judge_id")["parse_rate"].mean().to_numpy()
+    judges["accuracy"] = judges["correct"] / judges["votes"].where(judges["votes"] > 0)
+    return InclusionInput(panel=panel, judges=judges.sort_values("accuracy", ascending=False, kind="stable"))
 
 
-def plan(config: Config, panel: Panel) -> list[Replicate]:
+def plan(config: Config, data: InclusionInput) -> list[Replicate]:
     return [
         Replicate(
             seed=config.seed + i,
@@ -138,8 +170,9 @@ def _calibrated(name: str, s_cal: np.ndarray, y_cal: np.ndarray, s_eval: np.ndar
     return PlattCalibrator(eps=eps).fit(s_cal, y_cal).predict_proba(s_eval)[:, 1]
 
 
-def run_replicate(panel: Panel, rep: Replicate) -> pd.DataFrame:
+def run_replicate(data: InclusionInput, rep: Replicate) -> pd.DataFrame:
     """Metrics of every aggregator x calibrator on the evaluation part of split ``rep.seed``."""
+    panel = data.panel
     in_cal = calibration_mask(panel.group_keys, [rep.seed], rep.calib_fraction)[0]
     v_cal, y_cal = panel.votes[in_cal], panel.labels[in_cal]
     v_eval, y_eval = panel.votes[~in_cal], panel.labels[~in_cal]
@@ -164,8 +197,9 @@ def run_replicate(panel: Panel, rep: Replicate) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def summarise(config: Config, parts: pd.DataFrame, panel: Panel) -> StudyResult:
+def summarise(config: Config, parts: pd.DataFrame, data: InclusionInput) -> StudyResult:
     """Means over splits with bootstrap CIs, a figure, the report and the default pipeline's model."""
+    panel = data.panel
     by = ["aggregator", "calibrator", "panel"]
     summary = summarise_over_splits(
         parts, by=by, metrics=list(METRICS), confidence=config.ci_level, rng=np.random.default_rng(config.seed)
@@ -179,7 +213,7 @@ def summarise(config: Config, parts: pd.DataFrame, panel: Panel) -> StudyResult:
     return StudyResult(
         records=records,
         summary=summary,
-        report=_report(config, summary, panel),
+        report=_report(config, summary, panel, data.judges),
         figures={"nll_by_method.png": _figure(parts)},
         model={"calibration.json": _model(config, panel)},
         extra={
@@ -190,7 +224,9 @@ def summarise(config: Config, parts: pd.DataFrame, panel: Panel) -> StudyResult:
 
 
 def _plain(value: Any) -> Any:
-    return value.item() if isinstance(value, np.generic) else value
+    # JSON has no NaN: an undefined figure (e.g. accuracy of a judge that never voted) is null.
+    value = value.item() if isinstance(value, np.generic) else value
+    return None if isinstance(value, float) and not np.isfinite(value) else value
 
 
 def _choices(config: Config) -> dict[str, Any]:
@@ -211,7 +247,7 @@ def _choices(config: Config) -> dict[str, Any]:
     }
 
 
-def _report(config: Config, summary: pd.DataFrame, panel: Panel) -> str:
+def _report(config: Config, summary: pd.DataFrame, panel: Panel, judges: pd.DataFrame) -> str:
     lines = [
         f"# Inclusion study (first slice) on `{panel.dataset}`",
         "",
@@ -237,6 +273,20 @@ def _report(config: Config, summary: pd.DataFrame, panel: Panel) -> str:
         "",
     ]
     lines += [f"- {k}: {v}" for k, v in _choices(config).items()]
+    below = judges[judges["accuracy"] < 0.5]
+    lines += [
+        "",
+        "## Judges (calibration halves, mean over splits)",
+        "",
+        f"{len(judges)} judges; {len(below)} below chance (their one-coin weight is negative: votes flipped).",
+        "",
+        "| judge | votes | accuracy | parse rate |",
+        "| --- | --- | --- | --- |",
+    ]
+    shown = judges if len(judges) <= 12 else pd.concat([judges.head(6), judges.tail(6)])
+    lines += [f"| {r.judge_id} | {r.votes:.1f} | {r.accuracy:.3f} | {r.parse_rate:.3f} |" for r in shown.itertuples()]
+    if len(judges) > 12:
+        lines.append(f"| ... {len(judges) - 12} more in summary.json `judges` | | | |")
     lines += ["", "Figure: `figures/nll_by_method.png` (per-split evaluation NLL).", ""]
     return "\n".join(lines)
 

@@ -16,6 +16,7 @@ import pytest
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.panel import load_panel
+from judgecal_dist.engine.stats import judge_cells, judge_summary
 from judgecal_dist.splits import calibration_mask
 from judgecal_dist.studies import inclusion
 from judgecal_dist.studies.runner import execute, prepare
@@ -39,10 +40,11 @@ def _engine(**kw) -> EngineConfig:
 
 
 def test_replicate_is_pure_and_uses_the_keyed_split(panel_url):
-    panel = load_panel(panel_url)
     cfg = inclusion.Config(data=panel_url, replicates=2)
-    rep = inclusion.plan(cfg, panel)[1]
-    first, second = inclusion.run_replicate(panel, rep), inclusion.run_replicate(panel, rep)
+    data = inclusion.load(cfg, _engine())
+    panel = data.panel
+    rep = inclusion.plan(cfg, data)[1]
+    first, second = inclusion.run_replicate(data, rep), inclusion.run_replicate(data, rep)
     pd.testing.assert_frame_equal(first, second)
     in_cal = calibration_mask(panel.group_keys, [rep.seed], cfg.calib_fraction)[0]
     assert (first["n_cal"] == in_cal.sum()).all() and (first["n_eval"] == (~in_cal).sum()).all()
@@ -165,3 +167,25 @@ def test_llmbar_study(llmbar_dir, tmp_path_factory, ray_local):
     assert records[("one_coin", "platt")]["nll"] < records[("one_coin", "none")]["nll"]
     assert records[("one_coin", "platt")]["nll"] < records[("majority", "platt")]["nll"]
     assert all(0.5 < r["accuracy"] < 1.0 for r in summary["results"])
+
+
+@pytest.mark.spark
+def test_spark_one_pass_counts_equal_the_panel_split_counts(llmbar_dir, tmp_path_factory, spark):
+    """Cross-engine check: Spark's one-pass calibration counts for 20 splits equal the counts of the dense panel
+    under the same keyed split (so every engine puts the same items on the same side)."""
+    from judgecal_dist.io.ingest import ingest
+
+    data = str(tmp_path_factory.mktemp("llmbar-x") / "llmbar")
+    ingest("llmbar", str(llmbar_dir), data)
+    panel = load_panel(data)
+    seeds = list(range(20))
+    summary = judge_summary(judge_cells(data, seeds, 0.5, engine="spark"))
+    cal = summary[summary["side"] == "calibration"].set_index(["replicate", "judge_id"])
+    mask = calibration_mask(panel.group_keys, seeds, 0.5)  # (R, items)
+    voted = (panel.votes >= 0).astype(np.int64)
+    correct = (panel.votes == panel.labels[:, None]).astype(np.int64)
+    votes_by_split, correct_by_split = mask @ voted, mask @ correct  # (R, J): every split in one product
+    for r, seed in enumerate(seeds):
+        got = cal.loc[seed].reindex(panel.judge_ids)
+        assert got["votes"].fillna(0).astype(int).tolist() == votes_by_split[r].tolist()
+        assert got["correct"].fillna(0).astype(int).tolist() == correct_by_split[r].tolist()
