@@ -112,3 +112,10 @@ def test_status_reports_a_run(tmp_path):
     store.commit_part(0, pd.DataFrame({"a": [1]}))
     result = invoke("status", str(tmp_path / "run"))
     assert result.exit_code == 0 and "inclusion r1: running; replicates 1/3" in result.output
+
+
+@pytest.mark.s3
+def test_missing_s3_source_is_rejected(s3_bucket, tmp_path):
+    result = invoke("ingest", "--format", "long", f"{s3_bucket}-absent/verdicts", str(tmp_path / "dest"))
+    assert result.exit_code == 2 and f"{s3_bucket}-absent/verdicts" in result.output
+    assert not (tmp_path / "dest").exists()

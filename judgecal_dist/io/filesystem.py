@@ -18,6 +18,20 @@ from judgecal_dist.errors import InputError
 
 __all__ = ["open_fs", "require_exists", "open_input", "read_json_file", "join_path", "strip_compression"]
 
+def _access_errors() -> tuple[type[BaseException], ...]:
+    # Remote filesystems raise their client's own errors for missing credentials or unreachable endpoints
+    # (botocore's are not OSErrors); they are input problems of the URL, reported as such.
+    errors: list[type[BaseException]] = [OSError]
+    try:
+        from botocore.exceptions import BotoCoreError, ClientError
+    except ImportError:
+        return tuple(errors)
+    return (*errors, BotoCoreError, ClientError)
+
+
+#: Exceptions raised while reaching a URL (local or remote) that mean "this input cannot be accessed".
+ACCESS_ERRORS: tuple[type[BaseException], ...] = _access_errors()
+
 #: Exceptions a corrupt, truncated or unreadable input file raises while it is decoded.
 DECODE_ERRORS: tuple[type[BaseException], ...] = (OSError, EOFError, ValueError, UnicodeDecodeError)
 
@@ -57,8 +71,8 @@ def require_exists(fs: AbstractFileSystem, path: str, url: str) -> None:
     try:
         fs.invalidate_cache(path)
         found = fs.exists(path)
-    except OSError as err:  # e.g. an S3 bucket that cannot be reached
-        raise InputError(f"{url}: cannot access ({err})") from err
+    except ACCESS_ERRORS as err:  # e.g. an S3 bucket that cannot be reached, or no credentials
+        raise InputError(f"{url}: cannot access ({type(err).__name__}: {err})") from err
     if not found:
         raise InputError(f"{url}: no such file or directory")
 
