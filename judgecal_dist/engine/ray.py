@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -17,6 +16,7 @@ import pandas as pd
 import ray
 
 from judgecal_dist.errors import RunError
+from judgecal_dist.progress import Progress
 
 __all__ = ["init_ray", "fan_out", "run_serial", "Progress", "ReplicateFailed"]
 
@@ -58,30 +58,6 @@ def _run_one(run_replicate: RunReplicate, data: Any, rep: Any) -> tuple[int, Any
         return rep.seed, run_replicate(data, rep)
     except Exception as err:  # noqa: BLE001 - wrapped with the replicate's identity, re-raised
         raise ReplicateFailed(f"replicate seed={rep.seed} ({rep}) failed: {type(err).__name__}: {err}") from err
-
-
-class Progress:
-    """One log line per update: ``<label> done/total (pct) rate/s ETA s``."""
-
-    def __init__(self, total: int, label: str = "replicates") -> None:
-        self.total, self.label, self.done = total, label, 0
-        self.start = time.perf_counter()
-
-    def advance(self, n: int = 1) -> None:
-        self.done += n
-        elapsed = time.perf_counter() - self.start
-        rate = self.done / elapsed if elapsed > 0 else float("inf")
-        eta = (self.total - self.done) / rate if rate > 0 else float("nan")
-        log.info(
-            "%s %d/%d (%.0f%%) %.1f/s elapsed %.1fs ETA %.1fs",
-            self.label,
-            self.done,
-            self.total,
-            100.0 * self.done / max(self.total, 1),
-            rate,
-            elapsed,
-            eta,
-        )
 
 
 def _chunks(items: Sequence[R], size: int) -> list[Sequence[R]]:

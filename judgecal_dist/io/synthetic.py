@@ -39,6 +39,7 @@ from scipy.special import expit, ndtri
 from judgecal_dist.errors import ConfigError
 from judgecal_dist.io.schema import VERDICT_CODES
 from judgecal_dist.io.writer import ROWS_PER_PART, DatasetWriter
+from judgecal_dist.progress import Progress
 
 __all__ = ["generate_panel"]
 
@@ -270,6 +271,7 @@ def generate_panel(
     label_parts: list[tuple[pa.Array, np.ndarray, np.ndarray]] = []
     with DatasetWriter(dest, overwrite=overwrite, storage_options=storage_options, validate=validate,
                        score_range=(0.0, 1.0)) as writer:  # fmt: skip
+        progress = Progress(n_items, label=f"generate {dest}: items")
         for start in range(0, n_items, step):
             n = min(step, n_items - start)
             item_ids, group_ids = _item_ids(start, n, pairs)
@@ -277,6 +279,7 @@ def generate_panel(
             codes, chunk_scores = panel.verdicts(truth)
             writer.write_verdicts(_verdict_chunk(dataset, item_ids, group_ids, judges["judge_id"], codes, chunk_scores))
             label_parts.append((pa.array(item_ids, pa.string()), truth, labelled))
+            progress.advance(n)
         ids = pa.concat_arrays([part[0] for part in label_parts])
         truth = np.concatenate([part[1] for part in label_parts])
         labelled = np.concatenate([part[2] for part in label_parts])
