@@ -21,8 +21,10 @@ from judgecal_dist.splits import group_keys
 
 __all__ = ["Panel", "load_panel", "ORIENTATIONS"]
 
-#: Label orientations of spec 000 §3.0. ``gold_positive`` (paper-compatible) arrives with the seed-000 issue.
-ORIENTATIONS = ("natural", "randomized")
+#: Label orientations of spec 000 §3.0: ``natural`` (default), ``randomized`` (seeded A/B swap per item) and
+#: ``gold_positive`` (paper-compatible: Y = 1 always, a vote is 1 when it picks the gold side; reports using it
+#: must warn that unpenalised intercept fits have no finite optimum).
+ORIENTATIONS = ("natural", "randomized", "gold_positive")
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,9 @@ def load_panel(
     Items come from the labels table with label A or B (null and ``tie`` labels are dropped and counted);
     verdicts of ``sample`` only (spec 000 §3.0 default); ``tie`` verdicts and absent (item, judge) pairs are
     missing. ``orientation="randomized"`` swaps A and B in the label and every verdict of an item chosen by a
-    seeded coin (for data whose native order correlates with the label).
+    seeded coin (for data whose native order correlates with the label); ``"gold_positive"`` re-encodes every
+    item so that its label is 1 and a vote is 1 exactly when it picks the gold side (spec 000 §3.0, used only to
+    reproduce the paper's numbers).
 
     Raises
     ------
@@ -135,6 +139,9 @@ def load_panel(
         y = np.where(flip, 1 - y, y).astype(np.int8)
         votes = np.where(flip[:, None] & (votes >= 0), 1 - votes, votes).astype(np.int8)
         info["orientation_flipped_items"] = int(flip.sum())
+    elif orientation == "gold_positive":
+        votes = np.where(votes >= 0, (votes == y[:, None]).astype(np.int8), votes).astype(np.int8)
+        y = np.ones_like(y)
 
     families = judge_ids.copy()
     try:

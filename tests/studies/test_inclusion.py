@@ -189,3 +189,17 @@ def test_spark_one_pass_counts_equal_the_panel_split_counts(llmbar_dir, tmp_path
         got = cal.loc[seed].reindex(panel.judge_ids)
         assert got["votes"].fillna(0).astype(int).tolist() == votes_by_split[r].tolist()
         assert got["correct"].fillna(0).astype(int).tolist() == correct_by_split[r].tolist()
+
+
+def test_orientations_preserve_correctness(panel_url):
+    natural = load_panel(panel_url)
+    correct = (natural.votes == natural.labels[:, None]) & (natural.votes >= 0)
+    for orientation in ("randomized", "gold_positive"):
+        other = load_panel(panel_url, orientation=orientation, orientation_seed=4)
+        # Re-encoding never changes which votes are right, which are missing, or the item order.
+        assert np.array_equal((other.votes == other.labels[:, None]) & (other.votes >= 0), correct)
+        assert np.array_equal(other.votes < 0, natural.votes < 0)
+    gold = load_panel(panel_url, orientation="gold_positive")
+    assert (gold.labels == 1).all()
+    randomized = load_panel(panel_url, orientation="randomized", orientation_seed=4)
+    assert 0.4 < randomized.info["orientation_flipped_items"] / natural.n_items < 0.6
