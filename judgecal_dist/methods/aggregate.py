@@ -12,7 +12,7 @@ References
 from __future__ import annotations
 
 import numbers
-from typing import Self
+from typing import Any, Self
 
 import numpy as np
 import numpy.typing as npt
@@ -20,16 +20,36 @@ from scipy.special import expit, logit
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
-from judgecal_dist.errors import ConfigError, InputError
-from judgecal_dist.methods.votes import MISSING, VOTE_A, check_votes, count_judge_votes, signed_votes
+from judgecal_dist.methods.votes import (
+    MISSING,
+    VOTE_A,
+    check_judge_counts,
+    check_votes,
+    class_prior,
+    count_judge_votes,
+    signed_votes,
+)
 from judgecal_dist.stats.checks import check_binary_labels, check_param, check_same_length
 
-__all__ = ["MajorityVote", "OneCoin"]
+__all__ = ["MajorityVote", "CountAggregator", "OneCoin", "log_odds_proba"]
 
 _CLASSES = np.array([0, 1])
 
 
-def _proba_from_log_odds(t: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+def log_odds_proba(
+    votes: npt.NDArray[np.int8], weights: npt.NDArray[np.float64], prior: float
+) -> npt.NDArray[np.float64]:
+    r"""``[P(Y=0), P(Y=1)]`` of a weighted log-odds vote, :math:`\sigma(\mathrm{logit}\,\pi + \sum_j z_{ij} w_j)`.
+
+    One matrix-vector product over the :math:`\pm 1` votes (missing votes have :math:`z_{ij} = 0`); ``votes``
+    must already be checked by :func:`~judgecal_dist.methods.votes.check_votes`.
+
+    Examples
+    --------
+    >>> log_odds_proba(np.array([[1, 0, -1]], dtype=np.int8), np.array([2.0, 1.0, 5.0]), 0.5)[:, 1].round(4)
+    array([0.7311])
+    """
+    t = logit(prior) + signed_votes(votes) @ weights  # logit(pi) + sum_j z_ij w_j
     # expit(-t) rather than 1 - expit(t): P(B) keeps full relative precision when P(A) is near 1.
     return np.column_stack([expit(-t), expit(t)])
 
@@ -118,7 +138,135 @@ class MajorityVote(ClassifierMixin, BaseEstimator):
         return (self.predict_proba(V)[:, 1] > 0.5).astype(np.int64)
 
 
-class OneCoin(ClassifierMixin, BaseEstimator):
+class CountAggregator(ClassifierMixin, BaseEstimator):
+    """Base of the aggregators fitted from per-judge counts :math:`(n_j, c_j)` alone (spec §3.1(b)-(d), §8).
+
+    ``fit(V, y)`` computes the counts with :func:`~judgecal_dist.methods.votes.count_judge_votes` and calls
+    :meth:`fit_counts`, so fitting on the vote matrix and fitting on the engine's one-pass counts are the same
+    code path. Subclasses implement ``_fit_counts`` (set the fitted weights) and ``_predict_proba`` (score a
+    checked vote matrix).
+    """
+
+    def fit(self, V: npt.ArrayLike, y: npt.ArrayLike) -> Self:
+        """Fit on labelled items.
+
+        Parameters
+        ----------
+        V : array-like of shape (n_items, n_judges)
+            Vote codes in {-1, 0, 1} of the fit items.
+        y : array-like of shape (n_items,)
+            Labels in {0, 1}.
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        InputError
+            If ``V`` is not a valid vote matrix, ``y`` is not binary, or their numbers of items differ.
+        ConfigError
+            If a hyperparameter is invalid.
+        """
+        where = f"{type(self).__name__}.fit"
+        votes = check_votes(V, where=where)
+        labels = check_binary_labels(y, where=where)
+        check_same_length(("V", votes), ("y", labels), where=where)
+        n_votes, n_correct = count_judge_votes(votes, labels)
+        return self.fit_counts(n_votes, n_correct, n_items=labels.size, n_positive=int(labels.sum()))
+
+    def fit_counts(
+        self,
+        n_votes: npt.ArrayLike,
+        n_correct: npt.ArrayLike,
+        *,
+        n_items: int | None = None,
+        n_positive: int | None = None,
+    ) -> Self:
+        """Fit from per-judge sufficient statistics instead of the vote matrix.
+
+        ``fit_counts(*count_judge_votes(V, y), n_items=len(y), n_positive=sum(y))`` equals ``fit(V, y)``.
+
+        Parameters
+        ----------
+        n_votes, n_correct : array-like of shape (n_judges,)
+            Non-negative integer counts :math:`n_j` and :math:`c_j \\le n_j`.
+        n_items, n_positive : int, optional
+            Number of fit items and how many have :math:`Y = 1`; required only for ``prior="empirical"``.
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        InputError
+            If the counts are not 1-D non-negative integers of equal length with ``n_correct <= n_votes``, or the
+            item counts are missing (with ``prior="empirical"``) or inconsistent.
+        ConfigError
+            If a hyperparameter is invalid.
+        """
+        where = f"{type(self).__name__}.fit_counts"
+        n_j, c_j = check_judge_counts(n_votes, n_correct, where=where)
+        self._fit_counts(n_j, c_j, n_items=n_items, n_positive=n_positive, where=where)
+        self.n_votes_, self.n_correct_ = n_j, c_j
+        self.n_features_in_ = n_j.size
+        self.classes_ = _CLASSES.copy()
+        return self
+
+    @classmethod
+    def from_counts(
+        cls,
+        n_votes: npt.ArrayLike,
+        n_correct: npt.ArrayLike,
+        *,
+        n_items: int | None = None,
+        n_positive: int | None = None,
+        **params: Any,
+    ) -> Self:
+        """``cls(**params).fit_counts(n_votes, n_correct, n_items=..., n_positive=...)`` in one call.
+
+        Examples
+        --------
+        >>> OneCoin.from_counts([10, 10], [9, 5]).weights_.round(4)
+        array([1.6094, 0.    ])
+        """
+        return cls(**params).fit_counts(n_votes, n_correct, n_items=n_items, n_positive=n_positive)
+
+    def predict_proba(self, V: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """``[P(Y=0 | V_i), P(Y=1 | V_i)]`` per item; the prior for items with no verdict.
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            If called before :meth:`fit` or :meth:`fit_counts`.
+        InputError
+            If ``V`` is not a valid vote matrix for the fitted panel.
+        """
+        check_is_fitted(self)
+        votes = check_votes(V, where=f"{type(self).__name__}.predict_proba", n_judges=self.n_features_in_)
+        return self._predict_proba(votes)
+
+    def predict(self, V: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        """Hard labels: 1 iff :math:`P(Y=1 \\mid V_i) > 1/2`; an exact 1/2 gives 0."""
+        return (self.predict_proba(V)[:, 1] > 0.5).astype(np.int64)
+
+    def _fit_counts(
+        self,
+        n_j: npt.NDArray[np.int64],
+        c_j: npt.NDArray[np.int64],
+        *,
+        n_items: int | None,
+        n_positive: int | None,
+        where: str,
+    ) -> None:
+        raise NotImplementedError
+
+    def _predict_proba(self, votes: npt.NDArray[np.int8]) -> npt.NDArray[np.float64]:
+        raise NotImplementedError
+
+
+class OneCoin(CountAggregator):
     r"""Bayesian one-coin aggregator integrated over Beta posteriors of judge accuracy (spec §3.1(d), eq. (1)).
 
     Judge :math:`j` reports the true label with probability :math:`\theta_j` whatever the class, verdicts are
@@ -204,156 +352,27 @@ class OneCoin(ClassifierMixin, BaseEstimator):
         self.beta0 = beta0
         self.prior = prior
 
-    def fit(self, V: npt.ArrayLike, y: npt.ArrayLike) -> Self:
-        """Fit the judge posteriors on labelled items.
-
-        Parameters
-        ----------
-        V : array-like of shape (n_items, n_judges)
-            Vote codes in {-1, 0, 1} of the fit items.
-        y : array-like of shape (n_items,)
-            Labels in {0, 1}.
-
-        Returns
-        -------
-        self
-
-        Raises
-        ------
-        InputError
-            If ``V`` is not a valid vote matrix, ``y`` is not binary, or their numbers of items differ.
-        ConfigError
-            If a hyperparameter is invalid.
-        """
-        votes = check_votes(V, where="OneCoin.fit")
-        labels = check_binary_labels(y, where="OneCoin.fit")
-        check_same_length(("V", votes), ("y", labels), where="OneCoin.fit")
-        n_votes, n_correct = count_judge_votes(votes, labels)
-        return self.fit_counts(n_votes, n_correct, n_items=labels.size, n_positive=int(labels.sum()))
-
-    def fit_counts(
+    def _fit_counts(
         self,
-        n_votes: npt.ArrayLike,
-        n_correct: npt.ArrayLike,
+        n_j: npt.NDArray[np.int64],
+        c_j: npt.NDArray[np.int64],
         *,
-        n_items: int | None = None,
-        n_positive: int | None = None,
-    ) -> Self:
-        """Fit from per-judge sufficient statistics instead of the vote matrix.
-
-        ``fit_counts(*count_judge_votes(V, y), n_items=len(y), n_positive=sum(y))`` equals ``fit(V, y)``.
-
-        Parameters
-        ----------
-        n_votes, n_correct : array-like of shape (n_judges,)
-            Non-negative integer counts :math:`n_j` and :math:`c_j \\le n_j`.
-        n_items, n_positive : int, optional
-            Number of fit items and how many have :math:`Y = 1`; required only for ``prior="empirical"``.
-
-        Returns
-        -------
-        self
-
-        Raises
-        ------
-        InputError
-            If the counts are not 1-D non-negative integers of equal length with ``n_correct <= n_votes``, or the
-            item counts are missing (with ``prior="empirical"``) or inconsistent.
-        ConfigError
-            If a hyperparameter is invalid.
-        """
-        where = "OneCoin.fit_counts"
-        alpha0, beta0, prior = self._check_params(where)
-        n_j = self._check_counts(n_votes, "n_votes", where)
-        c_j = self._check_counts(n_correct, "n_correct", where)
-        check_same_length(("n_votes", n_j), ("n_correct", c_j), where=where)
-        over = c_j > n_j
-        if over.any():
-            raise InputError(
-                f"{where}: n_correct: exceeds n_votes ({int(over.sum())} judges, e.g. {np.flatnonzero(over)[:3]})"
+        n_items: int | None,
+        n_positive: int | None,
+        where: str,
+    ) -> None:
+        alpha0, beta0 = (
+            float(
+                check_param(v, where=where, name=k, target_type=numbers.Real, min_val=0, include_boundaries="neither")
             )
-        self.prior_ = 0.5 if prior == "half" else self._empirical_prior(n_items, n_positive, where)
-        self.n_votes_, self.n_correct_ = n_j, c_j
+            for k, v in (("alpha0", self.alpha0), ("beta0", self.beta0))
+        )
+        self.prior_ = class_prior(self.prior, n_items=n_items, n_positive=n_positive, where=where)
         self.posterior_a_ = c_j + alpha0  # a_j = c_j + alpha_0 (spec §2)
         self.posterior_b_ = n_j - c_j + beta0  # b_j = n_j - c_j + beta_0
         self.accuracy_ = self.posterior_a_ / (self.posterior_a_ + self.posterior_b_)
         psi = np.log(self.posterior_a_) - np.log(self.posterior_b_)
         self.weights_ = np.where(n_j > 0, psi, 0.0)
-        self.n_features_in_ = n_j.size
-        self.classes_ = _CLASSES.copy()
-        return self
 
-    @classmethod
-    def from_counts(
-        cls,
-        n_votes: npt.ArrayLike,
-        n_correct: npt.ArrayLike,
-        *,
-        n_items: int | None = None,
-        n_positive: int | None = None,
-        alpha0: float = 1.0,
-        beta0: float = 1.0,
-        prior: str = "half",
-    ) -> OneCoin:
-        """``OneCoin(alpha0=..., beta0=..., prior=...).fit_counts(n_votes, n_correct, ...)`` in one call.
-
-        Examples
-        --------
-        >>> OneCoin.from_counts([10, 10], [9, 5]).weights_.round(4)
-        array([1.6094, 0.    ])
-        """
-        model = cls(alpha0=alpha0, beta0=beta0, prior=prior)
-        return model.fit_counts(n_votes, n_correct, n_items=n_items, n_positive=n_positive)
-
-    def predict_proba(self, V: npt.ArrayLike) -> npt.NDArray[np.float64]:
-        """Posterior predictive ``[P(Y=0 | V_i, C), P(Y=1 | V_i, C)]`` per item; the prior for items with no verdict.
-
-        Raises
-        ------
-        sklearn.exceptions.NotFittedError
-            If called before :meth:`fit` or :meth:`fit_counts`.
-        InputError
-            If ``V`` is not a valid vote matrix for the fitted panel.
-        """
-        check_is_fitted(self)
-        votes = check_votes(V, where="OneCoin.predict_proba", n_judges=self.n_features_in_)
-        log_odds = logit(self.prior_) + signed_votes(votes) @ self.weights_  # logit(pi) + sum_j z_ij psi_j
-        return _proba_from_log_odds(log_odds)
-
-    def predict(self, V: npt.ArrayLike) -> npt.NDArray[np.int64]:
-        """Hard labels: 1 iff :math:`P(Y=1 \\mid V_i, \\mathcal C) > 1/2`; an exact 1/2 gives 0."""
-        return (self.predict_proba(V)[:, 1] > 0.5).astype(np.int64)
-
-    def _check_params(self, where: str) -> tuple[float, float, str]:
-        alpha0 = check_param(
-            self.alpha0, where=where, name="alpha0", target_type=numbers.Real, min_val=0, include_boundaries="neither"
-        )
-        beta0 = check_param(
-            self.beta0, where=where, name="beta0", target_type=numbers.Real, min_val=0, include_boundaries="neither"
-        )
-        if self.prior not in ("half", "empirical"):
-            raise ConfigError(f"{where}: prior: must be 'half' or 'empirical', got {self.prior!r}")
-        return float(alpha0), float(beta0), self.prior
-
-    @staticmethod
-    def _check_counts(counts: npt.ArrayLike, name: str, where: str) -> npt.NDArray[np.int64]:
-        arr = np.asarray(counts)
-        if arr.ndim != 1 or arr.size == 0:
-            raise InputError(f"{where}: {name}: expected a non-empty 1-D array (one count per judge), got {arr.shape}")
-        if not np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_:
-            raise InputError(f"{where}: {name}: expected integer counts, got dtype {arr.dtype}")
-        bad = ~(np.isfinite(arr) & (arr >= 0) & (arr == np.round(arr)))
-        if bad.any():
-            raise InputError(
-                f"{where}: {name}: counts must be non-negative integers "
-                f"({int(bad.sum())} judges, e.g. {arr[bad][:3].tolist()})"
-            )
-        return arr.astype(np.int64)
-
-    @staticmethod
-    def _empirical_prior(n_items: int | None, n_positive: int | None, where: str) -> float:
-        if n_items is None or n_positive is None:
-            raise InputError(f"{where}: n_items, n_positive: both are required with prior='empirical'")
-        if not 0 <= n_positive <= n_items:
-            raise InputError(f"{where}: n_positive: must be in [0, n_items={n_items}], got {n_positive}")
-        return (n_positive + 1.0) / (n_items + 2.0)  # Laplace-smoothed class share (spec §3.1(d))
+    def _predict_proba(self, votes: npt.NDArray[np.int8]) -> npt.NDArray[np.float64]:
+        return log_odds_proba(votes, self.weights_, self.prior_)

@@ -10,10 +10,19 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from judgecal_dist.errors import InputError
+from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.stats.checks import check_binary_labels, check_same_length
 
-__all__ = ["VOTE_A", "VOTE_B", "MISSING", "check_votes", "signed_votes", "count_judge_votes"]
+__all__ = [
+    "VOTE_A",
+    "VOTE_B",
+    "MISSING",
+    "check_votes",
+    "signed_votes",
+    "count_judge_votes",
+    "check_judge_counts",
+    "class_prior",
+]
 
 VOTE_A: int = 1
 VOTE_B: int = 0
@@ -120,3 +129,77 @@ def count_judge_votes(V: npt.ArrayLike, y: npt.ArrayLike) -> tuple[npt.NDArray[n
     n_votes = (votes != MISSING).sum(axis=0, dtype=np.int64)
     n_correct = (votes == labels[:, None].astype(np.int8)).sum(axis=0, dtype=np.int64)
     return n_votes, n_correct
+
+
+def _check_count_vector(counts: npt.ArrayLike, name: str, where: str) -> npt.NDArray[np.int64]:
+    arr = np.asarray(counts)
+    if arr.ndim != 1 or arr.size == 0:
+        raise InputError(f"{where}: {name}: expected a non-empty 1-D array (one count per judge), got {arr.shape}")
+    if not np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_:
+        raise InputError(f"{where}: {name}: expected integer counts, got dtype {arr.dtype}")
+    bad = ~(np.isfinite(arr) & (arr >= 0) & (arr == np.round(arr)))
+    if bad.any():
+        raise InputError(
+            f"{where}: {name}: counts must be non-negative integers ({int(bad.sum())} judges, e.g. {arr[bad][:3].tolist()})"
+        )
+    return arr.astype(np.int64)
+
+
+def check_judge_counts(
+    n_votes: npt.ArrayLike, n_correct: npt.ArrayLike, *, where: str
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    r"""Return per-judge counts :math:`(n_j, c_j)` as int64 after checking :math:`0 \le c_j \le n_j`.
+
+    Raises
+    ------
+    InputError
+        If either array is not a non-empty 1-D array of non-negative integers, their lengths differ, or some
+        :math:`c_j > n_j`.
+
+    Examples
+    --------
+    >>> check_judge_counts([3, 2], [3, 0], where="demo")
+    (array([3, 2]), array([3, 0]))
+    >>> check_judge_counts([3, 2], [4, 0], where="demo")
+    Traceback (most recent call last):
+    ...
+    judgecal_dist.errors.InputError: demo: n_correct: exceeds n_votes (1 judges, e.g. [0])
+    """
+    n_j = _check_count_vector(n_votes, "n_votes", where)
+    c_j = _check_count_vector(n_correct, "n_correct", where)
+    check_same_length(("n_votes", n_j), ("n_correct", c_j), where=where)
+    over = c_j > n_j
+    if over.any():
+        raise InputError(
+            f"{where}: n_correct: exceeds n_votes ({int(over.sum())} judges, e.g. {np.flatnonzero(over)[:3]})"
+        )
+    return n_j, c_j
+
+
+def class_prior(prior: str, *, n_items: int | None, n_positive: int | None, where: str) -> float:
+    r"""Class prior :math:`\pi` of the log-odds aggregators (spec §3.1(c), (d)).
+
+    ``"half"`` gives :math:`1/2`; ``"empirical"`` gives the Laplace-smoothed share of class 1 among the fit items,
+    :math:`\hat\pi = (\sum_i Y_i + 1)/(n + 2)`, and needs ``n_items`` and ``n_positive``.
+
+    Raises
+    ------
+    ConfigError
+        If ``prior`` is not ``"half"`` or ``"empirical"``.
+    InputError
+        If ``prior="empirical"`` and the item counts are missing or ``n_positive`` is outside ``[0, n_items]``.
+
+    Examples
+    --------
+    >>> class_prior("empirical", n_items=4, n_positive=3, where="demo")
+    0.6666666666666666
+    """
+    if prior not in ("half", "empirical"):
+        raise ConfigError(f"{where}: prior: must be 'half' or 'empirical', got {prior!r}")
+    if prior == "half":
+        return 0.5
+    if n_items is None or n_positive is None:
+        raise InputError(f"{where}: n_items, n_positive: both are required with prior='empirical'")
+    if not 0 <= n_positive <= n_items:
+        raise InputError(f"{where}: n_positive: must be in [0, n_items={n_items}], got {n_positive}")
+    return (n_positive + 1.0) / (n_items + 2.0)

@@ -1,136 +1,125 @@
+"""The contract every score calibrator meets (spec §3.2-3.4); method-specific references live in test_<module>.py."""
+
 from __future__ import annotations
 
 import warnings
 
 import numpy as np
 import pytest
-from scipy.optimize import minimize
-from scipy.special import expit, logit
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
-from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import log_loss
 
 from judgecal_dist.errors import ConfigError, InputError
-from judgecal_dist.methods.calibrate import PlattCalibrator
+from judgecal_dist.methods.calibrate import BetaCalibration, IsotonicCalibrator, PlattCalibrator, TemperatureScaling
 
+CALIBRATORS = [PlattCalibrator, TemperatureScaling, BetaCalibration, IsotonicCalibrator]
 EPS = 1e-6
 
 
-@pytest.fixture(scope="module")
-def miscalibrated():
-    """Overconfident scores: the true P(Y=1 | s) is sigma(0.6 logit(s) + 0.3)."""
-    rng = np.random.default_rng(7)
-    s = expit(rng.normal(0.0, 2.5, size=400))
-    y = (rng.random(400) < expit(0.6 * logit(s) + 0.3)).astype(int)
-    return s, y
-
-
-def sklearn_oracle(s, y, sample_weight=None):
-    lr = LogisticRegression(C=np.inf, solver="newton-cholesky", tol=1e-12, max_iter=1000)
-    lr.fit(logit(np.clip(s, EPS, 1 - EPS)).reshape(-1, 1), y, sample_weight=sample_weight)
-    return lr.coef_[0, 0], lr.intercept_[0]
-
-
-def test_matches_sklearn_logistic_regression(miscalibrated):
+@pytest.mark.parametrize("cls", CALIBRATORS)
+def test_rows_are_probabilities_even_at_zero_and_one(cls, miscalibrated):
     s, y = miscalibrated
-    cal = PlattCalibrator().fit(s, y)
-    slope, intercept = sklearn_oracle(s, y)
-    assert cal.slope_ == pytest.approx(slope, abs=1e-5)
-    assert cal.intercept_ == pytest.approx(intercept, abs=1e-5)
-    assert cal.fallback_ is None and cal.n_iter_ == len(cal.loss_history_) > 0
-    assert np.all(np.diff(cal.loss_history_) <= 1e-15)
-    expected = expit(slope * logit(np.clip(s, EPS, 1 - EPS)) + intercept)
-    np.testing.assert_allclose(cal.predict_proba(s)[:, 1], expected, atol=1e-5)
+    s = np.r_[s, 0.0, 1.0, 0.0, 1.0]  # exact 0/1 scores in the fit data, both labels on each
+    y = np.r_[y, 0, 1, 1, 0]
+    cal = cls().fit(s, y)
+    proba = cal.predict_proba(np.r_[0.0, 1e-300, 0.5, 1.0 - 1e-17, 1.0, s])
+    assert proba.shape == (len(s) + 5, 2) and np.isfinite(proba).all()
+    assert np.all((proba >= 0.0) & (proba <= 1.0))
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=0, atol=1e-12)
 
 
-def test_weighted_matches_sklearn_and_counts_equal_items(miscalibrated):
+@pytest.mark.parametrize("cls", CALIBRATORS)
+def test_monotone_in_the_score(cls, miscalibrated):
+    cal = cls().fit(*miscalibrated)
+    grid = np.linspace(0.0, 1.0, 201)
+    assert np.all(np.diff(cal.predict_proba(grid)[:, 1]) >= -1e-12)
+
+
+@pytest.mark.parametrize("cls", CALIBRATORS)
+def test_relabelling_symmetry(cls, miscalibrated):
+    s, y = miscalibrated
+    grid = np.linspace(0.01, 0.99, 25)
+    p = cls().fit(s, y).predict_proba(grid)
+    q = cls().fit(1.0 - s, 1 - y).predict_proba(1.0 - grid)
+    np.testing.assert_allclose(q, p[:, ::-1], atol=1e-6)
+
+
+@pytest.mark.parametrize("cls", CALIBRATORS)
+def test_integer_weights_equal_repeated_items(cls, miscalibrated):
     s, y = miscalibrated
     w = np.random.default_rng(3).integers(0, 4, size=len(s))
-    cal = PlattCalibrator().fit(s, y, sample_weight=w)
-    slope, intercept = sklearn_oracle(s, y, sample_weight=w)
-    assert (cal.slope_, cal.intercept_) == pytest.approx((slope, intercept), abs=1e-5)
-    expanded = PlattCalibrator().fit(np.repeat(s, w), np.repeat(y, w))
-    assert (expanded.slope_, expanded.intercept_) == pytest.approx((cal.slope_, cal.intercept_), abs=1e-8)
+    weighted = cls().fit(s, y, sample_weight=w)
+    repeated = cls().fit(np.repeat(s, w), np.repeat(y, w))
+    grid = np.linspace(0.0, 1.0, 41)
+    np.testing.assert_allclose(weighted.predict_proba(grid), repeated.predict_proba(grid), atol=1e-6)
 
 
-def test_recovers_identity_on_calibrated_data():
-    rng = np.random.default_rng(11)
-    s = rng.beta(0.7, 0.7, size=20_000)
-    y = (rng.random(s.size) < s).astype(int)
-    cal = PlattCalibrator().fit(s, y)
-    assert cal.slope_ == pytest.approx(1.0, abs=0.05)
-    assert cal.intercept_ == pytest.approx(0.0, abs=0.05)
+@pytest.mark.parametrize("cls", CALIBRATORS)
+@pytest.mark.parametrize("label", [0, 1])
+def test_constant_labels_are_finite_and_documented(cls, label):
+    s = np.array([0.2, 0.6, 0.9, 0.4])
+    y = np.full(4, label)
+    expected = {  # (warning, fallback_) per calibrator, as documented in each class
+        PlattCalibrator: (UserWarning, "constant_labels"),
+        BetaCalibration: (None, None),  # penalised by default: a finite fit
+        IsotonicCalibrator: (None, None),  # the constant map at the label, clipped
+        # mean logit 0.2: it favours label 1 (interior optimum) and disfavours label 0 (T at its upper bound)
+        TemperatureScaling: (None if label == 1 else ConvergenceWarning, None),
+    }[cls]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cal = cls().fit(s, y)
+    assert [type(w.message) for w in caught] == ([expected[0]] if expected[0] else [])
+    assert getattr(cal, "fallback_", None) == expected[1]
+    proba = cal.predict_proba(np.linspace(0, 1, 11))
+    assert np.isfinite(proba).all() and np.all((proba > 0) & (proba < 1))
 
 
-def test_penalty_matches_direct_minimisation(miscalibrated):
-    s, y = miscalibrated
-    x = logit(np.clip(s, EPS, 1 - EPS))
-    lam = 0.05
-
-    def objective(params):  # independent: sklearn's log_loss plus the ridge toward the identity
-        return log_loss(y, expit(params[0] * x + params[1]), labels=[0, 1]) + lam * (
-            (params[0] - 1) ** 2 + params[1] ** 2
-        )
-
-    ref = minimize(objective, x0=[0.0, 0.0], method="Nelder-Mead", options={"xatol": 1e-9, "fatol": 1e-12}).x
-    cal = PlattCalibrator(penalty=lam).fit(s, y)
-    assert (cal.slope_, cal.intercept_) == pytest.approx(tuple(ref), abs=1e-5)
-    unpenalised = PlattCalibrator().fit(s, y)
-    assert abs(cal.slope_ - 1) < abs(unpenalised.slope_ - 1)  # shrunk toward the identity
-    huge = PlattCalibrator(penalty=1e6).fit(s, y)
-    assert (huge.slope_, huge.intercept_) == pytest.approx((1.0, 0.0), abs=1e-4)
-
-
-def test_constant_labels_fall_back_to_identity():
+def test_unpenalised_beta_constant_labels_fall_back_to_identity():
     s = np.array([0.2, 0.6, 0.9])
-    with pytest.warns(UserWarning, match=r"y has a single class \(1\).*identity map"):
-        cal = PlattCalibrator().fit(s, [1, 1, 1])
-    assert (cal.slope_, cal.intercept_, cal.fallback_) == (1.0, 0.0, "constant_labels")
+    with pytest.warns(UserWarning, match=r"y has a single class \(0\).*identity map"):
+        cal = BetaCalibration(penalty=0.0).fit(s, [0, 0, 0])
+    assert (cal.a_, cal.b_, cal.c_, cal.fallback_) == (1.0, 1.0, 0.0, "constant_labels")
     np.testing.assert_allclose(cal.predict_proba(s)[:, 1], s)
 
 
-def test_constant_labels_with_penalty_fit_finitely():
+def test_temperature_constant_labels_on_one_side_hit_the_bound():
+    with pytest.warns(ConvergenceWarning, match=r"optimum is at the bound T = 0.01 .*correct side of 1/2"):
+        cal = TemperatureScaling().fit([0.6, 0.7, 0.9], [1, 1, 1])
+    assert cal.temperature_ == pytest.approx(0.01, rel=1e-6)
+    assert np.isfinite(cal.predict_proba([0.0, 0.55, 1.0])).all()
+
+
+@pytest.mark.parametrize("cls", CALIBRATORS)
+def test_single_item(cls):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Platt's single-class and temperature's bound warnings, tested above
+        cal = cls().fit([0.7], [1])
+    assert np.isfinite(cal.predict_proba([0.0, 0.7, 1.0])).all()
+
+
+@pytest.mark.parametrize("cls", CALIBRATORS)
+def test_constant_scores(cls):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        cal = PlattCalibrator(penalty=0.01).fit(np.array([0.2, 0.6, 0.9]), [1, 1, 1])
-    assert cal.fallback_ is None and np.isfinite([cal.slope_, cal.intercept_]).all()
-    assert cal.intercept_ > 0
+        cal = cls().fit(np.full(4, 0.7), [1, 0, 1, 1])
+    p = cal.predict_proba([0.7])[0, 1]
+    assert np.isfinite(p) and 0.5 < p < 1.0
 
 
-def test_constant_scores_give_best_constant():
-    cal = PlattCalibrator().fit(np.full(4, 0.7), [1, 0, 1, 1])
-    assert (cal.slope_, cal.fallback_) == (0.0, "constant_scores")
-    assert cal.intercept_ == pytest.approx(logit(0.75))
-    np.testing.assert_allclose(cal.predict_proba([0.1, 0.9])[:, 1], 0.75)
+@pytest.mark.parametrize("cls", CALIBRATORS)
+def test_clone_and_not_fitted(cls):
+    cal = cls(eps=1e-4)
+    assert clone(cal).get_params() == cal.get_params() and cal.get_params()["eps"] == 1e-4
+    with pytest.raises(NotFittedError, match=f"This {cls.__name__} instance is not fitted"):
+        cal.predict_proba([0.5])
 
 
-def test_separable_data_warn():
-    with pytest.warns(ConvergenceWarning, match="separates the classes"):
-        PlattCalibrator().fit([0.1, 0.2, 0.8, 0.9], [0, 0, 1, 1])
-
-
-def test_extreme_scores_are_clipped(miscalibrated):
-    cal = PlattCalibrator().fit(*miscalibrated)
-    proba = cal.predict_proba([0.0, 1.0])
-    assert np.isfinite(proba).all() and np.all((proba > 0) & (proba < 1))
-    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
-
-
-def test_clone_and_params():
-    cal = PlattCalibrator(penalty=0.1, eps=1e-4)
-    assert clone(cal).get_params() == {"penalty": 0.1, "eps": 1e-4}
-
-
-def test_not_fitted():
-    with pytest.raises(NotFittedError, match="PlattCalibrator instance is not fitted"):
-        PlattCalibrator().predict_proba([0.5])
-
-
+@pytest.mark.parametrize("cls", CALIBRATORS)
 @pytest.mark.parametrize(
     ("s", "y", "kwargs", "match"),
     [
-        (np.full((3, 2), 0.5), [0, 1, 1], {}, r"s: expected a 1-D array .*pass column 1"),
+        (np.full((3, 2), 0.5), [0, 1, 1], {}, r"fit: s: expected a 1-D array .*pass column 1"),
         (
             [0.2, 1.5, 0.3],
             [0, 1, 1],
@@ -140,19 +129,24 @@ def test_not_fitted():
         ([0.2, np.nan, 0.3], [0, 1, 1], {}, r"s: probabilities must be finite"),
         ([0.2, 0.5, 0.3], [0, 1, -1], {}, r"y: labels must be 0 or 1"),
         ([0.2, 0.5], [0, 1, 1], {}, r"inconsistent numbers of items: s has 2, y has 3"),
+        ([], [], {}, r"s: no probabilities \(0 items\)"),
         ([0.2, 0.5, 0.3], [0, 1, 1], {"sample_weight": [1, -1, 1]}, r"sample_weight: must be finite and >= 0"),
         ([0.2, 0.5, 0.3], [0, 1, 1], {"sample_weight": [0, 0, 0]}, r"sample_weight: all weights are zero"),
     ],
 )
-def test_fit_rejects_input(s, y, kwargs, match):
-    with pytest.raises(InputError, match=match):
-        PlattCalibrator().fit(s, y, **kwargs)
+def test_fit_rejects_input(cls, s, y, kwargs, match):
+    with pytest.raises(InputError, match=f"{cls.__name__}.{match}" if match.startswith("fit") else match):
+        cls().fit(s, y, **kwargs)
 
 
-@pytest.mark.parametrize(
-    ("params", "match"),
-    [({"penalty": -0.1}, r"penalty == -0.1, must be >= 0"), ({"eps": 0.5}, r"eps == 0.5, must be < 0.5")],
-)
-def test_fit_rejects_params(params, match):
-    with pytest.raises(ConfigError, match=match):
-        PlattCalibrator(**params).fit([0.2, 0.7], [0, 1])
+@pytest.mark.parametrize("cls", CALIBRATORS)
+def test_fit_rejects_eps(cls):
+    with pytest.raises(ConfigError, match=r"eps == 0.5, must be < 0.5"):
+        cls(eps=0.5).fit([0.2, 0.7], [0, 1])
+
+
+@pytest.mark.parametrize("cls", CALIBRATORS)
+def test_predict_rejects_input(cls, miscalibrated):
+    cal = cls().fit(*miscalibrated)
+    with pytest.raises(InputError, match=f"{cls.__name__}.predict_proba: s: probabilities must be finite"):
+        cal.predict_proba([0.2, -0.1])
