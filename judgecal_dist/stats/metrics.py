@@ -33,7 +33,7 @@ from judgecal_dist.stats.checks import (
     check_same_length,
 )
 
-__all__ = ["nll", "brier", "accuracy", "ece", "ece_positive", "reliability_bins", "metric_table"]
+__all__ = ["pointwise_nll", "nll", "brier", "accuracy", "ece", "ece_positive", "reliability_bins", "metric_table"]
 
 
 def _check(y: npt.ArrayLike, p: npt.ArrayLike, where: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
@@ -98,12 +98,25 @@ def nll(y: npt.ArrayLike, p: npt.ArrayLike, *, eps: float = DEFAULT_EPS) -> floa
     >>> round(nll([1], [0.0]), 4)  # clipped: log(1 / 1e-6)
     13.8155
     """
-    y_arr, p_arr = _check(y, p, "nll")
-    eps = check_eps(eps, where="nll")
     # scipy's xlogy rather than sklearn's log_loss: equal values (tested against log_loss as the oracle), but
     # log_loss spends ~3 ms per call one-hot encoding and re-validating labels, which dominated a 100-split study.
+    return float(np.mean(pointwise_nll(y, p, eps=eps)))
+
+
+def pointwise_nll(y: npt.ArrayLike, p: npt.ArrayLike, *, eps: float = DEFAULT_EPS) -> npt.NDArray[np.float64]:
+    r"""Per-item clipped log-loss :math:`\ell_\varepsilon(\hat p_i, y_i)`; its mean is :func:`nll`.
+
+    Paired tests between two methods on the same items use the differences of these losses (spec §5.5(a)).
+
+    Examples
+    --------
+    >>> pointwise_nll([1, 0], [0.5, 0.5]).round(6).tolist()
+    [0.693147, 0.693147]
+    """
+    y_arr, p_arr = _check(y, p, "pointwise_nll")
+    eps = check_eps(eps, where="pointwise_nll")
     q = np.clip(p_arr, eps, 1.0 - eps)
-    return float(-np.mean(xlogy(y_arr, q) + xlogy(1 - y_arr, 1.0 - q)))
+    return -(xlogy(y_arr, q) + xlogy(1 - y_arr, 1.0 - q))
 
 
 def brier(y: npt.ArrayLike, p: npt.ArrayLike) -> float:

@@ -39,49 +39,90 @@ def _engine(**kw) -> EngineConfig:
     return EngineConfig(ray_num_cpus=2, **kw)
 
 
+FAST = [
+    "aggregators=[majority, one_coin, dawid_skene]",
+    "calibrators=[none, platt, beta]",
+    "panels=[all, top3]",
+    "permutation_resamples=2000",
+]
+
+
 def test_replicate_is_pure_and_uses_the_keyed_split(panel_url):
-    cfg = inclusion.Config(data=panel_url, replicates=2)
+    cfg = inclusion.Config(
+        data=panel_url,
+        replicates=2,
+        aggregators=("majority", "one_coin"),
+        calibrators=("none", "beta"),
+        panels=("all", "top3"),
+        permutation_resamples=500,
+    )
     data = inclusion.load(cfg, _engine())
     panel = data.panel
     rep = inclusion.plan(cfg, data)[1]
     first, second = inclusion.run_replicate(data, rep), inclusion.run_replicate(data, rep)
     pd.testing.assert_frame_equal(first, second)
+    metrics = first[first["kind"] == "metrics"]
     in_cal = calibration_mask(panel.group_keys, [rep.seed], cfg.calib_fraction)[0]
-    assert (first["n_cal"] == in_cal.sum()).all() and (first["n_eval"] == (~in_cal).sum()).all()
-    assert len(first) == len(cfg.aggregators) * len(cfg.calibrators)
+    assert (metrics["n_cal"] == in_cal.sum()).all() and (metrics["n_eval"] == (~in_cal).sum()).all()
+    assert len(metrics) == 2 * 2 * 2
+    # The paired difference is the difference of the two pipelines' own evaluation NLLs on the same items.
+    full = metrics[metrics["panel"] == "all"].set_index(["aggregator", "calibrator"])["nll"]
+    for row in metrics[metrics["panel"] == "top3"].itertuples():
+        assert row.delta_nll == pytest.approx(row.nll - full[row.aggregator, row.calibrator], abs=1e-12)
+        assert 0 < row.perm_p <= 1 and row.panel_size == 3
+    reliability = first[first["kind"] == "reliability"]
+    assert set(reliability["calibrator"]) == {"none", "beta"}
+    assert reliability.groupby("calibrator")["count"].sum().eq((~in_cal).sum()).all()
 
 
 def test_study_on_generated_panel(panel_url, tmp_path, ray_local):
-    run = prepare(CONFIG, [f"data={panel_url}", "replicates=12"])
+    run = prepare(CONFIG, [f"data={panel_url}", "replicates=12", *FAST])
     url = execute(run, _engine(), output=str(tmp_path))
     folder = Path(url)
     assert (folder / "_SUCCESS").is_file()
     summary = json.loads((folder / "summary.json").read_text())
-    records = {(r["aggregator"], r["calibrator"]): r for r in summary["results"]}
-    assert set(records) == {(a, c) for a in inclusion.AGGREGATORS for c in inclusion.CALIBRATORS}
+    records = {(r["aggregator"], r["calibrator"], r["panel"]): r for r in summary["results"]}
+    expected = {
+        (a, c, p)
+        for a in ("majority", "one_coin", "dawid_skene")
+        for c in ("none", "platt", "beta")
+        for p in ("all", "top3")
+    }
+    assert set(records) == expected
     for rec in records.values():
         for metric in ("nll", "brier", "ece", "accuracy"):
             assert rec[f"{metric}_ci_low"] <= rec[metric] <= rec[f"{metric}_ci_high"]
             assert np.isfinite(rec[metric])
-        assert rec["panel"] == "all" and rec["replicates"] == 12
+        assert rec["replicates"] == 12
+        if rec["panel"] != "all":
+            assert rec["delta_nll_ci_low"] <= rec["delta_nll"] <= rec["delta_nll_ci_high"]
+            assert 0 < rec["perm_p"] <= 1
     # The generator has below-chance judges: weighting by posterior log-odds (which flips them) must beat
     # an unweighted vote in accuracy, and calibration must not worsen the one-coin NLL.
-    assert records[("one_coin", "none")]["accuracy"] > records[("majority", "none")]["accuracy"]
-    assert records[("one_coin", "platt")]["nll"] <= records[("one_coin", "none")]["nll"]
+    assert records["one_coin", "none", "all"]["accuracy"] > records["majority", "none", "all"]["accuracy"]
+    assert records["one_coin", "beta", "all"]["nll"] <= records["one_coin", "none", "all"]["nll"]
+    # Split-conformal sets keep their finite-sample coverage (within bootstrap error of the mean over splits).
+    for entry in summary["conformal"]:
+        assert entry["coverage_ci_high"] >= 1 - entry["alpha"] - 0.01
     parts = sorted(p.name for p in (folder / "replicates").iterdir())
     assert len(parts) == 12
-    assert (folder / "figures" / "nll_by_method.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for name in ("nll_grid.png", "nll_vs_panel_size.png", "reliability.png"):
+        assert (folder / "figures" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     model = json.loads((folder / "model" / "calibration.json").read_text())
     assert model["format"] == inclusion.MODEL_FORMAT and len(model["aggregator"]["weights"]) == 9
+    assert model["calibrator"]["a"] >= 0 and model["calibrator"]["b"] >= 0
+    assert [c["alpha"] for c in model["conformal"]] == [0.1, 0.2]
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["status"] == "succeeded" and manifest["config"]["replicates"] == 12
     assert manifest["inputs"][0]["files"] > 0
+    assert "NaN" not in (folder / "summary.json").read_text()
     # A rerun of the same config is the same run: nothing recomputed, same URL.
-    assert execute(prepare(CONFIG, [f"data={panel_url}", "replicates=12"]), _engine(), output=str(tmp_path)) == url
+    again = execute(prepare(CONFIG, [f"data={panel_url}", "replicates=12", *FAST]), _engine(), output=str(tmp_path))
+    assert again == url
 
 
 def test_ray_and_serial_runs_are_identical(panel_url, tmp_path, ray_local):
-    args = [f"data={panel_url}", "replicates=6"]
+    args = [f"data={panel_url}", "replicates=6", *FAST]
     on_ray = execute(prepare(CONFIG, args, run_id="ray"), _engine(), output=str(tmp_path))
     serial = execute(prepare(CONFIG, args, run_id="serial"), _engine(), output=str(tmp_path), serial=True)
     assert Path(on_ray, "summary.json").read_text() == Path(serial, "summary.json").read_text()
@@ -91,7 +132,7 @@ def test_ray_and_serial_runs_are_identical(panel_url, tmp_path, ray_local):
 def test_s3_output_gives_identical_summary(panel_url, tmp_path, s3_bucket, ray_local):
     import s3fs
 
-    args = [f"data={panel_url}", "replicates=5"]
+    args = [f"data={panel_url}", "replicates=5", *FAST]
     local = execute(prepare(CONFIG, args, run_id="same"), _engine(), output=str(tmp_path))
     remote = execute(prepare(CONFIG, args, run_id="same"), _engine(), output=f"{s3_bucket}/results")
     assert remote == f"{s3_bucket}/results/inclusion/same"
@@ -155,17 +196,22 @@ def test_llmbar_study(llmbar_dir, tmp_path_factory, ray_local):
 
     data = str(tmp_path_factory.mktemp("llmbar") / "llmbar")
     ingest("llmbar", str(llmbar_dir), data)
-    n = 100 if FULL else 20
+    n = 100 if FULL else 8
+    extra = [] if FULL else ["aggregators=[majority, one_coin, dawid_skene]", "permutation_resamples=2000"]
     url = execute(
-        prepare(CONFIG, [f"data={data}", f"replicates={n}"]), _engine(), output=str(tmp_path_factory.mktemp("r"))
+        prepare(CONFIG, [f"data={data}", f"replicates={n}", *extra]),
+        _engine(),
+        output=str(tmp_path_factory.mktemp("r")),
     )
     summary = json.loads(Path(url, "summary.json").read_text())
     assert summary["panel"]["items"] == 419 and summary["panel"]["judges"] == 130
-    records = {(r["aggregator"], r["calibrator"]): r for r in summary["results"]}
-    # Spec 000 (LLMBar, 130 judges): the one-coin posterior is extreme before calibration, so Platt must cut its NLL;
-    # calibrated one-coin must beat calibrated majority vote.
-    assert records[("one_coin", "platt")]["nll"] < records[("one_coin", "none")]["nll"]
-    assert records[("one_coin", "platt")]["nll"] < records[("majority", "platt")]["nll"]
+    records = {(r["aggregator"], r["calibrator"], r["panel"]): r for r in summary["results"]}
+    # Spec 000 (LLMBar, 130 judges): the one-coin posterior is extreme before calibration, so every calibrator must
+    # cut its NLL; calibrated one-coin must beat calibrated majority vote; dedup keeps one judge per backbone (6).
+    for cal in ("platt", "temperature", "beta", "isotonic"):
+        assert records["one_coin", cal, "all"]["nll"] < records["one_coin", "none", "all"]["nll"]
+    assert records["one_coin", "beta", "all"]["nll"] < records["majority", "beta", "all"]["nll"]
+    assert records["one_coin", "beta", "dedup"]["panel_size"] == 6
     assert all(0.5 < r["accuracy"] < 1.0 for r in summary["results"])
 
 

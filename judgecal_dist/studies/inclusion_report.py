@@ -1,0 +1,217 @@
+"""Report and figures of the inclusion study: what a person reads (``report.md``) and looks at (``figures/``)."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from judgecal_dist.engine.panel import Panel
+
+__all__ = ["report", "figures"]
+
+METRICS = ("nll", "brier", "ece", "accuracy")
+
+
+def _cell(row: Any, metric: str) -> str:
+    return (
+        f"{getattr(row, metric):.4f} [{getattr(row, metric + '_ci_low'):.4f}, {getattr(row, metric + '_ci_high'):.4f}]"
+    )
+
+
+def _findings(summary: pd.DataFrame) -> list[str]:
+    """The paper's qualitative claims, checked on this data (spec 000 §1, §6)."""
+    lines = []
+    full = summary[summary["panel"] == "all"].set_index(["aggregator", "calibrator"])
+    curated = summary[summary["panel"] != "all"]
+    for cal in ("beta", "platt"):
+        rows = curated[(curated["aggregator"] == "one_coin") & (curated["calibrator"] == cal)]
+        for r in rows.itertuples():
+            verdict = (
+                "full panel better"
+                if r.delta_nll_ci_low > 0
+                else ("curated better" if r.delta_nll_ci_high < 0 else "no clear difference")
+            )
+            lines.append(
+                f"- one_coin + {cal}: {r.panel} vs all: ΔNLL = {r.delta_nll:+.4f} "
+                f"[{r.delta_nll_ci_low:+.4f}, {r.delta_nll_ci_high:+.4f}], median perm p = {r.perm_p:.4g} "
+                f"→ {verdict}."
+            )
+    if ("one_coin", "none") in full.index:
+        raw = full.loc[("one_coin", "none"), "nll"]
+        cals = {
+            c: full.loc[("one_coin", c), "nll"]
+            for c in ("platt", "temperature", "beta", "isotonic")
+            if ("one_coin", c) in full.index
+        }
+        if cals:
+            order = ", ".join(f"{c} {v:.4f}" for c, v in sorted(cals.items(), key=lambda kv: kv[1]))
+            lines.append(f"- Calibrators on the full one-coin panel (raw NLL {raw:.4f}): {order}.")
+    if ("one_coin", "beta") in full.index and ("dawid_skene", "beta") in full.index:
+        oc, ds = full.loc[("one_coin", "beta")], full.loc[("dawid_skene", "beta")]
+        overlap = oc["nll_ci_low"] <= ds["nll_ci_high"] and ds["nll_ci_low"] <= oc["nll_ci_high"]
+        lines.append(
+            f"- One-coin vs Dawid-Skene after beta: {oc['nll']:.4f} vs {ds['nll']:.4f} "
+            f"({'intervals overlap: comparable' if overlap else 'intervals separate'})."
+        )
+    return lines
+
+
+def report(config: Any, summary: pd.DataFrame, conformal: pd.DataFrame, panel: Panel, judges: pd.DataFrame,
+           choices: dict[str, Any]) -> str:  # fmt: skip
+    """``report.md``: full-panel grid, curated panels vs all, conformal sets, judges, and the choices made."""
+    lines = [
+        f"# Calibrate, don't curate: inclusion study on `{panel.dataset}`",
+        "",
+        f"{panel.n_items} labelled items x {panel.n_judges} judges; {config.replicates} random grouped splits "
+        f"(calibration fraction {config.calib_fraction}); metrics on the evaluation part, mean over splits with "
+        f"{int(config.ci_level * 100)}% bootstrap intervals.",
+        "",
+    ]
+    if "warning" in choices:
+        lines += [f"> **Warning:** {choices['warning']}", ""]
+    lines += [
+        "## Findings",
+        "",
+        *_findings(summary),
+        "",
+        "## Full panel",
+        "",
+        "| aggregator | calibrator | NLL | Brier | ECE | accuracy |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    full = summary[summary["panel"] == "all"]
+    lines += [
+        f"| {r.aggregator} | {r.calibrator} | " + " | ".join(_cell(r, m) for m in METRICS) + " |"
+        for r in full.itertuples()
+    ]
+    best = full.loc[full["nll"].idxmin()]
+    lines += ["", f"Lowest mean NLL on the full panel: **{best.aggregator} + {best.calibrator}** ({best.nll:.4f}).", ""]
+    curated = summary[summary["panel"] != "all"]
+    if not curated.empty:
+        lines += [
+            "## Curated panels vs all judges (same aggregator and calibrator)",
+            "",
+            "ΔNLL = NLL(panel) − NLL(all) on the same evaluation items (positive: inclusion better); "
+            "paired permutation test per split, median t and p over splits.",
+            "",
+            "| aggregator | calibrator | panel | size | NLL | ΔNLL [CI] | median t | median p |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        lines += [
+            f"| {r.aggregator} | {r.calibrator} | {r.panel} | {r.panel_size:.1f} | {r.nll:.4f} | "
+            f"{r.delta_nll:+.4f} [{r.delta_nll_ci_low:+.4f}, {r.delta_nll_ci_high:+.4f}] | {r.perm_stat:.2f} | "
+            f"{r.perm_p:.4g} |"
+            for r in curated.itertuples()
+        ]
+        lines.append("")
+    if not conformal.empty:
+        lines += [
+            "## Split-conformal sets (one_coin + beta, full panel)",
+            "",
+            "| target coverage | coverage | set size | empty sets | both labels |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        lines += [
+            f"| {1 - r.alpha:.2f} | {r.coverage:.4f} [{r.coverage_ci_low:.4f}, {r.coverage_ci_high:.4f}] | "
+            f"{r.set_size:.3f} | {r.empty_rate:.3f} | {r.both_rate:.3f} |"
+            for r in conformal.itertuples()
+        ]
+        lines.append("")
+    below = judges[judges["accuracy"] < 0.5]
+    lines += [
+        "## Judges (calibration halves, mean over splits)",
+        "",
+        f"{len(judges)} judges; {len(below)} below chance (their one-coin weight is negative: votes flipped).",
+        "",
+        "| judge | votes | accuracy | parse rate |",
+        "| --- | --- | --- | --- |",
+    ]
+    shown = judges if len(judges) <= 12 else pd.concat([judges.head(6), judges.tail(6)])
+    lines += [f"| {r.judge_id} | {r.votes:.1f} | {r.accuracy:.3f} | {r.parse_rate:.3f} |" for r in shown.itertuples()]
+    if len(judges) > 12:
+        lines.append(f"| ... {len(judges) - 12} more in summary.json `judges` | | | |")
+    lines += ["", "## Choices made where the spec leaves them open", ""]
+    lines += [f"- {k}: {v}" for k, v in choices.items()]
+    lines += [
+        "",
+        "Figures: `figures/nll_grid.png` (full-panel NLL by aggregator x calibrator), "
+        "`figures/nll_vs_panel_size.png`, `figures/reliability.png` (one-coin before/after beta).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _png(fig: Any) -> bytes:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def figures(metrics: pd.DataFrame, summary: pd.DataFrame, reliability: pd.DataFrame, config: Any) -> dict[str, bytes]:
+    """Three PNGs: NLL grid of the full panel, NLL vs retained panel size, reliability before/after."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = {}
+    full = summary[summary["panel"] == "all"].pivot(index="aggregator", columns="calibrator", values="nll")
+    full = full.reindex(index=[a for a in config.aggregators if a in full.index],
+                        columns=[c for c in config.calibrators if c in full.columns])  # fmt: skip
+    fig, ax = plt.subplots(figsize=(1.6 + 1.3 * full.shape[1], 1.2 + 0.55 * full.shape[0]), dpi=110)
+    image = ax.imshow(np.log10(full.to_numpy(dtype=float)), cmap="viridis_r", aspect="auto")
+    ax.set_xticks(range(full.shape[1]), full.columns)
+    ax.set_yticks(range(full.shape[0]), full.index)
+    for (i, j), value in np.ndenumerate(full.to_numpy(dtype=float)):
+        ax.text(j, i, f"{value:.3f}", ha="center", va="center", fontsize=8, color="white")
+    fig.colorbar(image, ax=ax, label="log10 NLL")
+    ax.set_title("Full-panel evaluation NLL (mean over splits)")
+    out["nll_grid.png"] = _png(fig)
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=110)
+    for cal, style in (("none", "--"), ("beta", "-"), ("platt", ":")):
+        rows = summary[(summary["aggregator"] == "one_coin") & (summary["calibrator"] == cal)].sort_values("panel_size")
+        if not rows.empty:
+            ax.errorbar(
+                rows["panel_size"],
+                rows["nll"],
+                yerr=[rows["nll"] - rows["nll_ci_low"], rows["nll_ci_high"] - rows["nll"]],
+                fmt="o" + style,
+                capsize=3,
+                label=f"one_coin + {cal}",
+            )
+            for r in rows.itertuples():
+                ax.annotate(r.panel, (r.panel_size, r.nll), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    ax.set_xlabel("retained panel size (judges)")
+    ax.set_ylabel("evaluation NLL")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.legend()
+    ax.set_title("NLL vs retained panel size")
+    out["nll_vs_panel_size.png"] = _png(fig)
+
+    if not reliability.empty:
+        fig, ax = plt.subplots(figsize=(4.6, 4.4), dpi=110)
+        pooled = reliability.groupby(["calibrator", "bin"], as_index=False)[["count", "sum_p", "sum_y"]].sum()
+        for cal, rows in pooled.groupby("calibrator"):
+            rows = rows[rows["count"] > 0]
+            ax.plot(
+                rows["sum_p"] / rows["count"],
+                rows["sum_y"] / rows["count"],
+                "o-",
+                label=f"one_coin + {cal}" if cal != "none" else "one_coin (raw)",
+            )
+        ax.plot([0, 1], [0, 1], color="grey", lw=0.8)
+        ax.set_xlabel("mean predicted P(A)")
+        ax.set_ylabel("observed frequency of A")
+        ax.legend()
+        ax.set_title("Reliability (pooled over splits)")
+        out["reliability.png"] = _png(fig)
+    return out
