@@ -35,6 +35,7 @@ from judgecal_dist.stats.permutation import paired_permutation_test_many
 from judgecal_dist.stats.sets import set_metrics
 from judgecal_dist.studies import inclusion_report
 from judgecal_dist.studies.base import StudyResult
+from judgecal_dist.studies.inclusion_diagnostics import diagnose
 from judgecal_dist.studies.inclusion_pipeline import (
     AGGREGATORS,
     CALIBRATORS,
@@ -301,15 +302,17 @@ def summarise(config: Config, parts: pd.DataFrame, data: InclusionInput) -> Stud
     conformal = _summarise_conformal(parts, config, rng)
     records = [{k: _plain(v) for k, v in row.items()} for row in summary.to_dict("records")]
     reliability = parts[parts["kind"] == "reliability"]
+    diagnostics = diagnose(panel, seed=config.seed, calib_fraction=config.calib_fraction)
     return StudyResult(
         records=records,
         summary=summary,
-        report=inclusion_report.report(config, summary, conformal, panel, data.judges, _choices(config)),
+        report=inclusion_report.report(config, summary, conformal, panel, data.judges, _choices(config), diagnostics),
         figures=inclusion_report.figures(metrics, summary, reliability, config),
         model={"calibration.json": _model(config, panel)},
         extra={
             "panel": {"dataset": panel.dataset, "items": panel.n_items, "judges": panel.n_judges} | panel.info,
             "choices": _choices(config),
+            "diagnostics": diagnostics,
             "conformal": [{k: _plain(v) for k, v in r.items()} for r in conformal.to_dict("records")],
             "judges": [{k: _plain(v) for k, v in r.items()} for r in data.judges.to_dict("records")],
         },

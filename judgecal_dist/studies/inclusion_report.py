@@ -60,7 +60,7 @@ def _findings(summary: pd.DataFrame) -> list[str]:
 
 
 def report(config: Any, summary: pd.DataFrame, conformal: pd.DataFrame, panel: Panel, judges: pd.DataFrame,
-           choices: dict[str, Any]) -> str:  # fmt: skip
+           choices: dict[str, Any], diagnostics: dict[str, Any]) -> str:  # fmt: skip
     """``report.md``: full-panel grid, curated panels vs all, conformal sets, judges, and the choices made."""
     lines = [
         f"# Calibrate, don't curate: inclusion study on `{panel.dataset}`",
@@ -133,6 +133,20 @@ def report(config: Any, summary: pd.DataFrame, conformal: pd.DataFrame, panel: P
     lines += [f"| {r.judge_id} | {r.votes:.1f} | {r.accuracy:.3f} | {r.parse_rate:.3f} |" for r in shown.itertuples()]
     if len(judges) > 12:
         lines.append(f"| ... {len(judges) - 12} more in summary.json `judges` | | | |")
+    shares = diagnostics["irt_variance_shares"]
+    lines += [
+        "",
+        f"## Scope diagnostics (calibration half of split {diagnostics['split_seed']}, spec 000 §3.7-3.8)",
+        "",
+        f"- P1 parse rate: review {len(diagnostics['p1_review'])} judges, filter {len(diagnostics['p1_filter'])} "
+        f"({', '.join(diagnostics['p1_filter'][:5]) or 'none'}).",
+        f"- Reliably below chance (P(theta < 1/2) > 0.975): {len(diagnostics['below_chance_bayes'])} judges "
+        "(kept: the one-coin weight flips them).",
+        f"- P3 missingness flags: {len(diagnostics['p3_flagged'])} judges.",
+        "- 2PL IRT variance shares: "
+        + ", ".join(f"{k} {v:.3f}" for k, v in shares.items())
+        + f"; Spearman(ability, accuracy) = {diagnostics['irt_ability_accuracy_spearman']:.3f}.",
+    ]
     lines += ["", "## Choices made where the spec leaves them open", ""]
     lines += [f"- {k}: {v}" for k, v in choices.items()]
     lines += [

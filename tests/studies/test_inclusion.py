@@ -116,6 +116,15 @@ def test_study_on_generated_panel(panel_url, tmp_path, ray_local):
     assert manifest["status"] == "succeeded" and manifest["config"]["replicates"] == 12
     assert manifest["inputs"][0]["files"] > 0
     assert "NaN" not in (folder / "summary.json").read_text()
+    # Diagnostics: IRT shares partition the variance; every judge flagged as reliably below chance truly is one
+    # (the generator's own accuracies are the reference), and the clearly-below-chance judges are caught.
+    from judgecal_dist.io.dataset import read_report
+
+    truth = {j["judge_id"]: j["accuracy"] for j in read_report(panel_url)["judges"]}
+    diagnostics = summary["diagnostics"]
+    assert sum(diagnostics["irt_variance_shares"].values()) == pytest.approx(1.0)
+    assert all(truth[j] < 0.5 for j in diagnostics["below_chance_bayes"])
+    assert {j for j, acc in truth.items() if acc < 0.42} <= set(diagnostics["below_chance_bayes"])
     # A rerun of the same config is the same run: nothing recomputed, same URL.
     again = execute(prepare(CONFIG, [f"data={panel_url}", "replicates=12", *FAST]), _engine(), output=str(tmp_path))
     assert again == url
