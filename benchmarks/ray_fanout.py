@@ -17,7 +17,7 @@ from pathlib import Path
 
 import ray
 
-from judgecal_dist.engine.panel import load_panel
+from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.ray import fan_out, init_ray, run_serial
 from judgecal_dist.engine.store import RunStore
 from judgecal_dist.studies import inclusion
@@ -51,22 +51,25 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         url = _dataset(args, workdir)
-        panel = load_panel(url)
-        config = inclusion.Config(data=url, replicates=args.replicates)
-        reps = inclusion.plan(config, panel)
+        data = inclusion.load(inclusion.Config(data=url, replicates=1), EngineConfig(stats_engine="local"))
+        panel = data.panel
+        # The foundation issue's "first slice": majority vote and one-coin, raw and with Platt, full panel only.
+        config = inclusion.Config(data=url, replicates=args.replicates, aggregators=("majority", "one_coin"),
+                                  calibrators=("none", "platt"), panels=("all",), conformal_alphas=())
+        reps = inclusion.plan(config, data)
         print(f"panel {panel.n_items} items x {panel.n_judges} judges; {len(reps)} replicates; {args.cpus} CPUs")
 
         init_ray(num_cpus=args.cpus)
-        fan_out(inclusion.run_replicate, panel, reps[: 4 * args.cpus], lambda s, t: None)  # warm the workers
+        fan_out(inclusion.run_replicate, data, reps[: 4 * args.cpus], lambda s, t: None)  # warm the workers
 
         serial_store = RunStore(str(workdir / "serial"))
         t0 = time.perf_counter()
-        run_serial(inclusion.run_replicate, panel, reps, serial_store.commit_part)
+        run_serial(inclusion.run_replicate, data, reps, serial_store.commit_part)
         serial = time.perf_counter() - t0
 
         ray_store = RunStore(str(workdir / "ray"))
         t0 = time.perf_counter()
-        fan_out(inclusion.run_replicate, panel, reps, ray_store.commit_part)
+        fan_out(inclusion.run_replicate, data, reps, ray_store.commit_part)
         on_ray = time.perf_counter() - t0
         assert serial_store.read_parts().equals(ray_store.read_parts()), "Ray and serial results differ"
         ray.shutdown()
