@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import pandas as pd
 import ray
+from threadpoolctl import threadpool_limits
 
 from judgecal_dist.errors import RunError
 from judgecal_dist.progress import Progress
@@ -50,7 +51,14 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None) -> None
 @ray.remote(num_cpus=1, max_retries=3, retry_exceptions=False)
 def _replicate_chunk(run_replicate: RunReplicate, data: Any, replicates: Sequence[Any]) -> list[tuple[int, Any]]:
     # Lost workers are retried (max_retries); exceptions raised by our code fail at once (retry_exceptions=False).
-    return [_run_one(run_replicate, data, rep) for rep in replicates]
+    with single_threaded_blas():
+        return [_run_one(run_replicate, data, rep) for rep in replicates]
+
+
+def single_threaded_blas() -> threadpool_limits:
+    """One BLAS thread per replicate task: replicates are the unit of parallelism, and small optimisations
+    (scipy's L-BFGS-B on a few parameters) run up to ~80x slower when OpenBLAS splits their calls across threads."""
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 def _run_one(run_replicate: RunReplicate, data: Any, rep: Any) -> tuple[int, Any]:
@@ -145,11 +153,12 @@ def run_serial(run_replicate: RunReplicate, data: Any, replicates: Sequence[R], 
     """The same contract as :func:`fan_out` in this process (debugging, benchmarks, tiny plans)."""
     progress = Progress(len(replicates))
     step = max(1, len(replicates) // 20)
-    for i, rep in enumerate(replicates, 1):
-        seed, table = _run_one(run_replicate, data, rep)
-        commit(seed, table)
-        if i % step == 0 or i == len(replicates):
-            progress.advance(i - progress.done)
+    with single_threaded_blas():
+        for i, rep in enumerate(replicates, 1):
+            seed, table = _run_one(run_replicate, data, rep)
+            commit(seed, table)
+            if i % step == 0 or i == len(replicates):
+                progress.advance(i - progress.done)
     return len(replicates)
 
 
