@@ -178,11 +178,12 @@ def run(
     click.echo(url)
 
 
-def _table_preview(summary: Any, max_rows: int = 10) -> str:
-    metrics = [c for c in ("nll", "brier", "ece", "accuracy") if c in summary.columns]
+def _table_preview(summary: Any, max_rows: int = 10, max_metrics: int = 5) -> str:
+    """At most ``max_rows`` rows: the study's key columns and its first metrics (intervals left to the report)."""
     keys = [c for c in summary.columns if summary[c].dtype == object][:4]
-    view = summary[keys + metrics].head(max_rows)
-    return view.to_string(index=False, float_format=lambda x: f"{x:.4f}")
+    numeric = [c for c in summary.columns if c not in keys and summary[c].dtype.kind == "f"]
+    metrics = [c for c in numeric if not c.endswith(("_ci_low", "_ci_high"))][:max_metrics]
+    return summary[keys + metrics].head(max_rows).to_string(index=False, float_format=lambda x: f"{x:.4f}")
 
 
 @cli.command()
