@@ -12,6 +12,10 @@ __all__ = ["STUDIES", "get_study"]
 #: study name -> module implementing the contract of :mod:`judgecal_dist.studies.base`
 STUDIES: dict[str, str] = {
     "inclusion": "judgecal_dist.studies.inclusion",
+    "ensemble": "judgecal_dist.studies.ensemble",
+    "itc": "judgecal_dist.studies.itc",
+    "budget": "judgecal_dist.studies.budget",
+    "narrowband": "judgecal_dist.studies.narrowband",
 }
 
 

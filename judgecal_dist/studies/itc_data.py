@@ -1,0 +1,323 @@
+"""Inputs of the itc study: three-way vote counts per item and budget, with labels in {-1, 0, +1}.
+
+Three sources (spec 003 §7.8-7.9):
+
+``rb2-k8 pairs``  an ingested rb2-k8 score dataset: per example, the six unordered response pairs (three of the
+                  chosen response 0 against a rejected one, labelled A or B by a seeded orientation coin per
+                  (subset, id, a, b); three among rejected responses, labelled tie); the vote of sample m compares
+                  the two responses' m-th scores (A if higher, tie if equal, null if either is null);
+``verdicts``      any ingested dataset with A/B/tie verdicts and repeated samples (e.g. ``judgecal generate
+                  --samples 8 --tie-rate 0.2 --scores``): counts from the vote-count job, labels from ``labels``,
+                  per-sample confidences ``max(score, 1 - score)`` when scores exist;
+``synthetic:g2``  generator G2 in memory: label-first votes with tie labels and real tie votes, one judge per
+                  tie propensity.
+
+Vote counts of every budget come from the engine's vote-count job on sample-filtered verdicts
+(:func:`judgecal_dist.engine.ensemble_jobs.budget_vote_counts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+import pyarrow as pa
+
+from judgecal_dist.config import EngineConfig
+from judgecal_dist.engine.ensemble_jobs import budget_vote_counts
+from judgecal_dist.errors import InputError
+from judgecal_dist.io.dataset import dataset_tables, read_dataset_table
+from judgecal_dist.methods.self_consistency import MISSING
+from judgecal_dist.methods.vote_simulation import simulate_label_first, vote_counts
+from judgecal_dist.splits import group_keys, split_uniforms
+from judgecal_dist.studies.score_collections import Collection, load_collections
+
+__all__ = ["Task", "ItcInput", "load_tasks", "rb2_pair_verdicts"]
+
+_LABEL_CODES = {"A": 1, "tie": 0, "B": -1}
+#: The six unordered pairs of four responses: three (0, j) and three (j, k) (spec 003 §7.8 step 2).
+PAIRS: tuple[tuple[int, int], ...] = ((0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3))
+
+
+@dataclass(frozen=True)
+class Task:
+    """One (dataset, judge): items with labels and the vote counts of every budget.
+
+    Attributes
+    ----------
+    counts : ndarray of int64, shape (n_budgets, n_items, 3)
+        ``(c+, c0, c-)`` of the first ``budgets[b]`` samples.
+    item_keys, group_keys : ndarray of int64
+        Split keys of the pair-level (default) and the grouped split.
+    votes, confidence : ndarray, shape (n_items, n_samples), optional
+        Per-sample votes (-1/0/+1/MISSING) and confidences, for Soft-SC and CI-SC.
+    """
+
+    dataset: str
+    judge_id: str
+    item_ids: npt.NDArray[np.object_]
+    item_keys: npt.NDArray[np.int64]
+    group_keys: npt.NDArray[np.int64]
+    labels: npt.NDArray[np.int64]
+    budgets: tuple[int, ...]
+    counts: npt.NDArray[np.int64]
+    votes: npt.NDArray[np.int64] | None = None
+    confidence: npt.NDArray[np.float64] | None = None
+
+    @property
+    def n_items(self) -> int:
+        return len(self.labels)
+
+
+@dataclass(frozen=True)
+class ItcInput:
+    tasks: tuple[Task, ...]
+    source: str
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def _coin(keys: Sequence[str], seed: int) -> npt.NDArray[np.bool_]:
+    """A fair coin per key, a pure function of (key, seed): the orientation of a pair (spec 003 §6.2)."""
+    return split_uniforms(group_keys(keys), [seed])[0] < 0.5
+
+
+def rb2_pair_verdicts(
+    collections: Sequence[Collection], *, orientation_seed: int = 0
+) -> tuple[pa.Table, pd.DataFrame, dict[str, int]]:
+    """Pair verdicts (verdicts contract), their labels, and counts of skipped examples (spec 003 §7.8).
+
+    Returns
+    -------
+    verdicts : pyarrow.Table
+        ``dataset = rb2k8/<subset>``, ``item_id = <id>:<A>-<B>``, ``group_id = <id>``,
+        ``judge_id = <tier>/<prompt_variant>``, ``sample``, ``verdict`` (``score`` null).
+    labels : DataFrame
+        ``dataset, item_id, group_id, label, split_key`` (one row per pair; ``split_key`` = ``<id>:<a>-<b>`` with
+        a < b, independent of the orientation).
+    skipped : dict
+        Examples left out per ``<dataset>:<tier>`` because a response has no non-null score at all.
+    """
+    parts, labels, skipped = [], [], {}
+    for c in collections:
+        keys = np.array([f"{s}/{i}" for s, i in zip(c.subsets, c.example_ids, strict=True)], dtype=object)
+        for tier, ts in sorted(c.tiers.items()):
+            ok = ts.present & ~np.isnan(ts.scores).all(axis=2).any(axis=1)
+            bad = int((ts.present & ~ok).sum())
+            if bad:
+                skipped[f"{c.dataset}:{tier}"] = bad
+            for a, b in PAIRS:
+                flip = _coin([f"{k}:{a}-{b}" for k in keys[ok]], orientation_seed)
+                first, second = np.where(flip, b, a), np.where(flip, a, b)
+                rows = np.flatnonzero(ok)
+                sa, sb = ts.scores[rows, first], ts.scores[rows, second]
+                code = np.where(
+                    np.isnan(sa) | np.isnan(sb), None, np.where(sa > sb, "A", np.where(sa < sb, "B", "tie"))
+                )
+                item_ids = np.array(
+                    [f"{i}:{x}-{y}" for i, x, y in zip(c.example_ids[rows], first, second, strict=True)]
+                )
+                n_s = ts.n_samples
+                parts.append(
+                    pd.DataFrame(
+                        {
+                            "dataset": np.repeat(["rb2k8/" + s for s in c.subsets[rows]], n_s),
+                            "item_id": np.repeat(item_ids, n_s),
+                            "group_id": np.repeat(c.example_ids[rows], n_s),
+                            "judge_id": f"{tier}/{c.prompt_variant}",
+                            "sample": np.tile(np.arange(n_s, dtype=np.int32), len(rows)),
+                            "verdict": code.ravel(),
+                            "score": np.nan,
+                        }
+                    )
+                )
+                chosen = c.chosen[rows]
+                label = np.where(first == chosen, "A", np.where(second == chosen, "B", "tie"))
+                # The split key names the unordered pair, so splits do not depend on the orientation coin.
+                labels.append(
+                    pd.DataFrame(
+                        {
+                            "dataset": ["rb2k8/" + s for s in c.subsets[rows]],
+                            "item_id": item_ids,
+                            "group_id": c.example_ids[rows],
+                            "label": label,
+                            "split_key": [f"{i}:{a}-{b}" for i in c.example_ids[rows]],
+                        }
+                    )
+                )
+    verdicts = pa.Table.from_pandas(pd.concat(parts, ignore_index=True), preserve_index=False)
+    label_frame = pd.concat(labels, ignore_index=True).drop_duplicates(["dataset", "item_id"])
+    return verdicts, label_frame, skipped
+
+
+def _tasks_from_counts(
+    counts: pd.DataFrame, labels: pd.DataFrame, budgets: tuple[int, ...], votes: pd.DataFrame | None
+) -> list[Task]:
+    """Assemble one Task per (dataset, judge) from the vote-count job's rows and the labels."""
+    tasks = []
+    merged = counts.merge(labels, on=["dataset", "item_id"], how="inner", validate="many_to_one")
+    for (dataset, judge), rows in merged.groupby(["dataset", "judge_id"], sort=True):
+        rows = rows.sort_values(["item_id", "budget"], kind="stable")
+        items = rows.drop_duplicates("item_id")
+        wide = rows.pivot(index="item_id", columns="budget", values=["n_A", "n_tie", "n_B"]).reindex(items["item_id"])
+        tensor = np.stack([wide[[(c, b) for c in ("n_A", "n_tie", "n_B")]].to_numpy(np.int64) for b in budgets])
+        v = w = None
+        if votes is not None:
+            own = votes[(votes["dataset"] == dataset) & (votes["judge_id"] == judge)]
+            if len(own):
+                grid = own.pivot(index="item_id", columns="sample", values=["code", "conf"]).reindex(items["item_id"])
+                v = grid["code"].fillna(MISSING).to_numpy(np.int64)
+                w = grid["conf"].fillna(0.0).to_numpy(np.float64)
+        item_ids = items["item_id"].to_numpy(dtype=object)
+        tasks.append(
+            Task(
+                dataset=str(dataset),
+                judge_id=str(judge),
+                item_ids=item_ids,
+                item_keys=group_keys([f"{dataset}/{i}" for i in items.get("split_key", items["item_id"])]),
+                group_keys=group_keys([f"{dataset}/{g}" for g in items["group_id"]]),
+                labels=items["label"].map(_LABEL_CODES).to_numpy(np.int64),
+                budgets=budgets,
+                counts=tensor,
+                votes=v,
+                confidence=w,
+            )
+        )
+    return tasks
+
+
+def _rb2_tasks(url: str, budgets: tuple[int, ...], orientation_seed: int, engine: EngineConfig) -> ItcInput:
+    collections, bad = load_collections(url, storage_options=dict(engine.storage_options))
+    verdicts, labels, skipped = rb2_pair_verdicts(collections, orientation_seed=orientation_seed)
+    counts = budget_vote_counts(verdicts, budgets, config=engine)
+    info = {
+        "bad_input": bad.as_dict()
+        | {"examples_skipped_response_without_score": skipped, "budgets_above_samples": _short_budgets(counts)},
+        "pairs": int(len(labels)),
+        "label_shares": _label_shares(labels),
+    }
+    return ItcInput(tasks=tuple(_tasks_from_counts(counts, labels, budgets, None)), source="rb2-k8 pairs", info=info)
+
+
+def _short_budgets(counts: pd.DataFrame) -> dict[str, list[int]]:
+    """Budgets larger than a judge's samples (they repeat the judge's full counts), per ``dataset|judge``."""
+    top = counts[counts["budget"] == counts["budget"].max()]
+    votes = top[["n_A", "n_tie", "n_B", "n_missing"]].sum(axis=1)
+    samples = votes.groupby([top["dataset"], top["judge_id"]]).max()
+    budgets = sorted(counts["budget"].unique())
+    return {f"{d}|{j}": [int(b) for b in budgets if b > n] for (d, j), n in samples.items() if budgets[-1] > n}
+
+
+def _label_shares(labels: pd.DataFrame) -> dict[str, dict[str, float]]:
+    shares = labels.groupby("dataset")["label"].value_counts(normalize=True).unstack(fill_value=0.0)
+    return {d: {k: float(v) for k, v in row.items()} for d, row in shares.iterrows()}
+
+
+def _verdict_tasks(url: str, budgets: tuple[int, ...], engine: EngineConfig) -> ItcInput:
+    options = dict(engine.storage_options)
+    labels = read_dataset_table(
+        url, "labels", columns=["dataset", "item_id", "label"], storage_options=options
+    ).to_pandas()
+    unlabelled = int(labels["label"].isna().sum())
+    labels = labels.dropna(subset=["label"])
+    verdicts = read_dataset_table(
+        url,
+        "verdicts",
+        columns=["dataset", "item_id", "group_id", "judge_id", "sample", "verdict", "score"],
+        storage_options=options,
+    ).to_pandas()
+    groups = verdicts.drop_duplicates(["dataset", "item_id"])[["dataset", "item_id", "group_id"]]
+    labels = labels.merge(groups, on=["dataset", "item_id"], how="inner", validate="one_to_one")
+    counts = budget_vote_counts(url, budgets, config=engine)
+    votes = None
+    if verdicts["score"].notna().any():
+        code = verdicts["verdict"].map(_LABEL_CODES)
+        votes = verdicts.assign(code=code, conf=np.maximum(verdicts["score"], 1 - verdicts["score"]))
+        votes = votes[["dataset", "judge_id", "item_id", "sample", "code", "conf"]]
+    info = {
+        "bad_input": {
+            "counts": {"items_without_label": unlabelled, "null_verdicts": int(verdicts["verdict"].isna().sum())},
+            "budgets_above_samples": _short_budgets(counts),
+        },
+        "label_shares": _label_shares(labels),
+        "confidence": "max(score, 1 - score) of each sample" if votes is not None else None,
+    }
+    return ItcInput(tasks=tuple(_tasks_from_counts(counts, labels, budgets, votes)), source="verdicts", info=info)
+
+
+def _synthetic_tasks(
+    budgets: tuple[int, ...], *, n_items: int, propensities: Sequence[float], prior: Sequence[float], seed: int
+) -> ItcInput:
+    tasks = []
+    for j, eta in enumerate(propensities):
+        sim = simulate_label_first(
+            n_items, max(budgets), prior=tuple(prior), tie_propensity=float(eta), random_state=seed + j
+        )
+        ids = np.array([f"item-{i:07d}" for i in range(n_items)], dtype=object)
+        keys = group_keys([f"g2/{i}" for i in ids])
+        tasks.append(
+            Task(
+                dataset="synthetic/g2",
+                judge_id=f"eta={float(eta):+.2f}",
+                item_ids=ids,
+                item_keys=keys,
+                group_keys=keys,
+                labels=sim.labels,
+                budgets=budgets,
+                counts=np.stack([vote_counts(sim.votes, b) for b in budgets]),
+                votes=sim.votes,
+                confidence=sim.confidence,
+            )
+        )
+    info = {
+        "generator": "G2 (spec 003 §7.9)",
+        "items": n_items,
+        "tie_propensities": list(propensities),
+        "prior": list(prior),
+        "seed": seed,
+        "bad_input": {"counts": {}},
+    }
+    return ItcInput(tasks=tuple(tasks), source="synthetic:g2", info=info)
+
+
+def load_tasks(
+    data: str,
+    budgets: Sequence[int],
+    *,
+    engine: EngineConfig,
+    orientation_seed: int = 0,
+    synthetic_items: int = 4000,
+    synthetic_propensities: Sequence[float] = (-1.0, 0.0, 1.0),
+    synthetic_prior: Sequence[float] = (0.25, 0.5, 0.25),
+    synthetic_seed: int = 0,
+) -> ItcInput:
+    """The itc tasks of ``data``: ``synthetic:g2``, an rb2-k8 score dataset, or a verdict dataset (module docstring).
+
+    Raises
+    ------
+    InputError
+        Unknown ``synthetic:`` generator, or no task with labelled items.
+    """
+    budgets = tuple(int(b) for b in budgets)
+    if data.startswith("synthetic:"):
+        if data != "synthetic:g2":
+            raise InputError(f"data: unknown generator {data!r}; known: synthetic:g2")
+        return _synthetic_tasks(
+            budgets,
+            n_items=synthetic_items,
+            propensities=synthetic_propensities,
+            prior=synthetic_prior,
+            seed=synthetic_seed,
+        )
+    tables = dataset_tables(data, storage_options=dict(engine.storage_options))
+    verdict_col = read_dataset_table(
+        data, "verdicts", columns=["verdict"], storage_options=dict(engine.storage_options)
+    )
+    scored = "items" in tables and verdict_col["verdict"].null_count == verdict_col.num_rows
+    result = _rb2_tasks(data, budgets, orientation_seed, engine) if scored else _verdict_tasks(data, budgets, engine)
+    if not result.tasks:
+        raise InputError(f"{data}: labels: no labelled item has verdicts")
+    return result
