@@ -54,8 +54,14 @@ def main() -> None:
         data = inclusion.load(inclusion.Config(data=url, replicates=1), EngineConfig(stats_engine="local"))
         panel = data.panel
         # The foundation issue's "first slice": majority vote and one-coin, raw and with Platt, full panel only.
-        config = inclusion.Config(data=url, replicates=args.replicates, aggregators=("majority", "one_coin"),
-                                  calibrators=("none", "platt"), panels=("all",), conformal_alphas=())
+        config = inclusion.Config(
+            data=url,
+            replicates=args.replicates,
+            aggregators=("majority", "one_coin"),
+            calibrators=("none", "platt"),
+            panels=("all",),
+            conformal_alphas=(),
+        )
         reps = inclusion.plan(config, data)
         print(f"panel {panel.n_items} items x {panel.n_judges} judges; {len(reps)} replicates; {args.cpus} CPUs")
 

@@ -18,6 +18,7 @@ from judgecal_dist.errors import InputError
 
 __all__ = ["open_fs", "require_exists", "open_input", "read_json_file", "join_path", "strip_compression"]
 
+
 def _access_errors() -> tuple[type[BaseException], ...]:
     # Remote filesystems raise their client's own errors for missing credentials or unreachable endpoints
     # (botocore's are not OSErrors); they are input problems of the URL, reported as such.
