@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from judgecal_dist import __version__
 from judgecal_dist.config import EngineConfig, apply_overrides, config_digest, config_from_mapping, load_yaml
 from judgecal_dist.engine import ray as ray_engine
 from judgecal_dist.engine.manifest import build_manifest, fingerprint_inputs, utc_now
@@ -50,7 +51,9 @@ def prepare(config_path: str | Path, overrides: Iterable[str] = (), *, run_id: s
     module = get_study(name)
     config = config_from_mapping(module.Config, values, source=str(config_path))
     plain = {"study": name} | dataclasses.asdict(config)
-    return StudyRun(module=module, config=config, values=plain, run_id=run_id or f"cfg-{config_digest(plain)}")
+    # The package version is part of the default run id: an upgraded judgecal never returns an older run's results.
+    default_id = f"cfg-{config_digest(plain | {'judgecal_version': __version__})}"
+    return StudyRun(module=module, config=config, values=plain, run_id=run_id or default_id)
 
 
 def execute(run: StudyRun, engine: EngineConfig, *, output: str | None = None, serial: bool = False) -> str:
