@@ -36,7 +36,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
-from threadpoolctl import threadpool_limits
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.panel import ORIENTATIONS, Panel, load_panel
@@ -348,11 +347,10 @@ def _fraction_rows(panel: Panel, rep: Replicate) -> list[dict[str, Any]]:
 def run_replicate(data: BudgetInput, rep: Replicate) -> pd.DataFrame:
     """Evaluation metrics of split ``rep.seed`` at every budget (or fraction), arm and calibrator.
 
-    BLAS is held to one thread: the calibrators' L-BFGS-B on three parameters runs ~80x slower when OpenBLAS
-    spreads its tiny vector operations over threads (scipy 1.17), and a replicate is one core's work anyway.
+    The engine runs every replicate with one BLAS thread (:func:`judgecal_dist.engine.ray.single_threaded_blas`);
+    the calibrators' L-BFGS-B fits are ~80x slower when OpenBLAS spreads them over threads.
     """
-    with threadpool_limits(limits=1, user_api="blas"):
-        rows = _fraction_rows(data.panel, rep) if rep.config.mode == "fraction" else _budget_rows(data.panel, rep)
+    rows = _fraction_rows(data.panel, rep) if rep.config.mode == "fraction" else _budget_rows(data.panel, rep)
     return pd.DataFrame(rows)
 
 
