@@ -2,7 +2,10 @@ r"""Step 1 of the pipeline: aggregators that turn a panel's verdicts into a raw 
 
 Every aggregator reads the dense vote matrix of :mod:`judgecal_dist.methods.votes` (1 = A / class 1, 0 = B /
 class 0, -1 = missing), skips missing verdicts (never imputes them), returns its prior for an item with no
-verdict, and exposes ``predict_proba(V)`` with columns ``[P(B), P(A)] = [P(Y=0), P(Y=1)]``.
+verdict, and exposes ``predict_proba(V)`` with columns ``[P(B), P(A)] = [P(Y=0), P(Y=1)]`` and
+``decision_function(V)``, the log-odds :math:`\mathrm{logit}\,P(Y=1)`: exact and unbounded for the log-odds
+models (a large panel's one-coin log-odds reach hundreds of nats, far beyond what a float probability resolves),
+the logit of the vote fraction (:math:`\pm\infty` at a unanimous vote) for the vote-fraction models.
 
 References
 ----------
@@ -31,9 +34,22 @@ from judgecal_dist.methods.votes import (
 )
 from judgecal_dist.stats.checks import check_binary_labels, check_param, check_same_length
 
-__all__ = ["MajorityVote", "CountAggregator", "OneCoin", "log_odds_proba"]
+__all__ = ["MajorityVote", "CountAggregator", "OneCoin", "log_odds_proba", "log_odds_score"]
 
 _CLASSES = np.array([0, 1])
+
+
+def log_odds_score(
+    votes: npt.NDArray[np.int8], weights: npt.NDArray[np.float64], prior: float
+) -> npt.NDArray[np.float64]:
+    r"""Log-odds :math:`t_i = \mathrm{logit}\,\pi + \sum_j z_{ij} w_j` of a weighted vote (checked ``votes``).
+
+    Examples
+    --------
+    >>> log_odds_score(np.array([[1, 0, -1]], dtype=np.int8), np.array([2.0, 1.0, 5.0]), 0.5)
+    array([1.])
+    """
+    return np.asarray(logit(prior) + signed_votes(votes) @ weights, dtype=np.float64)
 
 
 def log_odds_proba(
@@ -49,7 +65,7 @@ def log_odds_proba(
     >>> log_odds_proba(np.array([[1, 0, -1]], dtype=np.int8), np.array([2.0, 1.0, 5.0]), 0.5)[:, 1].round(4)
     array([0.7311])
     """
-    t = logit(prior) + signed_votes(votes) @ weights  # logit(pi) + sum_j z_ij w_j
+    t = log_odds_score(votes, weights, prior)  # logit(pi) + sum_j z_ij w_j
     # expit(-t) rather than 1 - expit(t): P(B) keeps full relative precision when P(A) is near 1.
     return np.column_stack([expit(-t), expit(t)])
 
@@ -128,6 +144,12 @@ class MajorityVote(ClassifierMixin, BaseEstimator):
         n_voted = (votes != MISSING).sum(axis=1, dtype=np.int64)
         p_a = np.divide(n_a, n_voted, out=np.full(n_a.shape, 0.5), where=n_voted > 0)
         return np.column_stack([1.0 - p_a, p_a])
+
+    def decision_function(self, V: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """Logit of the vote fraction; :math:`\\pm\\infty` for a unanimous vote (clip before calibrating on it)."""
+        p = self.predict_proba(V)
+        with np.errstate(divide="ignore"):
+            return np.asarray(np.log(p[:, 1]) - np.log(p[:, 0]), dtype=np.float64)
 
     def predict(self, V: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """Hard labels: 1 (A) iff more than half of the non-missing verdicts vote A; an exact tie gives 0 (B).
@@ -247,9 +269,31 @@ class CountAggregator(ClassifierMixin, BaseEstimator):
         votes = check_votes(V, where=f"{type(self).__name__}.predict_proba", n_judges=self.n_features_in_)
         return self._predict_proba(votes)
 
+    def decision_function(self, V: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """Log-odds :math:`\\mathrm{logit}\\,P(Y=1 \\mid V_i)` per item, unclipped (0 for the half prior without a verdict).
+
+        The log-odds models compute it directly (no probability is formed); the vote-fraction models return the
+        logit of their probability, :math:`\\pm\\infty` at 0 and 1.
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            If called before :meth:`fit` or :meth:`fit_counts`.
+        InputError
+            If ``V`` is not a valid vote matrix for the fitted panel.
+        """
+        check_is_fitted(self)
+        votes = check_votes(V, where=f"{type(self).__name__}.decision_function", n_judges=self.n_features_in_)
+        return self._decision_function(votes)
+
     def predict(self, V: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """Hard labels: 1 iff :math:`P(Y=1 \\mid V_i) > 1/2`; an exact 1/2 gives 0."""
         return (self.predict_proba(V)[:, 1] > 0.5).astype(np.int64)
+
+    def _decision_function(self, votes: npt.NDArray[np.int8]) -> npt.NDArray[np.float64]:
+        p = self._predict_proba(votes)
+        with np.errstate(divide="ignore"):
+            return np.asarray(np.log(p[:, 1]) - np.log(p[:, 0]), dtype=np.float64)
 
     def _fit_counts(
         self,
@@ -376,3 +420,6 @@ class OneCoin(CountAggregator):
 
     def _predict_proba(self, votes: npt.NDArray[np.int8]) -> npt.NDArray[np.float64]:
         return log_odds_proba(votes, self.weights_, self.prior_)
+
+    def _decision_function(self, votes: npt.NDArray[np.int8]) -> npt.NDArray[np.float64]:
+        return log_odds_score(votes, self.weights_, self.prior_)

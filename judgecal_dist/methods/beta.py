@@ -35,9 +35,9 @@ _GTOL_ACCEPT = 1e-7  # converged if the final projected gradient is this small w
 _IDENTITY = np.array([1.0, 1.0, 0.0])  # (a, b, c) of the identity map
 
 
-def _features(s: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """Columns :math:`(\\ln s, -\\ln(1-s), 1)` of the clipped scores, so that the logit is ``F @ (a, b, c)``."""
-    return np.column_stack([np.log(s), -np.log1p(-s), np.ones_like(s)])
+def _features(log_s: npt.NDArray[np.float64], log_1ms: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Columns :math:`(\\ln s, -\\ln(1-s), 1)`, so that the logit is ``F @ (a, b, c)``."""
+    return np.column_stack([log_s, -log_1ms, np.ones_like(log_s)])
 
 
 def _objective(
@@ -105,6 +105,9 @@ class BetaCalibration(ScoreCalibrator):
         effectively :math:`m` times weaker (spec §3.3).
     eps : float, default 1e-6
         Clipping floor :math:`\varepsilon` of the score before :math:`\ln s` and :math:`\ln(1-s)`.
+    score_input : {"probability", "logit"}, default "probability"
+        Whether ``s`` is :math:`P(Y=1)` (clipped) or the log-odds :math:`t` (unclipped; then
+        :math:`\ln s = \log\sigma(t)` and :math:`\ln(1-s) = \log\sigma(-t)`, finite for any :math:`t`).
 
     Attributes
     ----------
@@ -165,11 +168,13 @@ class BetaCalibration(ScoreCalibrator):
         l1_ratio: float = 0.5,
         penalty_scale: str = "mean",
         eps: float = DEFAULT_EPS,
+        score_input: str = "probability",
     ) -> None:
         self.penalty = penalty
         self.l1_ratio = l1_ratio
         self.penalty_scale = penalty_scale
         self.eps = eps
+        self.score_input = score_input
 
     def fit(self, s: npt.ArrayLike, y: npt.ArrayLike, sample_weight: npt.ArrayLike | None = None) -> Self:
         """Fit :math:`(a, b, c)` on calibrator items.
@@ -224,7 +229,7 @@ class BetaCalibration(ScoreCalibrator):
             )
         if self.penalty_scale == "sum":
             lam = lam / weights.sum()  # sum of losses + lam * P  ==  sum(w) * (mean loss + lam / sum(w) * P)
-        self._minimise(_features(scores), labels, weights / weights.sum(), lam, l1_ratio)
+        self._minimise(_features(*self._log_probs(scores)), labels, weights / weights.sum(), lam, l1_ratio)
         return self
 
     def _minimise(
@@ -269,4 +274,4 @@ class BetaCalibration(ScoreCalibrator):
         return lam, l1_ratio
 
     def _proba(self, s: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-        return proba_from_logit(_features(s) @ np.array([self.a_, self.b_, self.c_]))
+        return proba_from_logit(_features(*self._log_probs(s)) @ np.array([self.a_, self.b_, self.c_]))

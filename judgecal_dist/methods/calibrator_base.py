@@ -4,6 +4,12 @@ A calibrator maps a 1-D score :math:`s = P(Y=1)` from Step 1 (or Step 2) to a ca
 :math:`s` to :math:`[\varepsilon, 1-\varepsilon]` before any log or logit (spec §3.4), is fitted on
 ``(s, y[, sample_weight])`` and returns ``predict_proba(s)`` with columns ``[P(Y=0), P(Y=1)]``.
 
+With ``score_input="logit"`` the score is instead the aggregator's log-odds :math:`t = \mathrm{logit}\,P(Y=1)`, any
+finite real, and is *not* clipped: a large panel's one-coin log-odds routinely exceed
+:math:`\mathrm{logit}(1-10^{-6}) \approx 13.8`, and clipping first would give the calibrator only two distinct
+values for those items. Logit-based maps use :math:`t` directly and :math:`\ln s = \log\sigma(t)`,
+:math:`\ln(1-s) = \log\sigma(-t)` (finite for any :math:`t`); only the calibrated output is clipped, by the metrics.
+
 References
 ----------
 .. [1] A. Albert, J. A. Anderson. On the existence of maximum likelihood estimates in logistic regression
@@ -15,21 +21,53 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 from scipy.optimize import linprog
-from scipy.special import expit
+from scipy.special import expit, log_expit, logit
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from judgecal_dist.errors import InputError
+from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.stats.checks import check_binary_labels, check_eps, check_probabilities, check_same_length
 
 __all__ = [
+    "SCORE_INPUTS",
     "ScoreCalibrator",
+    "check_log_odds",
     "check_sample_weight",
     "logistic_loss",
     "no_finite_mle",
     "proba_from_logit",
     "separates",
 ]
+
+
+#: What a calibrator's score is: a probability P(Y=1) (clipped at eps) or the log-odds logit P(Y=1) (unclipped).
+SCORE_INPUTS = ("probability", "logit")
+
+
+def check_log_odds(t: npt.ArrayLike, *, where: str, name: str = "s") -> npt.NDArray[np.float64]:
+    """Return ``t`` as a 1-D float64 array after checking that every entry is a finite real (a log-odds score).
+
+    Raises
+    ------
+    InputError
+        If ``t`` is not 1-D, is empty, is not numeric, or holds NaN or infinity.
+    """
+    arr = np.asarray(t)
+    if arr.ndim != 1:
+        raise InputError(f"{where}: {name}: expected a 1-D array of log-odds, got shape {arr.shape}")
+    if arr.size == 0:
+        raise InputError(f"{where}: {name}: no scores (0 items)")
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
+        raise InputError(f"{where}: {name}: expected numeric log-odds, got dtype {arr.dtype}")
+    arr = arr.astype(np.float64)
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        idx = np.flatnonzero(bad)[:3]
+        raise InputError(
+            f"{where}: {name}: log-odds must be finite ({int(bad.sum())} items, e.g. "
+            f"{', '.join(f'[{i}]={arr[i]!r}' for i in idx)}); clip the probability before taking its logit"
+        )
+    return arr
 
 
 def logistic_loss(t: npt.NDArray[np.float64], y: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -101,37 +139,58 @@ def no_finite_mle(X: npt.NDArray[np.float64], y: npt.NDArray[np.float64]) -> boo
 
 
 class ScoreCalibrator(BaseEstimator):
-    """Base of the score calibrators: checks, clipping and ``predict_proba``.
+    r"""Base of the score calibrators: checks, clipping and ``predict_proba``.
 
-    Subclasses store ``eps``, implement ``fit`` with :meth:`_check_fit_input` and ``_proba(s_clipped)``.
+    Subclasses store ``eps`` and ``score_input``, implement ``fit`` with :meth:`_check_fit_input` and
+    ``_proba(s_checked)``; :meth:`_logit` and :meth:`_log_probs` turn a checked score into the logit and
+    :math:`(\ln s, \ln(1-s))` whatever ``score_input`` is.
     """
 
     eps: float
+    score_input: str = "probability"
+
+    def _input_is_logit(self, where: str) -> bool:
+        if self.score_input not in SCORE_INPUTS:
+            raise ConfigError(f"{where}: score_input: must be one of {list(SCORE_INPUTS)}, got {self.score_input!r}")
+        return self.score_input == "logit"
+
+    def _logit(self, s: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """Log-odds of a checked score: ``s`` itself for log-odds input, ``logit(s)`` of a clipped probability."""
+        return s if self.score_input == "logit" else np.asarray(logit(s), dtype=np.float64)
+
+    def _log_probs(self, s: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        r""":math:`(\ln s, \ln(1-s))` of a checked score; from log-odds via ``log_expit``, exact in both tails."""
+        if self.score_input == "logit":
+            return log_expit(s), log_expit(-s)
+        return np.log(s), np.log1p(-s)
 
     def _check_fit_input(
         self, s: npt.ArrayLike, y: npt.ArrayLike, sample_weight: npt.ArrayLike | None, where: str
     ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-        """Clipped scores, labels as float64 and weights (all ones by default), after checking all three."""
-        eps = check_eps(self.eps, where=where)
-        scores = check_probabilities(s, where=where, name="s")
+        """Checked scores (clipped probabilities, or unclipped log-odds), labels as float64 and weights (all ones
+        by default), after checking all three."""
+        scores = self._clipped_scores(s, where)
         labels = check_binary_labels(y, where=where).astype(np.float64)
         check_same_length(("s", scores), ("y", labels), where=where)
         weights = check_sample_weight(sample_weight, scores.size, where)
-        return np.clip(scores, eps, 1.0 - eps), labels, weights
+        return scores, labels, weights
 
     def _clipped_scores(self, s: npt.ArrayLike, where: str) -> npt.NDArray[np.float64]:
         eps = check_eps(self.eps, where=where)
+        if self._input_is_logit(where):
+            return check_log_odds(s, where=where, name="s")
         return np.clip(check_probabilities(s, where=where, name="s"), eps, 1.0 - eps)
 
     def predict_proba(self, s: npt.ArrayLike) -> npt.NDArray[np.float64]:
-        """Calibrated ``[P(Y=0), P(Y=1)]`` for scores ``s`` (clipped to :math:`[\\varepsilon, 1-\\varepsilon]`).
+        """Calibrated ``[P(Y=0), P(Y=1)]`` for scores ``s`` (probabilities clipped to :math:`[\\varepsilon,
+        1-\\varepsilon]`, or log-odds with ``score_input="logit"``).
 
         Raises
         ------
         sklearn.exceptions.NotFittedError
             If called before ``fit``.
         InputError
-            If ``s`` is not a 1-D probability vector.
+            If ``s`` is not a 1-D probability vector (finite log-odds with ``score_input="logit"``).
         """
         check_is_fitted(self)
         return self._proba(self._clipped_scores(s, f"{type(self).__name__}.predict_proba"))

@@ -40,6 +40,9 @@ class IsotonicCalibrator(ScoreCalibrator):
     ----------
     eps : float, default 1e-6
         Clipping floor :math:`\varepsilon` of the input score and of the output probability.
+    score_input : {"probability", "logit"}, default "probability"
+        Whether ``s`` is :math:`P(Y=1)` (clipped) or the log-odds (unclipped, so scores beyond
+        :math:`\mathrm{logit}(1-\varepsilon)` keep their order).
 
     Attributes
     ----------
@@ -67,8 +70,9 @@ class IsotonicCalibrator(ScoreCalibrator):
     [1e-06, 0.5, 0.999999]
     """
 
-    def __init__(self, *, eps: float = DEFAULT_EPS) -> None:
+    def __init__(self, *, eps: float = DEFAULT_EPS, score_input: str = "probability") -> None:
         self.eps = eps
+        self.score_input = score_input
 
     def fit(self, s: npt.ArrayLike, y: npt.ArrayLike, sample_weight: npt.ArrayLike | None = None) -> Self:
         """Fit the step map on calibrator items.

@@ -16,7 +16,7 @@ from typing import Self
 import numpy as np
 import numpy.typing as npt
 from scipy.optimize import OptimizeResult, minimize
-from scipy.special import expit, logit
+from scipy.special import expit
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
@@ -97,6 +97,9 @@ class PlattCalibrator(ScoreCalibrator):
         Ridge strength :math:`\lambda \ge 0` toward the identity; the loss is averaged, not summed, over items.
     eps : float, default 1e-6
         Clipping floor :math:`\varepsilon` of the score before the logit.
+    score_input : {"probability", "logit"}, default "probability"
+        Whether ``s`` is :math:`P(Y=1)` (clipped, then its logit is taken) or already the log-odds (used as is,
+        unclipped; see :mod:`~judgecal_dist.methods.calibrator_base`).
 
     Attributes
     ----------
@@ -160,9 +163,10 @@ class PlattCalibrator(ScoreCalibrator):
     array([[0.3085, 0.6915]])
     """
 
-    def __init__(self, *, penalty: float = 0.0, eps: float = DEFAULT_EPS) -> None:
+    def __init__(self, *, penalty: float = 0.0, eps: float = DEFAULT_EPS, score_input: str = "probability") -> None:
         self.penalty = penalty
         self.eps = eps
+        self.score_input = score_input
 
     def fit(
         self,
@@ -202,7 +206,7 @@ class PlattCalibrator(ScoreCalibrator):
         scores, labels, weights = self._check_fit_input(s, y, sample_weight, where)
         features = self._check_features(x, scores.size, where)
         self.n_item_features_ = None if x is None else features.shape[1]
-        u = logit(scores)
+        u = self._logit(scores)
         self.fallback_: str | None = None
         self.n_iter_ = 0
         self.loss_history_: list[float] = []
@@ -313,5 +317,5 @@ class PlattCalibrator(ScoreCalibrator):
             raise InputError(
                 f"{where}: x: has {features.shape[1]} features, but the calibrator was fitted on {self.coef_.size}"
             )
-        t = self.slope_ * logit(scores) + self.intercept_ + features @ self.coef_
+        t = self.slope_ * self._logit(scores) + self.intercept_ + features @ self.coef_
         return proba_from_logit(t)

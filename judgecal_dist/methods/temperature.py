@@ -14,7 +14,6 @@ from typing import Self
 import numpy as np
 import numpy.typing as npt
 from scipy.optimize import minimize_scalar
-from scipy.special import logit
 from sklearn.exceptions import ConvergenceWarning
 
 from judgecal_dist.errors import ConfigError
@@ -49,6 +48,9 @@ class TemperatureScaling(ScoreCalibrator):
         Search interval :math:`[T_{\min}, T_{\max}]`, :math:`0 < T_{\min} < T_{\max}`.
     eps : float, default 1e-6
         Clipping floor :math:`\varepsilon` of the score before the logit.
+    score_input : {"probability", "logit"}, default "probability"
+        Whether ``s`` is :math:`P(Y=1)` (clipped, then its logit is taken) or already the log-odds (used as is).
+        Log-odds of a large panel may need a wider ``t_bounds``.
 
     Attributes
     ----------
@@ -94,9 +96,16 @@ class TemperatureScaling(ScoreCalibrator):
     array([[0.5, 0.5]])
     """
 
-    def __init__(self, *, t_bounds: tuple[float, float] = (0.01, 100.0), eps: float = DEFAULT_EPS) -> None:
+    def __init__(
+        self,
+        *,
+        t_bounds: tuple[float, float] = (0.01, 100.0),
+        eps: float = DEFAULT_EPS,
+        score_input: str = "probability",
+    ) -> None:
         self.t_bounds = t_bounds
         self.eps = eps
+        self.score_input = score_input
 
     def fit(self, s: npt.ArrayLike, y: npt.ArrayLike, sample_weight: npt.ArrayLike | None = None) -> Self:
         """Fit the temperature on calibrator items.
@@ -124,7 +133,7 @@ class TemperatureScaling(ScoreCalibrator):
         where = "TemperatureScaling.fit"
         t_min, t_max = self._check_bounds(where)
         scores, labels, weights = self._check_fit_input(s, y, sample_weight, where)
-        u = logit(scores)
+        u = self._logit(scores)
         self.fallback_: str | None = None
         self.loss_history_: list[float] = []
         if not np.any(u[weights > 0]):
@@ -166,4 +175,4 @@ class TemperatureScaling(ScoreCalibrator):
         return t_min, t_max
 
     def _proba(self, s: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-        return proba_from_logit(logit(s) / self.temperature_)
+        return proba_from_logit(self._logit(s) / self.temperature_)

@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import logit
 
-from judgecal_dist.methods.aggregate import CountAggregator, log_odds_proba
+from judgecal_dist.methods.aggregate import CountAggregator, log_odds_proba, log_odds_score
 from judgecal_dist.methods.votes import MISSING, VOTE_A, class_prior
 from judgecal_dist.stats.checks import check_param
 
@@ -178,3 +178,6 @@ class LogOddsWeighted(CountAggregator):
 
     def _predict_proba(self, votes: npt.NDArray[np.int8]) -> npt.NDArray[np.float64]:
         return log_odds_proba(votes, self.weights_, self.prior_)
+
+    def _decision_function(self, votes: npt.NDArray[np.int8]) -> npt.NDArray[np.float64]:
+        return log_odds_score(votes, self.weights_, self.prior_)
