@@ -4,8 +4,12 @@ Each replicate splits the labelled items of a panel into a calibration part (fra
 keyed hash of ``group_id``) and an evaluation part. For every panel (all judges, top-k by posterior mean
 accuracy, one per family; chosen on calibration data only) and every aggregator, the calibration scores train
 every calibrator (spec 000 §5.1 main protocol); the evaluation part is scored with NLL, Brier, ECE and accuracy
-(§4). Curated panels are compared with the full panel on the same items by the paired permutation test
-(§5.5(a)). The default pipeline (one-coin + beta) is also wrapped in split-conformal sets on a disjoint slice
+(§4). Which scores train the calibrators is ``calib_scores`` (``insample`` = the main protocol, ``nested`` 70/30 or
+``crossfit``, §5.2), and ``calibrator_input`` says whether they read the aggregator's unclipped log-odds (default)
+or its probability clipped at eps. Searched panels (``beam``, ``backward``, ``greedy``, ``exhaustive`` in
+``panels``) are chosen by the spec's inner protocol (:mod:`~judgecal_dist.studies.inclusion_search`) and then run
+through the same grid. Curated and searched panels are compared with the full panel on the same items by the
+paired permutation test (§5.5(a)); NLL is also reported per agreement tercile (§3.10). The default pipeline (one-coin + beta) is also wrapped in split-conformal sets on a disjoint slice
 (§3.5, §5.2: 60/20/20 of the calibration part). ``summarise`` averages over replicates with bootstrap intervals,
 draws the figures, and fits the default pipeline with its conformal thresholds on all labelled items as the
 run's model.
@@ -18,7 +22,6 @@ References
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -27,25 +30,37 @@ from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.panel import ORIENTATIONS, Panel, load_panel
 from judgecal_dist.engine.stats import judge_cells, judge_summary
 from judgecal_dist.errors import ConfigError
-from judgecal_dist.methods.conformal import SplitConformal
-from judgecal_dist.splits import assign_blocks, calibration_mask
+from judgecal_dist.splits import calibration_mask
 from judgecal_dist.stats.inference import summarise_over_splits
 from judgecal_dist.stats.metrics import metric_table, pointwise_nll, reliability_bins
 from judgecal_dist.stats.permutation import paired_permutation_test_many
-from judgecal_dist.stats.sets import set_metrics
+from judgecal_dist.stats.strata import nll_by_agreement_tercile
 from judgecal_dist.studies import inclusion_report
 from judgecal_dist.studies.base import StudyResult
 from judgecal_dist.studies.inclusion_diagnostics import diagnose
+from judgecal_dist.studies.inclusion_model import (
+    DEFAULT_AGGREGATOR,
+    DEFAULT_CALIBRATOR,
+    MODEL_FORMAT,
+    choices,
+    conformal_rows,
+    fit_model,
+    plain,
+    summarise_conformal,
+)
 from judgecal_dist.studies.inclusion_pipeline import (
     AGGREGATORS,
+    CALIBRATOR_INPUTS,
     CALIBRATORS,
     PANELS,
+    PROTOCOLS,
     Settings,
-    aggregate,
     calibrate,
-    calibrator,
     choose_panels,
+    protocol_roles,
+    protocol_scores,
 )
+from judgecal_dist.studies.inclusion_search import SEARCHES, SearchSettings, run_searches
 
 __all__ = [
     "NAME",
@@ -59,15 +74,12 @@ __all__ = [
     "AGGREGATORS",
     "CALIBRATORS",
     "PANELS",
+    "SEARCHES",
+    "MODEL_FORMAT",
 ]
 
 NAME = "inclusion"
 METRICS = ("nll", "brier", "ece", "accuracy")
-MODEL_FORMAT = "judgecal.calibration/v2"
-#: The default pipeline of spec 000 §1: integrated one-coin, then beta calibration with the elastic net.
-DEFAULT_AGGREGATOR, DEFAULT_CALIBRATOR = "one_coin", "beta"
-#: Seed offset of the conformal sub-split inside the calibration part (independent of the outer split).
-CONFORMAL_SEED_OFFSET = 1_000_003
 
 
 @dataclass(frozen=True)
@@ -94,6 +106,14 @@ class Config:
     ds_n_iter: int = 100
     stacking_c: float = 1.0
     stacking_folds: int = 5
+    calibrator_input: str = "logit"
+    calib_scores: str = "insample"
+    nested_fraction: float = 0.7
+    crossfit_folds: int = 5
+    search_beam_width: int = 3
+    search_max_additions: int = 10
+    search_inner_fraction: float = 0.7
+    search_folds: int = 5
     conformal_alphas: tuple[float, ...] = (0.1, 0.2)
     permutation_resamples: int = 10_000
     n_bins: int = 10
@@ -111,9 +131,25 @@ class Config:
             bad = sorted(set(value) - set(known))
             if bad or not value:
                 raise ConfigError(f"{key}: unknown or empty {bad or list(value)}; known: {list(known)}")
-        bad_panels = [p for p in self.panels if p not in PANELS and not (p.startswith("top") and p[3:].isdigit())]
+        known = (*PANELS, *SEARCHES)
+        bad_panels = [p for p in self.panels if p not in known and not (p.startswith("top") and p[3:].isdigit())]
         if bad_panels or "all" not in self.panels:
-            raise ConfigError(f"panels: must include 'all' and only {list(PANELS)} or topK, got {list(self.panels)}")
+            raise ConfigError(f"panels: must include 'all' and only {list(known)} or topK, got {list(self.panels)}")
+        if self.calibrator_input not in CALIBRATOR_INPUTS:
+            raise ConfigError(
+                f"calibrator_input: must be one of {list(CALIBRATOR_INPUTS)}, got {self.calibrator_input!r}"
+            )
+        if self.calib_scores not in PROTOCOLS:
+            raise ConfigError(f"calib_scores: must be one of {list(PROTOCOLS)}, got {self.calib_scores!r}")
+        for key in ("nested_fraction", "search_inner_fraction"):
+            if not 0.0 < getattr(self, key) < 1.0:
+                raise ConfigError(f"{key}: must be in (0, 1), got {getattr(self, key)}")
+        for key in ("crossfit_folds", "search_folds"):
+            if getattr(self, key) < 2:
+                raise ConfigError(f"{key}: must be >= 2, got {getattr(self, key)}")
+        for key in ("search_beam_width", "search_max_additions"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"{key}: must be >= 1, got {getattr(self, key)}")
         if self.orientation not in ORIENTATIONS:
             raise ConfigError(f"orientation: must be one of {list(ORIENTATIONS)}, got {self.orientation!r}")
         if not 0.0 < self.eps < 0.5:
@@ -130,7 +166,13 @@ class Config:
         return Settings(eps=self.eps, alpha0=self.alpha0, beta0=self.beta0, class_prior=self.class_prior,
                         beta_penalty=self.beta_penalty, beta_l1_ratio=self.beta_l1_ratio,
                         beta_penalty_scale=self.beta_penalty_scale, ds_n_iter=self.ds_n_iter,
-                        stacking_c=self.stacking_c, stacking_folds=self.stacking_folds)  # fmt: skip
+                        stacking_c=self.stacking_c, stacking_folds=self.stacking_folds,
+                        calibrator_input=self.calibrator_input)  # fmt: skip
+
+    @property
+    def search(self) -> SearchSettings:
+        return SearchSettings(beam_width=self.search_beam_width, max_additions=self.search_max_additions,
+                              inner_fraction=self.search_inner_fraction, folds=self.search_folds)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -146,6 +188,10 @@ class Replicate:
     conformal_alphas: tuple[float, ...] = (0.1, 0.2)
     permutation_resamples: int = 10_000
     n_bins: int = 10
+    calib_scores: str = "insample"
+    nested_fraction: float = 0.7
+    crossfit_folds: int = 5
+    search: SearchSettings = field(default_factory=SearchSettings)
 
 
 @dataclass(frozen=True)
@@ -197,6 +243,10 @@ def plan(config: Config, data: InclusionInput) -> list[Replicate]:
             conformal_alphas=tuple(config.conformal_alphas),
             permutation_resamples=config.permutation_resamples,
             n_bins=config.n_bins,
+            calib_scores=config.calib_scores,
+            nested_fraction=config.nested_fraction,
+            crossfit_folds=config.crossfit_folds,
+            search=config.search,
         )
         for i in range(config.replicates)
     ]
@@ -206,31 +256,56 @@ def run_replicate(data: InclusionInput, rep: Replicate) -> pd.DataFrame:
     """Metrics of every panel x aggregator x calibrator on the evaluation part of split ``rep.seed``.
 
     Returns a long table with a ``kind`` column: ``metrics`` rows (one per pipeline, with the paired test against
-    the full panel), ``conformal`` rows (default pipeline, per alpha) and ``reliability`` rows (default
-    aggregator before and after its default calibrator, per bin).
+    the full panel), ``tercile`` rows (full panel, NLL per agreement stratum), ``search`` rows (spec Table 3:
+    searched subset vs all judges through the identical nested fit), ``conformal`` rows (default pipeline, per
+    alpha) and ``reliability`` rows (default aggregator before and after its default calibrator, per bin).
     """
     panel, settings = data.panel, rep.settings
     in_cal = calibration_mask(panel.group_keys, [rep.seed], rep.calib_fraction)[0]
-    v_cal, y_cal = panel.votes[in_cal], panel.labels[in_cal]
+    v_cal, y_cal, keys_cal = panel.votes[in_cal], panel.labels[in_cal], panel.group_keys[in_cal]
     v_eval, y_eval = panel.votes[~in_cal], panel.labels[~in_cal]
-    panels = choose_panels(rep.panels, v_cal, y_cal, panel.judge_ids, panel.families, settings)
+    roles = protocol_roles(rep.calib_scores, keys_cal, rep.seed, nested_fraction=rep.nested_fraction,
+                           folds=rep.crossfit_folds)  # fmt: skip
+    rank = roles == 0 if rep.calib_scores == "nested" else slice(None)  # counts of the aggregator's items
+    curated = tuple(p for p in rep.panels if p not in SEARCHES)
+    panels = choose_panels(curated, v_cal[rank], y_cal[rank], panel.judge_ids, panel.families, settings)
+    searched, search_rows = run_searches(rep.panels, v_cal, y_cal, keys_cal, v_eval, y_eval, rep.seed, settings,
+                                         rep.search)  # fmt: skip
+    panels |= searched
     base = {"seed": rep.seed, "n_cal": int(in_cal.sum()), "n_eval": int((~in_cal).sum())}
-    rows, losses = [], {}
+    rows, losses, full_p = [], {}, {}
     for agg_name in rep.aggregators:
         for panel_name, cols in panels.items():
-            s_cal, s_eval, _ = aggregate(agg_name, settings, v_cal[:, cols], y_cal, v_eval[:, cols])
+            s_train, y_train, s_eval = protocol_scores(agg_name, settings, v_cal[:, cols], y_cal, v_eval[:, cols],
+                                                       rep.calib_scores, roles)  # fmt: skip
             for cal_name in rep.calibrators:
-                p = calibrate(cal_name, settings, s_cal, y_cal, {"eval": s_eval})["eval"]
+                p = calibrate(cal_name, settings, s_train, y_train, {"eval": s_eval})["eval"]
                 losses[agg_name, cal_name, panel_name] = pointwise_nll(y_eval, p, eps=settings.eps)
                 rows.append(base | {"kind": "metrics", "aggregator": agg_name, "calibrator": cal_name,
                                     "panel": panel_name, "panel_size": len(cols)}
                             | metric_table(y_eval, p, eps=settings.eps, n_bins=rep.n_bins))  # fmt: skip
+                if panel_name == "all":
+                    full_p[f"{agg_name}|{cal_name}"] = p
                 if agg_name == DEFAULT_AGGREGATOR and panel_name == "all" and cal_name in ("none", DEFAULT_CALIBRATOR):
                     rows += _reliability_rows(base, cal_name, y_eval, p, rep.n_bins)
     table = pd.DataFrame(rows)
     _attach_paired_tests(table, losses, rep)
-    conformal = _conformal_rows(panel, in_cal, v_eval, y_eval, rep)
-    return pd.concat([table, pd.DataFrame([base | row for row in conformal])], ignore_index=True)
+    extra = [base | row for row in (*_tercile_rows(full_p, v_eval, y_eval, settings.eps), *search_rows)]
+    extra += [base | row for row in conformal_rows(panel, in_cal, v_eval, y_eval, rep)]
+    return pd.concat([table, pd.DataFrame(extra)], ignore_index=True)
+
+
+def _tercile_rows(full_p: dict[str, np.ndarray], v_eval: np.ndarray, y_eval: np.ndarray, eps: float) -> list[dict]:
+    """NLL per agreement tercile of the full panel (spec §3.10): agreement |2 p_MV - 1| on the evaluation items."""
+    voted = (v_eval >= 0).sum(axis=1)
+    p_mv = np.divide((v_eval == 1).sum(axis=1), voted, out=np.full(voted.shape, 0.5), where=voted > 0)
+    table = nll_by_agreement_tercile(y_eval, full_p, np.abs(2.0 * p_mv - 1.0), eps=eps)
+    out = []
+    for r in table.itertuples():
+        agg_name, cal_name = str(r.method).split("|")
+        out.append({"kind": "tercile", "aggregator": agg_name, "calibrator": cal_name, "panel": "all",
+                    "stratum": r.stratum, "stratum_items": int(r.n_items), "nll": float(r.nll)})  # fmt: skip
+    return out
 
 
 def _reliability_rows(base: dict, cal_name: str, y: np.ndarray, p: np.ndarray, n_bins: int) -> list[dict]:
@@ -257,30 +332,6 @@ def _attach_paired_tests(table: pd.DataFrame, losses: dict, rep: Replicate) -> N
     table.loc[rows, "perm_p"] = perm.pvalue[order]
 
 
-def _conformal_rows(panel: Panel, in_cal: np.ndarray, v_eval: np.ndarray, y_eval: np.ndarray,
-                    rep: Replicate) -> list[dict]:  # fmt: skip
-    """Split-conformal sets of the default pipeline: calibration part cut 60/20/20 (aggregator / calibrator /
-    conformal slice, spec §5.2), coverage and set size on the evaluation part."""
-    if not rep.conformal_alphas:
-        return []
-    settings = rep.settings
-    blocks = assign_blocks(panel.group_keys[in_cal], rep.seed + CONFORMAL_SEED_OFFSET, [0.6, 0.2, 0.2])
-    v_cal, y_cal = panel.votes[in_cal], panel.labels[in_cal]
-    parts = [(v_cal[blocks == b], y_cal[blocks == b]) for b in range(3)]
-    if min(len(y) for _, y in parts) < 2 or len(np.unique(parts[1][1])) < 2:
-        return []  # too few items for a disjoint slice: reported as absent, never as NaN
-    _, _, model = aggregate(DEFAULT_AGGREGATOR, settings, parts[0][0], parts[0][1], parts[1][0])
-    fitted = calibrator(DEFAULT_CALIBRATOR, settings).fit(model.predict_proba(parts[1][0])[:, 1], parts[1][1])
-    p_slice = fitted.predict_proba(model.predict_proba(parts[2][0])[:, 1])[:, 1]
-    p_eval = fitted.predict_proba(model.predict_proba(v_eval)[:, 1])[:, 1]
-    rows = []
-    for alpha in rep.conformal_alphas:
-        sets = SplitConformal(alpha=alpha).fit(p_slice, parts[2][1]).predict_set(p_eval)
-        rows.append({"kind": "conformal", "aggregator": DEFAULT_AGGREGATOR, "calibrator": DEFAULT_CALIBRATOR,
-                     "panel": "all", "alpha": alpha} | set_metrics(y_eval, sets))  # fmt: skip
-    return rows
-
-
 def summarise(config: Config, parts: pd.DataFrame, data: InclusionInput) -> StudyResult:
     """Means over splits with bootstrap CIs, figures, the report and the default pipeline's model."""
     panel = data.panel
@@ -299,102 +350,40 @@ def summarise(config: Config, parts: pd.DataFrame, data: InclusionInput) -> Stud
         summary = summary.merge(paired, on=by, how="left").merge(medians, on=by, how="left")
     order = {name: i for i, name in enumerate((*config.aggregators, *config.calibrators, *config.panels))}
     summary = summary.sort_values(by, key=lambda col: col.map(order), kind="stable").reset_index(drop=True)
-    conformal = _summarise_conformal(parts, config, rng)
-    records = [{k: _plain(v) for k, v in row.items()} for row in summary.to_dict("records")]
+    conformal = summarise_conformal(parts, config, rng)
+    terciles = _summarise_kind(parts, "tercile", ["aggregator", "calibrator", "stratum"], ["nll", "stratum_items"],
+                               config, rng)  # fmt: skip
+    search = _summarise_kind(parts, "search", ["panel"], ["panel_size", "inner_nll", "nested_nll", "nested_nll_all",
+                             "nested_delta", "evaluations"], config, rng)  # fmt: skip
+    records = [{k: plain(v) for k, v in row.items()} for row in summary.to_dict("records")]
     reliability = parts[parts["kind"] == "reliability"]
     diagnostics = diagnose(panel, seed=config.seed, calib_fraction=config.calib_fraction)
+    made = choices(config)
     return StudyResult(
         records=records,
         summary=summary,
-        report=inclusion_report.report(config, summary, conformal, panel, data.judges, _choices(config), diagnostics),
+        report=inclusion_report.report(
+            config, summary, conformal, panel, data.judges, made, diagnostics, terciles=terciles, search=search
+        ),  # fmt: skip
         figures=inclusion_report.figures(metrics, summary, reliability, config),
-        model={"calibration.json": _model(config, panel)},
+        model={"calibration.json": fit_model(config, panel)},
         extra={
             "panel": {"dataset": panel.dataset, "items": panel.n_items, "judges": panel.n_judges} | panel.info,
-            "choices": _choices(config),
+            "choices": made,
             "diagnostics": diagnostics,
-            "conformal": [{k: _plain(v) for k, v in r.items()} for r in conformal.to_dict("records")],
-            "judges": [{k: _plain(v) for k, v in r.items()} for r in data.judges.to_dict("records")],
+            "conformal": [{k: plain(v) for k, v in r.items()} for r in conformal.to_dict("records")],
+            "terciles": [{k: plain(v) for k, v in r.items()} for r in terciles.to_dict("records")],
+            "search": [{k: plain(v) for k, v in r.items()} for r in search.to_dict("records")],
+            "judges": [{k: plain(v) for k, v in r.items()} for r in data.judges.to_dict("records")],
         },
     )
 
 
-def _summarise_conformal(parts: pd.DataFrame, config: Config, rng: np.random.Generator) -> pd.DataFrame:
-    rows = parts[parts["kind"] == "conformal"]
+def _summarise_kind(parts: pd.DataFrame, kind: str, by: list[str], stats: list[str], config: Config,
+                    rng: np.random.Generator) -> pd.DataFrame:  # fmt: skip
+    """Means over splits with bootstrap CIs of the ``kind`` rows (empty frame when there are none)."""
+    rows = parts[parts["kind"] == kind] if "kind" in parts else parts.iloc[:0]
     if rows.empty:
         return pd.DataFrame()
-    stats = ["coverage", "set_size", "empty_rate", "both_rate"]
-    out = summarise_over_splits(rows, by=["alpha"], metrics=stats, confidence=config.ci_level, rng=rng)
+    out = summarise_over_splits(rows, by=by, metrics=stats, confidence=config.ci_level, rng=rng)
     return out.rename(columns={f"{m}_mean": m for m in stats} | {"n_splits": "replicates"})
-
-
-def _plain(value: Any) -> Any:
-    # JSON has no NaN: an undefined figure (e.g. accuracy of a judge that never voted) is null.
-    value = value.item() if isinstance(value, np.generic) else value
-    return None if isinstance(value, float) and not np.isfinite(value) else value
-
-
-def _choices(config: Config) -> dict[str, Any]:
-    # Every choice spec 000 leaves open, as this run made it, so a report can be read without the code.
-    choices = {
-        "split": f"keyed hash of group_id, calibration fraction {config.calib_fraction} (spec: first floor(n/2) of a "
-        "permutation; the hash gives halves of binomial size but lets every engine recompute membership)",
-        "protocol": "main (aggregator and calibrator both fitted on the calibration part, spec 000 §5.1); "
-        "stacking trains its calibrator on 5-fold out-of-fold scores",
-        "conformal_protocol": "calibration part cut 60/20/20 (aggregator / calibrator / conformal slice), spec §5.2",
-        "eps": config.eps,
-        "one_coin_prior": {"alpha0": config.alpha0, "beta0": config.beta0},
-        "class_prior": config.class_prior,
-        "orientation": config.orientation,
-        "sample": config.sample,
-        "tie_verdicts": "missing",
-        "accuracy_at_half": "half credit",
-        "ece": f"top-label, {config.n_bins} bins",
-        "platt": "unpenalised logistic fit on logit(clipped score)",
-        "beta": {"penalty": config.beta_penalty, "l1_ratio": config.beta_l1_ratio, "scale": config.beta_penalty_scale},
-        "dawid_skene": f"unsupervised, fitted on calibration votes only, <= {config.ds_n_iter} iterations, eta 0.01",
-        "top_k_ranking": "posterior mean accuracy, ties by larger n_j then judge_id",
-        "permutation": f"paired t, {config.permutation_resamples} sign flips, median t and p over splits",
-    }
-    if config.orientation == "gold_positive":
-        choices["warning"] = (
-            "gold_positive orientation (paper-compatible): labels are all 1, so unpenalised "
-            "intercept fits have no finite optimum; use only to reproduce the paper's numbers"
-        )
-    return choices
-
-
-def _model(config: Config, panel: Panel) -> dict[str, Any]:
-    """The default pipeline fitted on every labelled item as data: one-coin weights, beta parameters and the
-    conformal thresholds (aggregator + beta on 80% of the groups, conformal slice on the other 20%)."""
-    settings = config.settings
-    blocks = assign_blocks(panel.group_keys, config.seed + CONFORMAL_SEED_OFFSET, [0.8, 0.2])
-    fit, slice_ = blocks == 0, blocks == 1
-    s_fit, s_slice, agg = aggregate(DEFAULT_AGGREGATOR, settings, panel.votes[fit], panel.labels[fit],
-                                    panel.votes[slice_])  # fmt: skip
-    beta = calibrator(DEFAULT_CALIBRATOR, settings).fit(s_fit, panel.labels[fit])
-    p_slice = beta.predict_proba(s_slice)[:, 1]
-    conformal = [SplitConformal(alpha=a).fit(p_slice, panel.labels[slice_]).to_dict() for a in config.conformal_alphas]
-    return {
-        "format": MODEL_FORMAT,
-        "aggregator": {
-            "name": DEFAULT_AGGREGATOR,
-            "judge_ids": panel.judge_ids.tolist(),
-            "weights": agg.weights_.tolist(),
-            "class_prior": float(agg.prior_),
-            "alpha0": config.alpha0,
-            "beta0": config.beta0,
-        },
-        "calibrator": {
-            "name": DEFAULT_CALIBRATOR,
-            "a": float(beta.a_),
-            "b": float(beta.b_),
-            "c": float(beta.c_),
-            "penalty": config.beta_penalty,
-            "l1_ratio": config.beta_l1_ratio,
-        },
-        "conformal": conformal,
-        "eps": config.eps,
-        "vote_codes": {"A": 1, "B": 0, "missing": -1, "tie": "missing"},
-        "fitted_on": {"dataset": panel.dataset, "items": int(fit.sum()), "conformal_items": int(slice_.sum())},
-    }

@@ -28,13 +28,14 @@ def diagnose(panel: Panel, *, seed: int, calib_fraction: float) -> dict[str, Any
     parse = flag_parse_rate(n_votes, int(in_cal.sum()), ids)
     below = flag_below_chance(n_votes, n_correct, ids, method="bayes")
     missing = flag_missingness(votes, y, ids) if len(np.unique(y)) == 2 else None
-    irt = TwoPLIRT().fit(correctness_matrix(votes, y))
+    # 2PL abilities are standardised over judges: undefined for a single judge (reported as absent, not NaN)
+    irt = TwoPLIRT().fit(correctness_matrix(votes, y)) if votes.shape[1] >= 2 else None
     return {
         "split_seed": seed,
         "p1_review": parse.loc[parse["review"], "judge_id"].tolist(),
         "p1_filter": parse.loc[parse["filter"], "judge_id"].tolist(),
         "below_chance_bayes": below.loc[below["below_chance"], "judge_id"].tolist(),
         "p3_flagged": [] if missing is None else missing.loc[missing["p3_flag"], "judge_id"].tolist(),
-        "irt_variance_shares": {k: float(v) for k, v in irt.variance_shares_.items()},
-        "irt_ability_accuracy_spearman": float(irt.accuracy_spearman_),
+        "irt_variance_shares": {} if irt is None else {k: float(v) for k, v in irt.variance_shares_.items()},
+        "irt_ability_accuracy_spearman": None if irt is None else float(irt.accuracy_spearman_),
     }

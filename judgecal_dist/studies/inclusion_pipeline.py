@@ -3,6 +3,12 @@
 Spec 000 §5.1 main protocol: every aggregator is fitted on the calibration part and its in-sample scores there
 train the calibrator (stacking uses its out-of-fold scores, §3.1(f)); curated panels are chosen from
 calibration data only and then run through exactly the same aggregator and calibrator (§3.6).
+
+``Settings.calibrator_input`` says what passes from Step 1 to the calibrators: ``"probability"`` (spec §3.4: the
+aggregator's P(Y=1), clipped at eps before any logit) or ``"logit"`` (this project's recommended default for the
+study: the aggregator's unclipped log-odds, so that a large panel's scores beyond logit(1 - eps) keep their
+spread). :func:`aggregate` returns scores on that scale and :func:`calibrate` reads them on it, so the two always
+agree; only final probabilities are clipped, by the metrics.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from scipy.special import expit, logit
 
 from judgecal_dist.errors import ConfigError
 from judgecal_dist.methods.aggregate import MajorityVote, OneCoin
@@ -23,15 +30,40 @@ from judgecal_dist.methods.isotonic import IsotonicCalibrator
 from judgecal_dist.methods.platt import PlattCalibrator
 from judgecal_dist.methods.stacking import LogisticStacking
 from judgecal_dist.methods.temperature import TemperatureScaling
-from judgecal_dist.methods.votes import count_judge_votes
+from judgecal_dist.methods.votes import count_judge_votes, signed_votes
 from judgecal_dist.methods.weighted import AccuracyWeighted, LogOddsWeighted
+from judgecal_dist.splits import assign_blocks
 
-__all__ = ["AGGREGATORS", "CALIBRATORS", "PANELS", "Settings", "choose_panels", "aggregate", "calibrate"]
+__all__ = [
+    "AGGREGATORS",
+    "CALIBRATORS",
+    "CALIBRATOR_INPUTS",
+    "PANELS",
+    "Settings",
+    "PROTOCOLS",
+    "choose_panels",
+    "aggregate",
+    "calibrate",
+    "step1_scores",
+    "protocol_roles",
+    "protocol_scores",
+]
 
 AGGREGATORS = ("majority", "accuracy_weighted", "log_odds", "one_coin", "dawid_skene", "stacking")
 CALIBRATORS = ("none", "platt", "temperature", "beta", "isotonic")
 #: Curated panels: top-k by posterior mean accuracy (spec §3.1(g)) and one judge per family (§3.6).
 PANELS = ("all", "top3", "top5", "top10", "dedup")
+#: What Step 1 hands to the calibrators: P(Y=1) clipped at eps (spec §3.4) or the unclipped log-odds.
+CALIBRATOR_INPUTS = ("probability", "logit")
+#: Which scores train the calibrators (spec §5.2 ``calib_scores``): the aggregator's in-sample scores on the whole
+#: calibration part (main protocol), its scores on a held-out 30% (nested 70/30), or 5-fold cross-fitted scores.
+PROTOCOLS = ("insample", "nested", "crossfit")
+#: Seed offset of the nested / cross-fit cut inside the calibration part.
+PROTOCOL_SEED_OFFSET = 4_000_037
+#: Aggregators whose decision_function is a true log-odds; the others (vote fractions) are clipped at eps first.
+_LOG_ODDS_MODELS = ("log_odds", "one_coin")
+#: Temperature range for log-odds input: a 130-judge one-coin panel needs T of 10-100 and more.
+_LOGIT_T_BOUNDS = (1e-2, 1e4)
 
 
 @dataclass(frozen=True)
@@ -48,6 +80,14 @@ class Settings:
     ds_n_iter: int = 100
     stacking_c: float = 1.0
     stacking_folds: int = 5
+    #: "probability" keeps the API's historical behaviour; the inclusion study's config defaults to "logit".
+    calibrator_input: str = "probability"
+
+    def __post_init__(self) -> None:
+        if self.calibrator_input not in CALIBRATOR_INPUTS:
+            raise ConfigError(
+                f"calibrator_input: must be one of {list(CALIBRATOR_INPUTS)}, got {self.calibrator_input!r}"
+            )
 
 
 def choose_panels(
@@ -103,29 +143,77 @@ def _aggregator(name: str, settings: Settings) -> Any:
 def aggregate(
     name: str, settings: Settings, v_fit: npt.NDArray[np.int8], y_fit: npt.NDArray[np.int8], v_new: npt.NDArray[np.int8]
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], Any]:
-    """Step 1 scores: (scores on the fit items that train the calibrator, scores on new items, fitted model)."""
+    """Step 1 scores: (scores on the fit items that train the calibrator, scores on new items, fitted model).
+
+    Scores are P(Y=1) or log-odds as ``settings.calibrator_input`` says (see :func:`step1_scores`); stacking's fit
+    scores are its out-of-fold scores.
+    """
     model = _aggregator(name, settings)
     if name == "dawid_skene":
         model.fit(v_fit)  # unsupervised latent-class model: labels unused (spec §3.1(e))
     else:
         model.fit(v_fit, y_fit)
-    s_fit = model.oof_scores_ if name == "stacking" else model.predict_proba(v_fit)[:, 1]
-    return np.asarray(s_fit, dtype=np.float64), model.predict_proba(v_new)[:, 1], model
+    if name == "stacking":
+        oof = np.asarray(model.oof_scores_, dtype=np.float64)
+        s_fit = _probability_logit(oof, 0.0) if settings.calibrator_input == "logit" else oof
+    else:
+        s_fit = step1_scores(name, model, v_fit, settings)
+    return s_fit, step1_scores(name, model, v_new, settings), model
+
+
+def step1_scores(name: str, model: Any, votes: npt.NDArray[np.int8], settings: Settings) -> npt.NDArray[np.float64]:
+    """A fitted aggregator's score of ``votes`` on the scale of ``settings.calibrator_input``.
+
+    ``"probability"``: P(Y=1). ``"logit"``: the exact log-odds of the log-odds models (one-coin, plug-in
+    log-odds, Dawid-Skene from its fitted prior and confusion matrices, stacking's linear predictor), never
+    clipped; for vote fractions, whose probability is the model, the logit of P(Y=1) clipped at eps, so that
+    those aggregators calibrate exactly as with probability input.
+    """
+    if settings.calibrator_input != "logit":
+        return np.asarray(model.predict_proba(votes)[:, 1], dtype=np.float64)
+    if name in _LOG_ODDS_MODELS:
+        return np.asarray(model.decision_function(votes), dtype=np.float64)
+    if name == "dawid_skene":
+        return _dawid_skene_log_odds(model, votes)
+    if name == "stacking" and getattr(model, "model_", None) is not None:
+        return np.asarray(model.model_.decision_function(signed_votes(votes)), dtype=np.float64)
+    return _probability_logit(model.predict_proba(votes)[:, 1], settings.eps)
+
+
+def _probability_logit(p: npt.NDArray[np.float64], eps: float) -> npt.NDArray[np.float64]:
+    # eps = 0 still keeps the logit finite: float64 resolves P(Y=1) up to 1 - 2^-53 (logit 36.7).
+    lo = max(eps, np.finfo(np.float64).tiny)
+    return np.asarray(logit(np.clip(p, lo, min(1.0 - eps, 1.0 - 2.0**-53))), dtype=np.float64)
+
+
+def _dawid_skene_log_odds(model: DawidSkene, votes: npt.NDArray[np.int8]) -> npt.NDArray[np.float64]:
+    r""":math:`\log\frac{\pi}{1-\pi} + \sum_{j \in S_i}\log\frac{\Pi^{(j)}_{1,V_{ij}}}{\Pi^{(j)}_{0,V_{ij}}}` with the
+    model's own clipping of :math:`\Pi` and :math:`\pi` (its posterior is the sigmoid of this)."""
+    eps = float(model.eps)
+    log_conf = np.log(np.clip(model.confusion_, eps, 1.0 - eps))  # [j, y, v]
+    w_a = log_conf[:, 1, 1] - log_conf[:, 0, 1]  # a vote for A (v = 1)
+    w_b = log_conf[:, 1, 0] - log_conf[:, 0, 0]  # a vote for B (v = 0)
+    prior = np.clip(model.prior_, eps, 1.0 - eps)
+    t = np.log(prior) - np.log1p(-prior) + (votes == 1) @ w_a + (votes == 0) @ w_b
+    return np.asarray(t, dtype=np.float64)
 
 
 def calibrator(name: str, settings: Settings) -> Any:
-    """An unfitted Step-2/3 calibrator (``none`` is None)."""
+    """An unfitted Step-2/3 calibrator (``none`` is None) reading scores on ``settings.calibrator_input``'s scale."""
+    score_input = settings.calibrator_input
     if name == "none":
         return None
     if name == "platt":
-        return PlattCalibrator(eps=settings.eps)
+        return PlattCalibrator(eps=settings.eps, score_input=score_input)
     if name == "temperature":
-        return TemperatureScaling(eps=settings.eps)
+        bounds = _LOGIT_T_BOUNDS if score_input == "logit" else (0.01, 100.0)
+        return TemperatureScaling(eps=settings.eps, score_input=score_input, t_bounds=bounds)
     if name == "beta":
         return BetaCalibration(penalty=settings.beta_penalty, l1_ratio=settings.beta_l1_ratio,
-                               penalty_scale=settings.beta_penalty_scale, eps=settings.eps)  # fmt: skip
+                               penalty_scale=settings.beta_penalty_scale, eps=settings.eps,
+                               score_input=score_input)  # fmt: skip
     if name == "isotonic":
-        return IsotonicCalibrator(eps=settings.eps)
+        return IsotonicCalibrator(eps=settings.eps, score_input=score_input)
     raise ConfigError(f"calibrators: unknown calibrator {name!r}; known: {list(CALIBRATORS)}")
 
 
@@ -133,9 +221,60 @@ def calibrate(
     name: str, settings: Settings, s_fit: npt.NDArray[np.float64], y_fit: npt.NDArray[np.int8],
     s_new: Mapping[str, npt.NDArray[np.float64]],
 ) -> dict[str, npt.NDArray[np.float64]]:  # fmt: skip
-    """Calibrated probabilities of every score vector in ``s_new`` (clipped raw scores for ``none``)."""
+    """Calibrated probabilities of every score vector in ``s_new`` (clipped raw scores for ``none``).
+
+    Scores are read on the scale of ``settings.calibrator_input`` (as :func:`aggregate` returns them).
+    """
     model = calibrator(name, settings)
     if model is None:
-        return {key: np.clip(s, settings.eps, 1 - settings.eps) for key, s in s_new.items()}
+        to_p = expit if settings.calibrator_input == "logit" else np.asarray
+        return {key: np.clip(to_p(s), settings.eps, 1 - settings.eps) for key, s in s_new.items()}
     model.fit(s_fit, y_fit)
     return {key: model.predict_proba(s)[:, 1] for key, s in s_new.items()}
+
+
+def protocol_roles(
+    protocol: str, keys: npt.NDArray[np.int64], seed: int, *, nested_fraction: float = 0.7, folds: int = 5
+) -> npt.NDArray[np.int8] | None:
+    """Role of every calibration item under ``protocol`` (keyed by group, seeded by the split).
+
+    ``insample``: None. ``nested``: 0 = aggregator part, 1 = calibrator part. ``crossfit``: fold index 0..K-1.
+    """
+    if protocol == "insample":
+        return None
+    if protocol == "nested":
+        return assign_blocks(keys, seed + PROTOCOL_SEED_OFFSET, [nested_fraction, 1.0 - nested_fraction])
+    if protocol == "crossfit":
+        return assign_blocks(keys, seed + PROTOCOL_SEED_OFFSET, [1.0 / folds] * folds)
+    raise ConfigError(f"calib_scores: unknown protocol {protocol!r}; known: {list(PROTOCOLS)}")
+
+
+def protocol_scores(
+    name: str, settings: Settings, v_cal: npt.NDArray[np.int8], y_cal: npt.NDArray[np.int8],
+    v_eval: npt.NDArray[np.int8], protocol: str = "insample", roles: npt.NDArray[np.int8] | None = None,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int8], npt.NDArray[np.float64]]:  # fmt: skip
+    """(calibrator training scores, their labels, evaluation scores) of aggregator ``name`` under ``protocol``.
+
+    ``insample`` (spec §5.1): aggregator fitted on all calibration items, its scores there train the calibrator.
+    ``nested`` (§5.2): aggregator on role 0, calibrator on its out-of-sample scores of role 1; evaluation items
+    scored by the role-0 aggregator. ``crossfit`` (§5.2 extension): every fold scored by the aggregator fitted on
+    the other folds; evaluation items by the aggregator fitted on all calibration items.
+    """
+    if protocol == "insample":
+        s_fit, s_eval, _ = aggregate(name, settings, v_cal, y_cal, v_eval)
+        return s_fit, y_cal, s_eval
+    if roles is None:
+        raise ConfigError(f"calib_scores: protocol {protocol!r} needs the item roles (protocol_roles)")
+    if protocol == "nested":
+        agg, cal = roles == 0, roles == 1
+        _, s_new, _ = aggregate(name, settings, v_cal[agg], y_cal[agg], np.concatenate([v_cal[cal], v_eval]))
+        n_cal = int(cal.sum())
+        return s_new[:n_cal], y_cal[cal], s_new[n_cal:]
+    if protocol == "crossfit":
+        oof = np.empty(y_cal.size)
+        for fold in np.unique(roles):
+            held = roles == fold
+            _, oof[held], _ = aggregate(name, settings, v_cal[~held], y_cal[~held], v_cal[held])
+        _, s_eval, _ = aggregate(name, settings, v_cal, y_cal, v_eval)
+        return oof, y_cal, s_eval
+    raise ConfigError(f"calib_scores: unknown protocol {protocol!r}; known: {list(PROTOCOLS)}")

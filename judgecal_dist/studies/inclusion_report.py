@@ -15,6 +15,11 @@ __all__ = ["report", "figures"]
 METRICS = ("nll", "brier", "ece", "accuracy")
 
 
+def _num(value: float, spec: str) -> str:
+    """A number for the report; "n/a" where it is undefined (e.g. the accuracy of a judge that never voted)."""
+    return "n/a" if value is None or not np.isfinite(value) else format(value, spec)
+
+
 def _cell(row: Any, metric: str) -> str:
     return (
         f"{getattr(row, metric):.4f} [{getattr(row, metric + '_ci_low'):.4f}, {getattr(row, metric + '_ci_high'):.4f}]"
@@ -59,15 +64,63 @@ def _findings(summary: pd.DataFrame) -> list[str]:
     return lines
 
 
+def _tercile_lines(terciles: pd.DataFrame) -> list[str]:
+    """NLL per agreement tercile (spec §3.10), each aggregator raw and after beta, hard / middle / easy."""
+    if terciles is None or terciles.empty:
+        return []
+    t = terciles[terciles["calibrator"].isin(["none", "beta"])]
+    lines = ["## NLL by difficulty (full panel, agreement terciles of the evaluation items)", "",
+             "Agreement |2 p_MV − 1| of all judges; hard = bottom tercile, easy = top (spec §3.10).", "",
+             "| aggregator | calibrator | hard | middle | easy |", "| --- | --- | --- | --- | --- |"]  # fmt: skip
+    for (agg, cal), rows in t.groupby(["aggregator", "calibrator"], sort=False):
+        by = rows.set_index("stratum")
+        cells = [
+            f"{by.loc[k, 'nll']:.4f} [{by.loc[k, 'nll_ci_low']:.4f}, {by.loc[k, 'nll_ci_high']:.4f}]"
+            if k in by.index else "n/a" for k in ("hard", "middle", "easy")
+        ]  # fmt: skip
+        lines.append(f"| {agg} | {cal} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
+def _search_lines(search: pd.DataFrame) -> list[str]:
+    """Spec Table 3: searched subset vs all judges through the identical nested fit, winner by CI overlap."""
+    if search is None or search.empty:
+        return []
+    lines = ["## Same-pipeline subset search (spec Table 3; one-coin + beta, nested fit)", "",
+             "Inner protocol: the calibration half cut 70/30 (one-coin counts / inner calibration); a candidate's "
+             "score is the 5-fold CV NLL of beta on the inner part. Test NLL: one-coin on the 70%, beta refitted "
+             "on the 30%, on the evaluation half; the all-judges arm uses the identical fit. Winner: 'inclusion' "
+             "if the 95% CIs do not overlap and favour all judges, 'search' if they favour the subset, else 'tie'.",
+             "", "| search | retained size | inner CV NLL | test NLL (search) | test NLL (all) | Δ (search − all) | "
+             "winner | subsets scored |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    for r in search.itertuples():
+        if r.nested_nll_ci_low > r.nested_nll_all_ci_high:
+            winner = "inclusion"
+        elif r.nested_nll_ci_high < r.nested_nll_all_ci_low:
+            winner = "search"
+        else:
+            winner = "tie"
+        lines.append(
+            f"| {r.panel} | {r.panel_size:.1f} | {r.inner_nll:.4f} | {r.nested_nll:.4f} [{r.nested_nll_ci_low:.4f}, "
+            f"{r.nested_nll_ci_high:.4f}] | {r.nested_nll_all:.4f} [{r.nested_nll_all_ci_low:.4f}, "
+            f"{r.nested_nll_all_ci_high:.4f}] | {r.nested_delta:+.4f} [{r.nested_delta_ci_low:+.4f}, "
+            f"{r.nested_delta_ci_high:+.4f}] | {winner} | {r.evaluations:.0f} |"
+        )
+    return [*lines, ""]
+
+
 def report(config: Any, summary: pd.DataFrame, conformal: pd.DataFrame, panel: Panel, judges: pd.DataFrame,
-           choices: dict[str, Any], diagnostics: dict[str, Any]) -> str:  # fmt: skip
-    """``report.md``: full-panel grid, curated panels vs all, conformal sets, judges, and the choices made."""
+           choices: dict[str, Any], diagnostics: dict[str, Any], *, terciles: pd.DataFrame | None = None,
+           search: pd.DataFrame | None = None) -> str:  # fmt: skip
+    """``report.md``: full-panel grid, curated and searched panels vs all, difficulty terciles, conformal sets,
+    judges, and the choices made."""
     lines = [
         f"# Calibrate, don't curate: inclusion study on `{panel.dataset}`",
         "",
         f"{panel.n_items} labelled items x {panel.n_judges} judges; {config.replicates} random grouped splits "
         f"(calibration fraction {config.calib_fraction}); metrics on the evaluation part, mean over splits with "
-        f"{int(config.ci_level * 100)}% bootstrap intervals.",
+        f"{int(config.ci_level * 100)}% bootstrap intervals. Calibrators trained on `{config.calib_scores}` scores; "
+        f"calibrator input: `{config.calibrator_input}` (see the choices below).",
         "",
     ]
     if "warning" in choices:
@@ -107,6 +160,8 @@ def report(config: Any, summary: pd.DataFrame, conformal: pd.DataFrame, panel: P
             for r in curated.itertuples()
         ]
         lines.append("")
+    lines += _search_lines(search)
+    lines += _tercile_lines(terciles)
     if not conformal.empty:
         lines += [
             "## Split-conformal sets (one_coin + beta, full panel)",
@@ -130,7 +185,8 @@ def report(config: Any, summary: pd.DataFrame, conformal: pd.DataFrame, panel: P
         "| --- | --- | --- | --- |",
     ]
     shown = judges if len(judges) <= 12 else pd.concat([judges.head(6), judges.tail(6)])
-    lines += [f"| {r.judge_id} | {r.votes:.1f} | {r.accuracy:.3f} | {r.parse_rate:.3f} |" for r in shown.itertuples()]
+    lines += [f"| {r.judge_id} | {r.votes:.1f} | {_num(r.accuracy, '.3f')} | {r.parse_rate:.3f} |"
+              for r in shown.itertuples()]  # fmt: skip
     if len(judges) > 12:
         lines.append(f"| ... {len(judges) - 12} more in summary.json `judges` | | | |")
     shares = diagnostics["irt_variance_shares"]
@@ -144,8 +200,8 @@ def report(config: Any, summary: pd.DataFrame, conformal: pd.DataFrame, panel: P
         "(kept: the one-coin weight flips them).",
         f"- P3 missingness flags: {len(diagnostics['p3_flagged'])} judges.",
         "- 2PL IRT variance shares: "
-        + ", ".join(f"{k} {v:.3f}" for k, v in shares.items())
-        + f"; Spearman(ability, accuracy) = {diagnostics['irt_ability_accuracy_spearman']:.3f}.",
+        + (", ".join(f"{k} {v:.3f}" for k, v in shares.items()) or "not defined for a single judge")
+        + f"; Spearman(ability, accuracy) = {_num(diagnostics['irt_ability_accuracy_spearman'], '.3f')}.",
     ]
     lines += ["", "## Choices made where the spec leaves them open", ""]
     lines += [f"- {k}: {v}" for k, v in choices.items()]
