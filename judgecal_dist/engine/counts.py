@@ -51,6 +51,9 @@ __all__ = [
     "pattern_partition",
     "pattern_batch",
     "expand_prefixes",
+    "BLOCK_COLUMNS",
+    "check_blocks",
+    "block_pattern_cells",
 ]
 
 #: Code of a non-null category outside the alphabet (the engines map unknown strings to it; kernels reject it).
@@ -426,7 +429,7 @@ def expand_prefixes(full: pd.DataFrame, n_judges: int) -> pd.DataFrame:
     DataFrame
         ``[replicate, side,] k, pattern, n, label_sum, n_labelled`` with ``pattern`` like ``"A|B|-"``, sorted.
     """
-    keys = [c for c in ("replicate", "side") if c in full.columns]
+    keys = [c for c in ("replicate", "side", "block") if c in full.columns]
     stats = ["n", "label_sum", "n_labelled"]
     frames = []
     for k in range(1, n_judges + 1):
@@ -443,3 +446,65 @@ def expand_prefixes(full: pd.DataFrame, n_judges: int) -> pd.DataFrame:
     out[stats] = out[stats].astype(np.int64)
     out = out.sort_values(keys + ["k", "pattern"], kind="stable").reset_index(drop=True)
     return out[keys + ["k", "pattern"] + stats]
+
+
+#: Columns of a per-replicate block table (:func:`check_blocks`): group ``group_key`` is in block ``block`` of
+#: replicate ``replicate``; groups absent from a replicate's rows are in none of its blocks.
+BLOCK_COLUMNS = ("replicate", "group_key", "block")
+
+
+def check_blocks(blocks: pd.DataFrame) -> pd.DataFrame:
+    """Validate a block table: the columns of :data:`BLOCK_COLUMNS` as int64, one block per (replicate, group).
+
+    Raises
+    ------
+    ConfigError
+        Missing columns, an empty table, or a group in two blocks of one replicate (a leak across blocks).
+    """
+    missing = [c for c in BLOCK_COLUMNS if c not in blocks.columns]
+    if missing or blocks.empty:
+        raise ConfigError(f"blocks: need a non-empty table with columns {list(BLOCK_COLUMNS)}, missing {missing}")
+    out = blocks[list(BLOCK_COLUMNS)].astype(np.int64).reset_index(drop=True)
+    dup = out.duplicated(["replicate", "group_key"])
+    if dup.any():
+        raise ConfigError(
+            f"blocks: {int(dup.sum())} (replicate, group_key) pairs are in more than one block, "
+            f"e.g. {out.loc[dup, ['replicate', 'group_key']].head(3).to_numpy().tolist()}"
+        )
+    return out
+
+
+def block_pattern_cells(
+    pattern: npt.ArrayLike, label_code: npt.ArrayLike, group_key: npt.ArrayLike, blocks: pd.DataFrame
+) -> pd.DataFrame:
+    """Full-pattern cells per (replicate, block) of items given as ``(pattern, label_code, group_key)``.
+
+    The in-memory twin of the Spark join in :func:`judgecal_dist.engine.spark.pattern_cells_spark`: every item is
+    joined to the blocks of its group (one per replicate) and counted in ``(replicate, block, pattern)``.
+
+    Returns
+    -------
+    DataFrame
+        ``replicate, block, pattern, n, label_sum, n_labelled`` (int64; cells with ``n > 0``), sorted by the keys.
+
+    Examples
+    --------
+    >>> blocks = pd.DataFrame({"replicate": [0, 0], "group_key": [7, 8], "block": [0, 1]})
+    >>> block_pattern_cells([5, 5, 6], [1, 0, -1], [7, 7, 8], blocks).to_numpy().tolist()
+    [[0, 0, 5, 2, 1, 2], [0, 1, 6, 1, 0, 0]]
+    """
+    labels = np.asarray(label_code, dtype=np.int64)
+    _check_codes(labels, table="labels", column="label", allow_missing=True)
+    items = pd.DataFrame(
+        {
+            "group_key": np.asarray(group_key, dtype=np.int64),
+            "pattern": np.asarray(pattern, dtype=np.int64),
+            "n": np.ones(labels.size, dtype=np.int64),
+            "label_sum": (labels == VERDICT_CODES["A"]).astype(np.int64),
+            "n_labelled": (labels != MISSING_CODE).astype(np.int64),
+        }
+    )
+    joined = items.merge(check_blocks(blocks), on="group_key", how="inner")
+    keys = ["replicate", "block", "pattern"]
+    out = joined.groupby(keys, as_index=False, sort=True)[["n", "label_sum", "n_labelled"]].sum()
+    return out.astype(np.int64)[keys + ["n", "label_sum", "n_labelled"]]

@@ -357,8 +357,18 @@ def pattern_cells_arrow(
     seeds: Sequence[int] | None = None,
     fraction: float | None = None,
     sample: int = 0,
+    *,
+    blocks: pd.DataFrame | None = None,
+    full_patterns: bool = False,
 ) -> pd.DataFrame:
     """:func:`judgecal_dist.engine.stats.pattern_cells` on in-memory tables."""
     pattern, label, key = pattern_items_arrow(verdicts, labels, judges, sample)
-    patterns, stats = counts.pattern_tensor(pattern, label, key, seeds=seeds, fraction=fraction)
-    return counts.expand_prefixes(counts.pattern_batch(patterns, stats, seeds).to_pandas(), len(judges))
+    if blocks is not None:
+        frame = counts.block_pattern_cells(pattern, label, key, blocks)
+    else:
+        patterns, stats = counts.pattern_tensor(pattern, label, key, seeds=seeds, fraction=fraction)
+        frame = counts.pattern_batch(patterns, stats, seeds).to_pandas()
+    if full_patterns:
+        keys = [c for c in ("replicate", "side", "block", "pattern") if c in frame.columns]
+        return frame.astype(np.int64).sort_values(keys, kind="stable").reset_index(drop=True)
+    return counts.expand_prefixes(frame, len(judges))

@@ -16,6 +16,7 @@ import sys
 import warnings
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 from pyspark.errors import (
     AnalysisException,
@@ -47,6 +48,7 @@ __all__ = [
     "judge_cells_spark",
     "item_vote_counts_spark",
     "pattern_cells_spark",
+    "group_sizes_spark",
 ]
 
 log = logging.getLogger(__name__)
@@ -65,6 +67,9 @@ SESSION_DEFAULTS: dict[str, str] = {
     "spark.sql.adaptive.enabled": "true",
 }
 #: Errors of a user's query (as opposed to a broken session): reported as InputError with their first line.
+#: Block tables up to this many rows are broadcast to the pattern join (a few MB of longs).
+_BROADCAST_BLOCK_ROWS = 2_000_000
+
 _QUERY_ERRORS = (
     AnalysisException,
     ArithmeticException,
@@ -343,6 +348,9 @@ def pattern_cells_spark(
     seeds: Sequence[int] | None = None,
     fraction: float | None = None,
     sample: int = 0,
+    *,
+    blocks: pd.DataFrame | None = None,
+    full_patterns: bool = False,
 ) -> pd.DataFrame:
     """:func:`judgecal_dist.engine.stats.pattern_cells` in Spark: one pivot of the items, all prefixes from it.
 
@@ -351,7 +359,9 @@ def pattern_cells_spark(
     The pivot is one ``groupBy`` of the verdicts at ``sample`` by item summing ``(slot - 3) * 4**position``
     (absent judges keep digit 3 = missing); the items then go through one ``mapInArrow``
     (:func:`judgecal_dist.engine.counts.pattern_partition`) and a ``groupBy`` of full patterns; prefixes are
-    sums of full patterns on the driver (:func:`judgecal_dist.engine.counts.expand_prefixes`).
+    sums of full patterns on the driver (:func:`judgecal_dist.engine.counts.expand_prefixes`). With ``blocks``
+    the items are joined to the block table instead (broadcast when it is small) and counted per
+    ``(replicate, block, pattern)`` in the same aggregation; ``full_patterns`` skips the prefix expansion.
     """
     spark = verdicts.sparkSession
     judges = counts.check_pattern_judges(judges)
@@ -369,6 +379,23 @@ def pattern_cells_spark(
         _category_code("label", table="labels").alias("label"),
         "group_key",
     )
+    if blocks is not None:
+        table = counts.check_blocks(blocks)
+        block_frame = spark.createDataFrame(table, "replicate long, group_key long, block long")
+        if len(table) <= _BROADCAST_BLOCK_ROWS:
+            block_frame = F.broadcast(block_frame)
+        full = (
+            items.join(block_frame, on="group_key", how="inner")
+            .groupBy("replicate", "block", "pattern")
+            .agg(
+                F.count(F.lit(1)).alias("n"),
+                F.count_if(F.col("label") == VERDICT_CODES["A"]).alias("label_sum"),
+                F.count_if(F.col("label") != MISSING_CODE).alias("n_labelled"),
+            )
+        )
+        frame = _collect(full).astype(np.int64)
+        frame = frame.sort_values(["replicate", "block", "pattern"], kind="stable").reset_index(drop=True)
+        return frame if full_patterns else counts.expand_prefixes(frame, len(judges))
     with_replicates = seeds is not None
     kernel = functools.partial(
         counts.pattern_partition,
@@ -381,4 +408,16 @@ def pattern_cells_spark(
         .groupBy(*keys)
         .agg(*[F.sum(c).alias(c) for c in ("n", "label_sum", "n_labelled")])
     )
-    return counts.expand_prefixes(_collect(full), len(judges))
+    frame = _collect(full)
+    if full_patterns:
+        keys = [c for c in ("replicate", "side", "pattern") if c in frame.columns]
+        return frame.astype(np.int64).sort_values(keys, kind="stable").reset_index(drop=True)
+    return counts.expand_prefixes(frame, len(judges))
+
+
+def group_sizes_spark(labelled_items: DataFrame) -> pd.DataFrame:
+    """Labelled items and tie labels per ``group_id`` of ``(dataset, item_id, group_id, label)`` rows (collected)."""
+    sizes = labelled_items.groupBy("group_id").agg(
+        F.count(F.lit(1)).alias("n_items"), F.count_if(F.col("label") == "tie").alias("n_tie_labels")
+    )
+    return _collect(sizes)

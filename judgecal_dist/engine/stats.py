@@ -16,13 +16,23 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine import counts, local, spark
 from judgecal_dist.errors import ConfigError, InputError
+from judgecal_dist.splits import group_keys
 
-__all__ = ["ENGINES", "choose_engine", "judge_cells", "judge_summary", "item_vote_counts", "pattern_cells"]
+__all__ = [
+    "ENGINES",
+    "choose_engine",
+    "judge_cells",
+    "judge_summary",
+    "item_vote_counts",
+    "pattern_cells",
+    "group_sizes",
+]
 
 log = logging.getLogger(__name__)
 
@@ -195,6 +205,8 @@ def pattern_cells(
     fraction: float | None = None,
     sample: int = 0,
     *,
+    blocks: pd.DataFrame | None = None,
+    full_patterns: bool = False,
     engine: str | None = None,
     config: EngineConfig | None = None,
 ) -> pd.DataFrame:
@@ -212,12 +224,20 @@ def pattern_cells(
         With replicate seeds and a calibration fraction, cells are split per replicate and side.
     sample : int
         The verdict sample to use.
+    blocks : DataFrame, optional
+        ``replicate, group_key, block`` (int64; :data:`judgecal_dist.engine.counts.BLOCK_COLUMNS`): cells are
+        split per replicate and block instead of per calibration side (multi-block protocols such as FCPS's
+        selection / calibration / validation / test); items of groups absent from a replicate are not counted
+        in it. Not combined with ``seeds``/``fraction``.
+    full_patterns : bool
+        Return the K-judge patterns only, as base-4 integers (digit ``p`` = slot of ``judges[p]``: 0 = B, 1 = A,
+        2 = tie, 3 = missing), without ``k``: callers project them onto any judge order (e.g. FCPS paths).
 
     Returns
     -------
     DataFrame
-        ``[replicate, side,] k, pattern, n, label_sum, n_labelled``: items in the cell, those labelled A, those with
-        a non-null label. Cells with ``n = 0`` are absent; sorted by the keys.
+        ``[replicate, side | block,] k, pattern, n, label_sum, n_labelled``: items in the cell, those labelled A,
+        those with a non-null label. Cells with ``n = 0`` are absent; sorted by the keys.
 
     Notes
     -----
@@ -227,8 +247,51 @@ def pattern_cells(
     config = config or EngineConfig()
     judges = counts.check_pattern_judges(judges)
     values = counts.check_replicates(seeds, fraction, required=False)
+    if blocks is not None and values is not None:
+        raise ConfigError("blocks: give either blocks or seeds/fraction, not both")
+    options = {"blocks": blocks, "full_patterns": full_patterns}
     if choose_engine(source, engine, config) == "spark":
         verdicts, labels = _spark_tables(source, config)
-        return spark.pattern_cells_spark(verdicts, labels, judges, values, fraction, sample)
+        return spark.pattern_cells_spark(verdicts, labels, judges, values, fraction, sample, **options)
     verdicts, labels = _arrow_tables(source, config, _VERDICT_COLUMNS)
-    return local.pattern_cells_arrow(verdicts, labels, judges, values, fraction, sample)
+    return local.pattern_cells_arrow(verdicts, labels, judges, values, fraction, sample, **options)
+
+
+def group_sizes(
+    source: str | SparkSession,
+    sample: int = 0,
+    *,
+    engine: str | None = None,
+    config: EngineConfig | None = None,
+) -> pd.DataFrame:
+    """Labelled items per group, the input of row-sized block plans (e.g. FCPS's grouped blocks).
+
+    Items are those of :func:`pattern_cells`: at least one verdict row at ``sample``; only items with a
+    non-null label count.
+
+    Returns
+    -------
+    DataFrame
+        ``group_id`` (str), ``group_key`` (``xxhash64(group_id)``), ``n_items``, ``n_tie_labels`` (int64), sorted
+        by ``group_id``.
+    """
+    config = config or EngineConfig()
+    if choose_engine(source, engine, config) == "spark":
+        verdicts, labels = _spark_tables(source, config)
+        items = verdicts.where(verdicts["sample"] == sample).select("dataset", "item_id", "group_id").distinct()
+        labelled = labels.where(labels["label"].isNotNull()).select("dataset", "item_id", "label")
+        frame = spark.group_sizes_spark(items.join(labelled, on=["dataset", "item_id"], how="inner"))
+    else:
+        verdicts, labels = _arrow_tables(source, config, _VERDICT_COLUMNS)
+        items = verdicts.filter(pc.equal(verdicts["sample"], pa.scalar(sample, pa.int32())))
+        items = items.select(["dataset", "item_id", "group_id"]).to_pandas().drop_duplicates()
+        lab = labels.to_pandas().dropna(subset=["label"])
+        joined = items.merge(lab, on=["dataset", "item_id"], how="inner")
+        frame = joined.groupby("group_id", as_index=False, sort=True).agg(
+            n_items=("item_id", "size"), n_tie_labels=("label", lambda s: int((s == "tie").sum()))
+        )
+    frame = frame.sort_values("group_id", kind="stable").reset_index(drop=True)
+    frame["group_key"] = group_keys(frame["group_id"].astype(str))
+    return frame.astype({"n_items": np.int64, "n_tie_labels": np.int64})[
+        ["group_id", "group_key", "n_items", "n_tie_labels"]
+    ]
