@@ -29,7 +29,27 @@ Commit = Callable[[int, pd.DataFrame], None]
 
 
 class ReplicateFailed(RunError):
-    """A replicate raised; the message names its seed and parameters (application errors are never retried)."""
+    """A replicate raised; the message names its seed and parameters (application errors are never retried).
+
+    Attributes
+    ----------
+    seed : int or None
+        The failing replicate's seed (None when a lost task held several replicates).
+    replicate : object or None
+        The replicate itself (its dataclass holds every setting ``run_replicate`` saw), for a rerun by hand.
+    """
+
+    def __init__(self, message: str, *, seed: int | None = None, replicate: Any = None) -> None:
+        super().__init__(message)
+        self.seed, self.replicate = seed, replicate
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Ray pickles task errors; keep the keyword-only attributes across the trip.
+        return (_rebuild_failed, (str(self), self.seed, self.replicate))
+
+
+def _rebuild_failed(message: str, seed: int | None, replicate: Any) -> ReplicateFailed:
+    return ReplicateFailed(message, seed=seed, replicate=replicate)
 
 
 def init_ray(address: str | None = None, *, num_cpus: int | None = None) -> None:
@@ -48,7 +68,11 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None) -> None
         log.info("started local Ray with %s CPUs", int(ray.cluster_resources().get("CPU", 0)))
 
 
-@ray.remote(num_cpus=1, max_retries=3, retry_exceptions=False)
+#: Retries of a task whose worker died (node lost, OOM-killed, preempted); our own exceptions are never retried.
+TASK_MAX_RETRIES = 3
+
+
+@ray.remote(num_cpus=1, max_retries=TASK_MAX_RETRIES, retry_exceptions=False)
 def _replicate_chunk(run_replicate: RunReplicate, data: Any, replicates: Sequence[Any]) -> list[tuple[int, Any]]:
     # Lost workers are retried (max_retries); exceptions raised by our code fail at once (retry_exceptions=False).
     with single_threaded_blas():
@@ -65,7 +89,9 @@ def _run_one(run_replicate: RunReplicate, data: Any, rep: Any) -> tuple[int, Any
     try:
         return rep.seed, run_replicate(data, rep)
     except Exception as err:  # noqa: BLE001 - wrapped with the replicate's identity, re-raised
-        raise ReplicateFailed(f"replicate seed={rep.seed} ({rep}) failed: {type(err).__name__}: {err}") from err
+        raise ReplicateFailed(
+            f"replicate seed={rep.seed} ({rep}) failed: {type(err).__name__}: {err}", seed=rep.seed, replicate=rep
+        ) from err
 
 
 def _chunks(items: Sequence[R], size: int) -> list[Sequence[R]]:
@@ -127,26 +153,39 @@ def fan_out(
     task = _replicate_chunk.options(num_cpus=num_cpus, num_gpus=num_gpus)
     progress = Progress(len(replicates))
     pending: list[Any] = []
+    seeds_of: dict[Any, list[int]] = {}
     queue = list(chunks)
     committed = 0
     while queue or pending:
         while queue and len(pending) < limit:
-            pending.append(task.remote(run_replicate, data_ref, queue.pop(0)))
+            chunk = queue.pop(0)
+            ref = task.remote(run_replicate, data_ref, chunk)
+            seeds_of[ref] = [r.seed for r in chunk]
+            pending.append(ref)
         [ready], pending = ray.wait(pending, num_returns=1)
         try:
             results = ray.get(ready)
-        except ray.exceptions.RayTaskError as err:
+        except ray.exceptions.RayError as err:
             for ref in pending:
                 ray.cancel(ref)
-            cause = err.cause if isinstance(err.cause, ReplicateFailed) else err
-            raise ReplicateFailed(
-                str(cause).splitlines()[0] if isinstance(cause, ReplicateFailed) else str(err)
-            ) from err
+            raise _failure(err, seeds_of[ready]) from err
         for seed, table in results:
             commit(seed, table)
             committed += 1
         progress.advance(len(results))
     return committed
+
+
+def _failure(err: Exception, seeds: list[int]) -> ReplicateFailed:
+    """Our own exception with its replicate, or a system failure (a worker lost more than max_retries times)."""
+    cause = getattr(err, "cause", None)
+    if isinstance(cause, ReplicateFailed):
+        return ReplicateFailed(str(cause).splitlines()[0], seed=cause.seed, replicate=cause.replicate)
+    first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    return ReplicateFailed(
+        f"replicates seeds={seeds} lost: {type(err).__name__} after {TASK_MAX_RETRIES} retries ({first}); "
+        "rerun the same run id to resume"
+    )
 
 
 def run_serial(run_replicate: RunReplicate, data: Any, replicates: Sequence[R], commit: Commit) -> int:

@@ -6,35 +6,63 @@ Layout (ARCHITECTURE.md, results contract)::
         manifest.json            config, versions, git sha, input fingerprints, times; never credentials
         replicates/part-<seed>.parquet
         summary.parquet, summary.json, report.md, figures/*.png, model/*.json
-        _SUCCESS                 written last; a reader trusts a run only with it
+        _SUCCESS                 written last, once; a reader trusts a run only with it
+        _LEASE.json              while an attempt writes: who (host, pid, attempt id) and its last heartbeat
 
-Every file is written under ``_tmp/`` with a unique name and then moved into place, so no reader ever sees half
-a file; on object stores the move is a server-side copy of a complete object. A rerun of the same run id lists
-``replicates/`` and skips the seeds already there.
+Every file is written under ``_tmp/<attempt>/`` with a unique name and then moved into place, so no reader ever
+sees half a file; only the lease holder's final commit removes ``_tmp/``. On object stores the move is a
+server-side copy of a complete object. A rerun of the same run id lists ``replicates/`` and skips the seeds
+already there.
+
+Two runs of the same run id cannot corrupt each other: the first write of an attempt takes the lease. A live
+lease of another attempt (another host with a heartbeat younger than ``lease_ttl``, or a live process on this
+host) makes the second attempt fail at once with :class:`RunConflict`; a dead holder's lease (its process is gone,
+or its heartbeat expired) is taken over, so a rerun after a crash resumes. Object stores offer no portable
+create-if-absent, so the lease is written, read back after a short pause and checked again before every commit of
+a result file: of two attempts that raced for it, the one that lost the lease stops before ``_SUCCESS``. An attempt
+that finds ``_SUCCESS`` already committed writes nothing (runs are deterministic: the committed results are its
+results too). Transient object-store errors are retried with backoff
+(:func:`~judgecal_dist.io.filesystem.retry_transient`).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
 import json
 import logging
+import os
+import platform
 import re
+import time
 import uuid
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 import pandas as pd
 
 from judgecal_dist.errors import InputError, RunError
-from judgecal_dist.io.filesystem import open_fs
+from judgecal_dist.io.filesystem import open_fs, retry_transient
 
-__all__ = ["RunStore", "SUCCESS", "is_remote"]
+__all__ = ["RunStore", "RunConflict", "SUCCESS", "LEASE", "is_remote", "progress_line"]
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 SUCCESS = "_SUCCESS"
+LEASE = "_LEASE.json"
+#: Seconds without a heartbeat after which another host's lease counts as abandoned.
+LEASE_TTL_S = 600.0
+#: Pause between writing the lease and reading it back (two attempts racing for it both see the winner).
+LEASE_SETTLE_S = 0.2
 _PART = re.compile(r"part-(\d+)\.parquet$")
+
+
+class RunConflict(RunError):
+    """Another live attempt is writing the same run (or took the lease over from this one)."""
 
 
 def is_remote(url: str) -> bool:
@@ -51,12 +79,25 @@ class RunStore:
         The run folder, ``<output>/<study>/<run_id>`` (local path, ``file://`` or ``s3://``).
     storage_options : dict, optional
         Passed to fsspec (e.g. ``{"client_kwargs": {"endpoint_url": ...}}``); never written anywhere.
+    lease_ttl : float
+        Seconds without a heartbeat after which another host's lease is taken over.
+
+    Attributes
+    ----------
+    attempt : str
+        This writer's unique attempt id (its temporaries live under ``_tmp/<attempt>/``).
     """
 
-    def __init__(self, url: str, *, storage_options: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, url: str, *, storage_options: dict[str, Any] | None = None, lease_ttl: float = LEASE_TTL_S
+    ) -> None:
         self.url = url.rstrip("/")
         self.fs, self.path = open_fs(self.url, storage_options)
         self.path = self.path.rstrip("/")
+        self.lease_ttl = lease_ttl
+        self.attempt = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self._lease_at: float | None = None  # monotonic time of our last lease write; None = not held
+        self._complete = False  # another attempt committed _SUCCESS: this one writes nothing
 
     # -- paths -----------------------------------------------------------------------------------------------
     def _p(self, name: str) -> str:
@@ -67,20 +108,113 @@ class RunStore:
         return f"{self.url}/{name}"
 
     # -- atomic writes ---------------------------------------------------------------------------------------
+    def _retry(self, func: Callable[[], T], name: str) -> T:
+        return retry_transient(func, what=self.url_of(name))
+
     def write_bytes(self, name: str, data: bytes) -> None:
-        """Write ``data`` to ``name`` atomically: a unique temporary object first, then a move."""
-        tmp = self._p(f"_tmp/{uuid.uuid4().hex}-{name.replace('/', '_')}")
+        """Write ``data`` to ``name`` atomically: a unique temporary object first, then a move.
+
+        The first write takes the run's lease; result files (all but replicate parts, which are deterministic and
+        idempotent) are written only while the lease is still ours; nothing is written once ``_SUCCESS`` exists.
+        """
+        self._ensure_lease(verify=not name.startswith("replicates/"))
+        if self._complete:
+            log.debug("%s: run already committed by another attempt; %s not rewritten", self.url, name)
+            return
+        self._put(name, data)
+
+    def _put(self, name: str, data: bytes) -> None:
         target = self._p(name)
-        try:
-            self.fs.makedirs(self._p("_tmp"), exist_ok=True)
+        tmp_dir = self._p(f"_tmp/{self.attempt}")
+
+        def put() -> None:
+            tmp = f"{tmp_dir}/{uuid.uuid4().hex}-{name.replace('/', '_')}"  # fresh on every retry
+            self.fs.makedirs(tmp_dir, exist_ok=True)
             with self.fs.open(tmp, "wb") as fh:
                 fh.write(data)
-            parent = target.rsplit("/", 1)[0]
-            self.fs.makedirs(parent, exist_ok=True)
+            self.fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
             self.fs.mv(tmp, target)
+
+        try:
+            self._retry(put, name)
         except OSError as err:
             raise RunError(f"{self.url_of(name)}: could not commit ({err})") from err
         self.fs.invalidate_cache(self.path)
+
+    # -- the lease -------------------------------------------------------------------------------------------
+    def lease_info(self) -> dict[str, Any] | None:
+        """The current lease (attempt, host, pid, started, heartbeat), or None when no attempt holds one."""
+        self.fs.invalidate_cache(self.path)
+        try:
+            raw = self._retry(lambda: self.fs.cat_file(self._p(LEASE)), LEASE)
+        except FileNotFoundError:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:  # a torn or foreign file: treat as no lease (it is overwritten by the next holder)
+            return None
+
+    def lease_alive(self, lease: dict[str, Any]) -> bool:
+        """Whether ``lease``'s holder may still be writing: a live process on this host, or a fresh heartbeat."""
+        if lease.get("host") == platform.node():
+            return _pid_alive(int(lease.get("pid", -1)))
+        age = time.time() - float(lease.get("heartbeat", 0))
+        return age < self.lease_ttl
+
+    def _write_lease(self, started: float | None = None) -> None:
+        now = time.time()
+        doc = {"attempt": self.attempt, "host": platform.node(), "pid": os.getpid(), "started": started or now,
+               "heartbeat": now}  # fmt: skip
+        self._put(LEASE, json.dumps(doc).encode())
+        self._lease_at = time.monotonic()
+
+    def _ensure_lease(self, *, verify: bool) -> None:
+        if self._complete:
+            return
+        if self._lease_at is None:
+            self._acquire_lease()
+            return
+        stale = time.monotonic() - self._lease_at > self.lease_ttl / 4
+        if verify or stale:
+            lease = self.lease_info()
+            if lease is None or lease.get("attempt") != self.attempt:
+                raise RunConflict(f"{self.url}: lost the run's lease to {_describe(lease)}; this attempt stops")
+            if stale:
+                self._write_lease(lease.get("started"))
+
+    def _acquire_lease(self) -> None:
+        held = self.lease_info()
+        foreign = held is not None and held.get("attempt") != self.attempt
+        # A holder in this very process is an earlier run that stopped without releasing (e.g. a failed replicate).
+        if foreign and held.get("pid") != os.getpid() and self.lease_alive(held):
+            raise RunConflict(
+                f"{self.url}: another attempt is writing this run ({_describe(held)}); wait for it, or remove "
+                f"{self.url_of(LEASE)} if that process is gone"
+            )
+        if foreign:
+            log.info("%s: taking over the lease of a stopped attempt (%s)", self.url, _describe(held))
+            with contextlib.suppress(Exception):  # its half-written temporaries are garbage now
+                self.fs.rm(self._p(f"_tmp/{held.get('attempt')}"), recursive=True)
+        self._write_lease()
+        time.sleep(LEASE_SETTLE_S)
+        mine = self.lease_info()
+        if mine is None or mine.get("attempt") != self.attempt:
+            self._lease_at = None
+            raise RunConflict(f"{self.url}: another attempt took the run's lease at the same time ({_describe(mine)})")
+        atexit.register(self._release_lease)
+        if self.exists(SUCCESS):
+            self._complete = True
+            log.info("%s: already committed by another attempt; this attempt writes nothing", self.url)
+
+    def _release_lease(self) -> None:
+        if self._lease_at is None:
+            return
+        with contextlib.suppress(Exception):  # best effort: a dead holder's lease is taken over anyway
+            lease = self.lease_info()
+            if lease is not None and lease.get("attempt") == self.attempt:
+                self.fs.rm(self._p(LEASE))
+        self._lease_at = None
+        atexit.unregister(self._release_lease)
 
     def write_text(self, name: str, text: str) -> None:
         self.write_bytes(name, text.encode("utf-8"))
@@ -100,35 +234,39 @@ class RunStore:
 
     def finished_seeds(self) -> set[int]:
         """Seeds whose part is already committed (a rerun skips them)."""
+        return set(self.part_stamps())
+
+    def part_stamps(self) -> dict[int, float]:
+        """Committed seeds and their commit times (POSIX seconds), for resume and progress reports."""
         folder = self._p("replicates")
-        self.fs.invalidate_cache(folder)
-        if not self.fs.exists(folder):
-            return set()
-        seeds = set()
-        for entry in self.fs.ls(folder, detail=False):
-            match = _PART.search(entry)
+
+        def listing() -> list[dict[str, Any]]:
+            self.fs.invalidate_cache(folder)
+            return self.fs.ls(folder, detail=True) if self.fs.exists(folder) else []
+
+        stamps = {}
+        for entry in self._retry(listing, "replicates/"):
+            match = _PART.search(entry["name"])
             if match:
-                seeds.add(int(match.group(1)))
-        return seeds
+                stamps[int(match.group(1))] = _stamp(entry)
+        return stamps
 
     def read_parts(self, seeds: Iterable[int] | None = None) -> pd.DataFrame:
         """All committed replicate tables, concatenated in seed order."""
         wanted = sorted(self.finished_seeds() if seeds is None else seeds)
         frames = []
         for seed in wanted:
-            with self.fs.open(self._p(f"replicates/part-{seed}.parquet"), "rb") as fh:
-                frames.append(pd.read_parquet(fh))
+            frames.append(pd.read_parquet(io.BytesIO(self.read_bytes(f"replicates/part-{seed}.parquet"))))
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
     # -- reading ---------------------------------------------------------------------------------------------
     def exists(self, name: str) -> bool:
         self.fs.invalidate_cache(self.path)
-        return self.fs.exists(self._p(name))
+        return self._retry(lambda: self.fs.exists(self._p(name)), name)
 
     def read_bytes(self, name: str) -> bytes:
         try:
-            with self.fs.open(self._p(name), "rb") as fh:
-                return fh.read()
+            return self._retry(lambda: self.fs.cat_file(self._p(name)), name)
         except FileNotFoundError as err:
             raise InputError(f"{self.url_of(name)}: not found") from err
 
@@ -145,17 +283,82 @@ class RunStore:
         return self.exists(SUCCESS)
 
     def commit_success(self) -> None:
-        """Write ``_SUCCESS`` (last) and remove the temporary folder."""
-        self.write_text(SUCCESS, "")
+        """Write ``_SUCCESS`` (last, once), remove the temporary folder and release the lease."""
+        self._ensure_lease(verify=True)
+        if not self._complete and self.exists(SUCCESS):
+            self._complete = True  # committed by an earlier attempt that held the lease before us
+        if self._complete:
+            log.info("%s: %s already present; not written again", self.url, SUCCESS)
+        else:
+            self._put(SUCCESS, b"")
+        # We hold the lease: every other attempt's temporaries are garbage (a racer that lost the lease stops).
         tmp = self._p("_tmp")
         if self.fs.exists(tmp):
             with contextlib.suppress(FileNotFoundError):  # object stores: an empty prefix vanishes by itself
                 self.fs.rm(tmp, recursive=True)
+        self._release_lease()
 
     def require_success(self) -> None:
         """Raise unless the run is complete: a reader trusts a run only with ``_SUCCESS``."""
         if not self.succeeded:
             raise InputError(f"{self.url}: no {SUCCESS}: the run is unfinished or failed (rerun the same run id)")
+
+
+def progress_line(store: RunStore, stamps: dict[int, float], planned: int | None, started: str | None) -> str:
+    """``progress: done/planned (pct), last replicate <age> ago, <rate>/s, ETA <s>; writer: <lease holder>``.
+
+    The rate is the committed replicates over the time from the manifest's start to the last commit (a resumed
+    run counts its earlier replicates too, so the ETA is a rough guide).
+    """
+    done, now = len(stamps), time.time()
+    parts = [f"progress: {done}/{planned}" + (f" ({100 * done / planned:.0f}%)" if planned else "")]
+    if stamps:
+        last = max(stamps.values())
+        parts.append(f"last replicate {now - last:.0f}s ago")
+        t0 = _parse_time(started)
+        if t0 is not None and last > t0:
+            rate = done / (last - t0)
+            parts.append(f"{rate:.2f}/s")
+            if planned and planned > done:
+                parts.append(f"ETA {(planned - done) / rate:.0f}s")
+    lease = store.lease_info()
+    if lease is None:
+        writer = "none (stopped or finished; rerun the same run id to resume)"
+    else:
+        writer = _describe(lease) + ("" if store.lease_alive(lease) else " (stopped: a rerun takes over)")
+    return ", ".join(parts) + f"; writer: {writer}"
+
+
+def _parse_time(text: str | None) -> float | None:
+    try:
+        return datetime.fromisoformat(text).timestamp() if text else None
+    except ValueError:
+        return None
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by another user
+        return True
+    return True
+
+
+def _describe(lease: dict[str, Any] | None) -> str:
+    if not lease:
+        return "no holder"
+    age = time.time() - float(lease.get("heartbeat", 0))
+    return f"attempt {lease.get('attempt')} on {lease.get('host')} pid {lease.get('pid')}, heartbeat {age:.0f}s ago"
+
+
+def _stamp(entry: dict[str, Any]) -> float:
+    # Local files report ``mtime`` (seconds); S3 objects ``LastModified`` (a datetime).
+    value = entry.get("mtime") or entry.get("LastModified") or entry.get("created") or 0.0
+    return value.timestamp() if hasattr(value, "timestamp") else float(value)
 
 
 def _json_default(obj: Any) -> Any:

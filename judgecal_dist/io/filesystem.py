@@ -3,12 +3,22 @@
 The S3 endpoint comes from ``storage_options`` (``{"endpoint_url": ...}`` or ``{"client_kwargs": {...}}``) or from
 the standard ``AWS_ENDPOINT_URL`` environment variable, which botocore (under s3fs) reads itself; credentials come
 only from the AWS chain and are never logged.
+
+Transient object-store errors (HTTP 5xx, throttling, dropped connections) are retried twice over: botocore's
+``standard`` retry mode is the default for ``s3://`` filesystems (exponential backoff with jitter per request),
+and :func:`retry_transient` retries whole operations (a write-then-move commit, a listing) with backoff. Every
+other error (missing object, access denied, bad request) is raised at once.
 """
 
 from __future__ import annotations
 
+import errno
 import json
-from typing import IO, Any
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import IO, Any, TypeVar
 
 import fsspec
 from fsspec import AbstractFileSystem
@@ -16,7 +26,29 @@ from fsspec.utils import infer_compression
 
 from judgecal_dist.errors import InputError
 
-__all__ = ["open_fs", "require_exists", "open_input", "read_json_file", "join_path", "strip_compression"]
+__all__ = [
+    "open_fs",
+    "require_exists",
+    "open_input",
+    "read_json_file",
+    "join_path",
+    "strip_compression",
+    "is_transient",
+    "retry_transient",
+]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: HTTP statuses and S3 error codes that mean "try again" (AWS S3 error responses; MinIO and moto use the same).
+TRANSIENT_STATUS = frozenset({500, 502, 503, 504})
+TRANSIENT_CODES = frozenset(
+    {"InternalError", "ServiceUnavailable", "SlowDown", "Throttling", "ThrottlingException", "RequestTimeout",
+     "RequestLimitExceeded", "TooManyRequestsException", "503 SlowDown"}
+)  # fmt: skip
+#: botocore's retry mode for ``s3://`` unless ``storage_options`` sets one (per request; see retry_transient).
+S3_RETRIES = {"mode": "standard", "max_attempts": 8}
 
 
 def _access_errors() -> tuple[type[BaseException], ...]:
@@ -56,8 +88,13 @@ def open_fs(url: str, storage_options: dict[str, Any] | None = None) -> tuple[Ab
     InputError
         The protocol is unknown or its filesystem cannot be created.
     """
+    options = dict(storage_options or {})
+    if str(url).startswith(("s3://", "s3a://")):
+        config_kwargs = dict(options.get("config_kwargs") or {})
+        config_kwargs.setdefault("retries", dict(S3_RETRIES))
+        options["config_kwargs"] = config_kwargs
     try:
-        return fsspec.core.url_to_fs(str(url), **(storage_options or {}))
+        return fsspec.core.url_to_fs(str(url), **options)
     except (ValueError, ImportError, TypeError) as err:
         raise InputError(f"{url}: cannot open this URL ({err})") from err
 
@@ -98,3 +135,73 @@ def read_json_file(fs: AbstractFileSystem, path: str, *, url: str | None = None)
             return json.load(fh)
     except DECODE_ERRORS as err:
         raise InputError(f"{url or path}: (file): cannot read JSON ({type(err).__name__}: {err})") from err
+
+
+def _causes(err: BaseException) -> list[BaseException]:
+    chain, seen = [], set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        chain.append(err)
+        err = err.__cause__ or err.__context__
+    return chain
+
+
+def is_transient(err: BaseException) -> bool:
+    """True for errors worth retrying: HTTP 5xx, throttling, timeouts and dropped connections.
+
+    The whole cause chain is inspected, since s3fs re-raises botocore's ``ClientError`` as a plain ``OSError``.
+    Missing objects, denied access and malformed requests are never transient.
+    """
+    # botocore comes with s3fs, a runtime dependency.
+    from botocore.exceptions import ClientError, ConnectTimeoutError, ReadTimeoutError
+    from botocore.exceptions import ConnectionError as BotoConnectionError
+
+    chain = _causes(err)
+    if any(isinstance(e, FileNotFoundError | PermissionError | FileExistsError) for e in chain):
+        return False
+    for e in chain:
+        if isinstance(e, ClientError):
+            response = getattr(e, "response", None) or {}
+            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            return status in TRANSIENT_STATUS or response.get("Error", {}).get("Code") in TRANSIENT_CODES
+        if isinstance(e, ConnectionError | TimeoutError):
+            return True
+        if isinstance(e, BotoConnectionError | ConnectTimeoutError | ReadTimeoutError):
+            return True
+        if type(e).__module__.startswith("aiohttp") and "Connection" in type(e).__name__:
+            return True
+        if isinstance(e, OSError) and e.errno in (errno.ECONNRESET, errno.ECONNREFUSED, errno.ETIMEDOUT):
+            return True
+    return False
+
+
+def retry_transient(
+    func: Callable[[], T],
+    *,
+    what: str,
+    attempts: int = 6,
+    base_delay: float = 0.2,
+    max_delay: float = 10.0,
+) -> T:
+    """Call ``func()``; on a transient error (:func:`is_transient`) retry with exponential backoff and jitter.
+
+    The delay before retry ``k`` (1-based) is ``min(max_delay, base_delay * 2**(k-1))`` scaled by a uniform
+    factor in [0.5, 1] ("equal jitter", so concurrent writers do not retry in lockstep). ``func`` must be
+    idempotent: a commit retried after a half-done attempt writes a fresh temporary object and moves it again.
+
+    Raises
+    ------
+    Exception
+        The last error, when it is not transient or ``attempts`` calls all failed.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            return func()
+        except Exception as err:
+            if attempt == attempts or not is_transient(err):
+                raise
+            delay = min(max_delay, base_delay * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+            log.warning("%s: transient error (%s), retry %d/%d in %.2fs", what, type(err).__name__, attempt,
+                        attempts - 1, delay)  # fmt: skip
+            time.sleep(delay)
+    raise AssertionError("unreachable")  # pragma: no cover
