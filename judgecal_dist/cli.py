@@ -210,20 +210,91 @@ def sql(query: str, data: str, out: str | None, limit: int, conf_path: Path | No
 @click.argument("run_url")
 @guarded
 def status(run_url: str) -> None:
-    """Print a run's state: manifest status, replicates committed, and whether _SUCCESS is there."""
-    from judgecal_dist.engine.store import RunStore
+    """Print a run's state: manifest status, replicates committed, and whether _SUCCESS is there.
+
+    An unfinished run also gets a progress line (last replicate committed, rate, ETA) and its writer (the
+    attempt holding the run's lease, or none: rerun the same run id to resume).
+    """
+    from judgecal_dist.engine.store import RunStore, progress_line
 
     store = RunStore(run_url)
     if not store.exists("manifest.json"):
         raise Rejected(f"{run_url}: manifest.json: not found (not a run folder)")
     manifest = store.read_json("manifest.json")
-    done = len(store.finished_seeds())
+    stamps = store.part_stamps()
     planned = manifest.get("replicates") or manifest.get("config", {}).get("replicates")
-    state = "succeeded" if store.succeeded else manifest.get("status", "unknown")
+    succeeded = store.succeeded
+    state = "succeeded" if succeeded else manifest.get("status", "unknown")
     click.echo(
-        f"{manifest.get('study')} {manifest.get('run_id')}: {state}; replicates {done}/{planned}; "
+        f"{manifest.get('study')} {manifest.get('run_id')}: {state}; replicates {len(stamps)}/{planned}; "
         f"started {manifest.get('started')} ended {manifest.get('ended')}"
     )
+    if not succeeded:
+        click.echo(progress_line(store, stamps, planned, manifest.get("started")))
+
+
+@cli.command()
+@click.argument("config", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@set_option
+@click.option("--ray-address", required=True, help="The cluster's Ray Jobs API, e.g. http://127.0.0.1:8265.")
+@click.option("--run-id", default=None, help="Run id and submission id (default: the digest `judgecal run` uses).")
+@output_option
+@conf_option
+@click.option("--follow", is_flag=True, help="Stream the job's logs until it ends; exit 1 unless it succeeded.")
+@guarded
+def submit(
+    config: Path,
+    overrides: tuple[str, ...],
+    ray_address: str,
+    run_id: str | None,
+    output: str | None,
+    conf_path: Path | None,
+    follow: bool,
+) -> None:
+    """Submit the study in CONFIG to a Ray cluster as a job; print the job id last (a repeat reports the job)."""
+    from judgecal_dist.engine.submit import follow_job, job_client, submit_study
+    from judgecal_dist.studies.runner import prepare
+
+    run = prepare(config, overrides, run_id=run_id)
+    sub = submit_study(run, ray_address=ray_address, output=output, conf_path=conf_path)
+    verb = "submitted" if sub.created else f"already {sub.status} (not submitted again)"
+    click.echo(f"{sub.study} {sub.run_id}: job {sub.job_id} {verb}; results at {sub.results_url}")
+    if follow:
+        final = follow_job(job_client(ray_address), sub.job_id, lambda text: click.echo(text, nl=False))
+        click.echo(f"job {sub.job_id}: {final}")
+        if final != "SUCCEEDED":
+            raise Failed(f"job {sub.job_id} ended {final}; see its logs above (rerun submit to resume)")
+    click.echo(sub.job_id)
+
+
+@cli.command()
+@click.option("--model", "model_url", required=True, help="A study run folder (or its model/calibration.json).")
+@click.option("--data", "data_url", required=True, help="Ingested dataset URL whose items are scored.")
+@click.option("--output", "output_url", required=True, help="Output folder URL (items/, summary/, _SUCCESS).")
+@click.option("--sample", type=int, default=0, show_default=True, help="Verdict sample to score.")
+@click.option("--ignore-unknown-judges", is_flag=True, help="Leave out verdicts of judges the model lacks.")
+@click.option("--engine", "stats_engine", type=click.Choice(["auto", "spark", "local"]), default=None,
+              help="Spark or in memory (default: auto, by table size).")  # fmt: skip
+@conf_option
+@guarded
+def score(
+    model_url: str,
+    data_url: str,
+    output_url: str,
+    sample: int,
+    ignore_unknown_judges: bool,
+    stats_engine: str | None,
+    conf_path: Path | None,
+) -> None:
+    """Apply the calibration saved by a study run to every item of --data; print counts and the output URL."""
+    from judgecal_dist.config import load_engine_config
+    from judgecal_dist.scoring.apply import score_dataset
+
+    engine = load_engine_config(conf_path, {"stats_engine": stats_engine})
+    unknown = "ignore" if ignore_unknown_judges else "error"
+    result = score_dataset(model_url, data_url, output_url, engine=engine, sample=sample, unknown_judges=unknown)
+    click.echo(json.dumps(result["counts"] | {"engine": result["engine"]}, default=str))
+    click.echo(output_url)
 
 
 def main() -> None:
