@@ -1,0 +1,316 @@
+r"""Hierarchical Bayesian linear corrector with partial pooling across rubrics, fitted by NUTS (spec 001 §3).
+
+NUTS comes from NumPyro (JAX). Measured on this project's 2-core CPU machine for the 5-rubric hierarchy (2 chains x
+(500 + 1000) draws, sufficient-statistics likelihood): ~10 s per fit including the JIT compile, against 22-32 s for
+PyMC's own sampler and 5-12 s for nutpie (mostly numba compile), at a similar install weight; NumPyro needs no C
+compiler or numba on the workers and runs all chains as one vectorised program. Diagnostics (rank-normalised
+split-:math:`\hat R`, bulk and tail ESS) come from ``arviz-stats`` (numpy + scipy only).
+
+This module imports jax/numpyro lazily inside ``fit``: importing :mod:`judgecal_dist.methods` stays cheap.
+
+References
+----------
+.. [1] M. D. Hoffman, A. Gelman. The No-U-Turn Sampler. JMLR 15, 2014.
+.. [2] A. Vehtari, A. Gelman, D. Simpson, B. Carpenter, P.-C. Bürkner. Rank-normalization, folding, and
+   localization: an improved R-hat. Bayesian Analysis 16(2), 2021, doi:10.1214/20-BA1221.
+.. [3] L. Morandi. Two Ways to De-Bias an LLM-as-a-Judge. 2026, §IV (Algorithm 1).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
+
+from judgecal_dist.errors import InputError
+from judgecal_dist.methods.linear_conjugate import sufficient_stats
+
+__all__ = ["HierarchicalLinear", "ConvergenceGateWarning", "check_scores"]
+
+Array = npt.NDArray[np.float64]
+#: Rubrics with fewer anchors than this contribute no likelihood and use the pooled prior (spec §3.3).
+MIN_ANCHORS = 2
+
+
+class ConvergenceGateWarning(UserWarning):
+    """The NUTS fit failed the R-hat / ESS / divergence gate (spec §3.5) even after the retry."""
+
+
+def check_scores(values: npt.ArrayLike, *, name: str, score_range: tuple[float, float]) -> Array:
+    """Finite 1-D scores inside ``score_range``, else an InputError naming the column, count and examples."""
+    x = np.asarray(values, dtype=np.float64).ravel()
+    low, high = score_range
+    bad = ~np.isfinite(x) | (x < low) | (x > high)
+    if bad.any():
+        raise InputError(
+            f"{name}: scores outside the declared range [{low:g}, {high:g}] or not finite "
+            f"({int(bad.sum())} values, e.g. {x[bad][:3].tolist()} at rows {np.flatnonzero(bad)[:3].tolist()})"
+        )
+    return x
+
+
+def _model(stats: Any, mask: Any, prior: tuple[float, ...], pooled: bool) -> None:
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+
+    mu_a0, tau_a0, mu_b0, tau_b0 = prior
+    n_rub = stats.shape[0]
+    if pooled:
+        mu_a = numpyro.sample("mu_alpha", dist.Normal(mu_a0, tau_a0))
+        mu_b = numpyro.sample("mu_beta", dist.Normal(mu_b0, tau_b0))
+        tau_a = numpyro.sample("tau_alpha", dist.HalfNormal(1.0))
+        tau_b = numpyro.sample("tau_beta", dist.HalfNormal(1.0))
+    else:  # independent cells with the single-cell priors (spec §3.2): hyperparameters fixed
+        mu_a, mu_b, tau_a, tau_b = mu_a0, mu_b0, tau_a0, tau_b0
+    with numpyro.plate("rubric", n_rub):
+        # Non-centred: few rubrics give funnel geometry in the centred form (spec §3.3, pitfall 5).
+        z_a = numpyro.sample("z_alpha", dist.Normal(0.0, 1.0))
+        z_b = numpyro.sample("z_beta", dist.Normal(0.0, 1.0))
+        sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
+    alpha = numpyro.deterministic("alpha", mu_a + tau_a * z_a)
+    beta = numpyro.deterministic("beta", mu_b + tau_b * z_b)
+    n, sj, sy, sjj, sjy, syy = (stats[:, k] for k in range(6))
+    # Gaussian log-likelihood from six sufficient statistics (spec §3.1): same posterior as per-row terms.
+    rss = syy - 2 * alpha * sy - 2 * beta * sjy + n * alpha**2 + 2 * alpha * beta * sj + beta**2 * sjj
+    loglik = -0.5 * n * jnp.log(2 * jnp.pi * sigma**2) - 0.5 * rss / sigma**2
+    numpyro.factor("loglik", jnp.sum(jnp.where(mask, loglik, 0.0)))
+
+
+class HierarchicalLinear(BaseEstimator):
+    r"""Per-rubric linear corrector :math:`y \sim \mathcal N(\alpha_r + \beta_r j, \sigma_r^2)` pooled across rubrics.
+
+    .. math:: \alpha_r = \mu_\alpha + \tau_\alpha z^\alpha_r,\quad \beta_r = \mu_\beta + \tau_\beta z^\beta_r,\quad
+              z \sim \mathcal N(0, 1),\quad \sigma_r \sim \mathcal N^+(0, 1),
+
+    with :math:`\mu_\alpha \sim \mathcal N(0, 2^2)`, :math:`\mu_\beta \sim \mathcal N(1, 2^2)`,
+    :math:`\tau_\bullet \sim \mathcal N^+(0, 1)` (spec §3.3). ``pooled=False`` fixes the hyperparameters at
+    ``prior`` (the paper's single-rubric model, §3.2).
+
+    Parameters
+    ----------
+    prior : (float, float, float, float)
+        :math:`(\mu_\alpha, \tau_\alpha, \mu_\beta, \tau_\beta)` of the hyperpriors (standard deviations).
+    pooled : bool
+        Partial pooling across rubrics (True) or independent cells with fixed priors.
+    num_chains, num_warmup, num_samples, target_accept : NUTS settings (spec §3.4: 2, 500, 1000, 0.9).
+    rhat_max, ess_min : float
+        Gate (spec §3.5): every parameter needs rank-normalised :math:`\hat R <` ``rhat_max`` and bulk and tail
+        ESS > ``ess_min``, and no divergence; a failure re-runs once at ``retry_target_accept``.
+    score_range : (float, float)
+        Declared range of both scores.
+    canary_beta, canary_alert : float
+        Canary :math:`\Pr(\beta_r < 0.3) > 0.05` (spec §3.7).
+    random_state : int
+
+    Attributes
+    ----------
+    rubrics_ : list of str
+    n_anchors_ : ndarray of int
+        Anchors per rubric.
+    fallback_ : list of str
+        Rubrics with fewer than 2 anchors: their :math:`(\alpha_r, \beta_r, \sigma_r)` are draws from the pooled
+        prior (population predictive), a documented fallback (a warning says so).
+    draws_ : dict of str to ndarray
+        ``alpha``, ``beta``, ``sigma`` of shape (chains, draws, rubrics), and the hyperparameters.
+    alpha_, beta_, sigma_ : ndarray of shape (rubrics,)
+        Posterior means.
+    rhat_, ess_bulk_, ess_tail_ : dict of str to float
+        Worst value over the components of each sampled parameter.
+    divergences_ : int
+    converged_ : bool
+        Gate passed.
+    canary_prob_ : ndarray of shape (rubrics,)
+    canary_alert_ : ndarray of bool
+    """
+
+    def __init__(
+        self,
+        *,
+        prior: tuple[float, float, float, float] = (0.0, 2.0, 1.0, 2.0),
+        pooled: bool = True,
+        num_chains: int = 2,
+        num_warmup: int = 500,
+        num_samples: int = 1000,
+        target_accept: float = 0.9,
+        retry_target_accept: float = 0.95,
+        rhat_max: float = 1.01,
+        ess_min: float = 400.0,
+        score_range: tuple[float, float] = (1.0, 5.0),
+        canary_beta: float = 0.3,
+        canary_alert: float = 0.05,
+        random_state: int = 0,
+    ) -> None:
+        self.prior = prior
+        self.pooled = pooled
+        self.num_chains = num_chains
+        self.num_warmup = num_warmup
+        self.num_samples = num_samples
+        self.target_accept = target_accept
+        self.retry_target_accept = retry_target_accept
+        self.rhat_max = rhat_max
+        self.ess_min = ess_min
+        self.score_range = score_range
+        self.canary_beta = canary_beta
+        self.canary_alert = canary_alert
+        self.random_state = random_state
+
+    def fit(
+        self,
+        j: npt.ArrayLike,
+        y: npt.ArrayLike,
+        rubric: npt.ArrayLike | None = None,
+        *,
+        rubrics: list[str] | None = None,
+    ) -> HierarchicalLinear:
+        """Sample the posterior from anchors ``(j, y)`` labelled by ``rubric``.
+
+        ``rubrics`` lists every rubric to report (default: those in ``rubric``); listed rubrics without anchors get
+        the population predictive. Raises InputError for out-of-range or mismatched inputs, or when
+        ``pooled=False`` and a rubric has fewer than 2 anchors (no pooled prior to fall back on).
+        """
+        j = check_scores(j, name="j (judge score)", score_range=self.score_range)
+        y = check_scores(y, name="y (reference score)", score_range=self.score_range)
+        labels = np.full(j.size, "all", dtype=object) if rubric is None else np.asarray(rubric, dtype=object).ravel()
+        if not (j.size == y.size == labels.size):
+            raise InputError(f"hb_linear: j, y, rubric: lengths differ ({j.size}, {y.size}, {labels.size})")
+        self.rubrics_ = list(rubrics) if rubrics is not None else sorted(set(labels.tolist()))
+        unknown = sorted(set(labels.tolist()) - set(self.rubrics_))
+        if unknown:
+            raise InputError(f"hb_linear: rubric: labels not in rubrics {unknown[:3]} ({len(unknown)})")
+        code = np.array([self.rubrics_.index(r) for r in labels], dtype=np.int64)
+        onehot = code[None, :] == np.arange(len(self.rubrics_))[:, None]
+        stats = sufficient_stats(np.where(onehot, j, np.nan), np.where(onehot, y, np.nan))
+        self.n_anchors_ = stats[:, 0].astype(np.int64)
+        few = self.n_anchors_ < MIN_ANCHORS
+        self.fallback_ = [r for r, f in zip(self.rubrics_, few, strict=True) if f]
+        if few.any() and not self.pooled:
+            raise InputError(
+                f"hb_linear: rubric: fewer than {MIN_ANCHORS} anchors in {self.fallback_[:3]} with pooled=False; "
+                "use pooled=True (these rubrics then use the pooled prior) or add anchors"
+            )
+        if few.all():
+            raise InputError(f"hb_linear: no rubric has {MIN_ANCHORS} or more anchors ({self.n_anchors_.tolist()})")
+        if self.fallback_:
+            warnings.warn(
+                f"hb_linear: rubrics {self.fallback_} have < {MIN_ANCHORS} anchors: their corrector is the pooled "
+                "prior (population predictive), not a fit to their own anchors",
+                UserWarning,
+                stacklevel=2,
+            )
+        flat = [
+            r
+            for r, s in zip(self.rubrics_, stats, strict=True)
+            if s[0] >= MIN_ANCHORS and s[3] - s[1] ** 2 / s[0] <= 1e-12
+        ]
+        if flat:
+            warnings.warn(
+                f"hb_linear: rubrics {flat} have constant judge scores: their slope is identified by the prior only",
+                UserWarning,
+                stacklevel=2,
+            )
+        self._sample(stats, ~few, self.target_accept)
+        if not self.converged_ and self.retry_target_accept > self.target_accept:
+            self._sample(stats, ~few, self.retry_target_accept)  # spec §3.4 extension: one retry
+        if not self.converged_:
+            warnings.warn(
+                f"hb_linear: convergence gate failed (max R-hat {max(self.rhat_.values()):.4f}, min ESS "
+                f"{min(min(self.ess_bulk_.values()), min(self.ess_tail_.values())):.0f}, {self.divergences_} "
+                "divergences): report this fit as failed",
+                ConvergenceGateWarning,
+                stacklevel=2,
+            )
+        beta = self.draws_["beta"]
+        self.alpha_ = self.draws_["alpha"].mean(axis=(0, 1))
+        self.beta_ = beta.mean(axis=(0, 1))
+        self.sigma_ = self.draws_["sigma"].mean(axis=(0, 1))
+        self.canary_prob_ = (beta < self.canary_beta).mean(axis=(0, 1))
+        self.canary_alert_ = self.canary_prob_ > self.canary_alert
+        return self
+
+    def _sample(self, stats: Array, mask: npt.NDArray[np.bool_], target_accept: float) -> None:
+        import jax
+        import jax.numpy as jnp
+        from arviz_stats.base import array_stats
+        from numpyro.infer import MCMC, NUTS
+
+        kernel = NUTS(_model, target_accept_prob=target_accept)
+        mcmc = MCMC(
+            kernel,
+            num_warmup=self.num_warmup,
+            num_samples=self.num_samples,
+            num_chains=self.num_chains,
+            chain_method="vectorized",  # one compiled program for all chains (CPU has one device)
+            progress_bar=False,
+        )
+        mcmc.run(
+            jax.random.PRNGKey(self.random_state),
+            jnp.asarray(stats),
+            jnp.asarray(mask),
+            tuple(float(p) for p in self.prior),
+            self.pooled,
+            extra_fields=("diverging",),
+        )
+        draws = {k: np.asarray(v, dtype=np.float64) for k, v in mcmc.get_samples(group_by_chain=True).items()}
+        self.draws_ = draws
+        self.divergences_ = int(np.asarray(mcmc.get_extra_fields()["diverging"]).sum())
+        sampled = [k for k in draws if k not in ("alpha", "beta")]
+        self.rhat_, self.ess_bulk_, self.ess_tail_ = {}, {}, {}
+        for k in sampled:
+            x = np.moveaxis(draws[k].reshape(draws[k].shape[:2] + (-1,)), -1, 0)  # (components, chains, draws)
+            self.rhat_[k] = float(np.max(array_stats.rhat(x, chain_axis=-2, draw_axis=-1, method="rank")))
+            self.ess_bulk_[k] = float(np.min(array_stats.ess(x, chain_axis=-2, draw_axis=-1, method="bulk")))
+            self.ess_tail_[k] = float(np.min(array_stats.ess(x, chain_axis=-2, draw_axis=-1, method="tail", prob=0.05)))
+        self.converged_ = bool(
+            max(self.rhat_.values()) < self.rhat_max
+            and min(self.ess_bulk_.values()) > self.ess_min
+            and min(self.ess_tail_.values()) > self.ess_min
+            and self.divergences_ == 0
+        )
+
+    def _index(self, rubric: npt.ArrayLike | None, size: int) -> npt.NDArray[np.int64]:
+        if rubric is None:
+            if len(self.rubrics_) != 1:
+                raise InputError(f"hb_linear: rubric: required with {len(self.rubrics_)} rubrics")
+            return np.zeros(size, dtype=np.int64)
+        labels = np.asarray(rubric, dtype=object).ravel()
+        unknown = sorted(set(labels.tolist()) - set(self.rubrics_))
+        if unknown:
+            raise InputError(f"hb_linear: rubric: unknown rubrics {unknown[:3]}; fitted: {self.rubrics_}")
+        lookup = {r: i for i, r in enumerate(self.rubrics_)}
+        return np.array([lookup[r] for r in labels], dtype=np.int64)
+
+    def predict(self, j: npt.ArrayLike, rubric: npt.ArrayLike | None = None) -> Array:
+        r"""Posterior-mean corrector :math:`\hat\alpha_r + \hat\beta_r j` (unclipped, spec §3.6)."""
+        check_is_fitted(self)
+        j = np.asarray(j, dtype=np.float64).ravel()
+        r = self._index(rubric, j.size)
+        return self.alpha_[r] + self.beta_[r] * j
+
+    def predict_interval(
+        self,
+        j: npt.ArrayLike,
+        rubric: npt.ArrayLike | None = None,
+        *,
+        level: float = 0.95,
+        kind: str = "predictive",
+        random_state: int = 0,
+    ) -> tuple[Array, Array]:
+        r"""Equal-tailed interval of :math:`\alpha_r + \beta_r j` (``kind="credible"``) or of
+        :math:`\alpha_r + \beta_r j + \sigma_r \varepsilon` (``"predictive"``, integrating :math:`\sigma`, §3.6)."""
+        check_is_fitted(self)
+        if kind not in ("predictive", "credible"):
+            raise InputError(f"hb_linear: kind: must be predictive or credible, got {kind!r}")
+        j = np.asarray(j, dtype=np.float64).ravel()
+        r = self._index(rubric, j.size)
+        a, b, s = (self.draws_[k].reshape(-1, len(self.rubrics_)) for k in ("alpha", "beta", "sigma"))
+        mu = a[:, r] + b[:, r] * j[None, :]
+        if kind == "predictive":
+            mu = mu + s[:, r] * np.random.default_rng(random_state).standard_normal(mu.shape)
+        q = 50 * (1 - level)
+        low, high = np.percentile(mu, [q, 100 - q], axis=0)
+        return low, high
