@@ -1,0 +1,152 @@
+"""``judgecal score`` throughput: Spark vs a single-process pyarrow + numpy pass over the same Parquet files.
+
+One run generates a seeded panel (``--items`` x ``--judges``, 1% labelled, :func:`judgecal_dist.io.synthetic.
+generate_panel`), fits the study's default pipeline on the labelled items and saves it as a run's
+``model/calibration.json`` (the inclusion study's own writer), then times, each in a fresh subprocess:
+
+1. ``spark``: :func:`judgecal_dist.scoring.apply.score_dataset` on Spark (``--master``, default ``local[*]``); the
+   session is started before the clock starts. Reported: wall time, verdicts/s, the Python driver's peak RSS
+   (``VmHWM``) and the JVM's peak RSS (``VmHWM``; in local mode the JVM is driver and executors);
+2. ``local``: the same function on the in-memory engine (pyarrow + numpy inside ``judgecal``);
+3. ``baseline``: a minimal hand-written pass: read ``item_id, judge_id, verdict`` with pyarrow, build the dense
+   vote matrix, one-coin log-odds + beta + conformal sets with numpy, write one Parquet file of item rows.
+
+and prints the ratios spark / baseline and local / baseline (target of issue 9: spark within 2x of the baseline
+at 2M items x 50 judges, driver under 2 GB). Usage (from the repository root)::
+
+    python -m benchmarks.score_throughput                          # 200k items x 50 judges (10M verdicts)
+    python -m benchmarks.score_throughput --items 2000000          # the issue's 100M verdicts
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def _jvm_peak_mb() -> float:
+    """Peak RSS (VmHWM) of this process's java children, in MB (0 when none)."""
+    peak = 0.0
+    for child in Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().split():
+        try:
+            status = Path(f"/proc/{child}/status").read_text()
+        except OSError:
+            continue
+        if "java" in Path(f"/proc/{child}/comm").read_text():
+            peak = max(peak, int(status.split("VmHWM:")[1].split()[0]) / 1024)
+    return peak
+
+
+def prepare(workdir: Path, items: int, judges: int) -> tuple[str, str, int]:
+    from judgecal_dist.engine.panel import load_panel
+    from judgecal_dist.io.synthetic import generate_panel
+    from judgecal_dist.studies.inclusion import Config
+    from judgecal_dist.studies.inclusion_model import fit_model
+
+    data = str(workdir / f"panel-{items}x{judges}")
+    if not Path(data, "_SUCCESS").exists():
+        generate_panel(data, n_items=items, n_judges=judges, seed=0, label_fraction=0.01, overwrite=True)
+    run = workdir / "run"
+    (run / "model").mkdir(parents=True, exist_ok=True)
+    panel = load_panel(data)  # the labelled 1%
+    model = fit_model(Config(data=data), panel)  # the study's own writer of model/calibration.json
+    (run / "model" / "calibration.json").write_text(json.dumps(model))
+    (run / "_SUCCESS").write_text("")
+    return data, str(run), items * judges
+
+
+def baseline(model_url: str, data: str, out: str) -> None:
+    """The single-process pass: pyarrow read, numpy scatter and model, one Parquet write."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    from scipy.special import expit, log_expit, logit
+
+    model = json.loads(Path(model_url, "model", "calibration.json").read_text())
+    agg, cal = model["aggregator"], model["calibrator"]
+    table = pq.read_table(f"{data}/verdicts", columns=["item_id", "judge_id", "verdict"])
+    items = pc.dictionary_encode(table["item_id"].combine_chunks())
+    row = items.indices.to_numpy()
+    col = pc.index_in(table["judge_id"], value_set=pa.array(agg["judge_ids"])).to_numpy(zero_copy_only=False)
+    vote = pc.fill_null(pc.index_in(table["verdict"], value_set=pa.array(["B", "A"])), -1).to_numpy()
+    z = np.zeros((len(items.dictionary), len(agg["judge_ids"])))
+    keep = vote >= 0
+    z[row[keep], col[keep].astype(np.int64)] = 2.0 * vote[keep] - 1.0
+    t = logit(agg["class_prior"]) + z @ np.array(agg["weights"])
+    if model.get("calibrator_input") == "logit":
+        log_s, log_1ms = log_expit(t), log_expit(-t)
+    else:
+        s = np.clip(expit(t), model["eps"], 1 - model["eps"])
+        log_s, log_1ms = np.log(s), np.log1p(-s)
+    p = expit(cal["a"] * log_s - cal["b"] * log_1ms + cal["c"])
+    columns = {"item_id": items.dictionary, "p": p, "verdict": np.where(p > 0.5, "A", "B")}
+    for c in model["conformal"]:
+        q = np.inf if c["threshold"] is None else c["threshold"]
+        columns[f"a_{c['alpha']}"] = (1 - p <= q).astype(np.int8) * 2 + (p <= q)  # bit 1: A in the set, bit 0: B
+    pq.write_table(pa.table(columns), out)
+
+
+def child(mode: str, model_url: str, data: str, out: str, master: str) -> dict:
+    from judgecal_dist.config import EngineConfig
+
+    if mode == "baseline":
+        start = time.perf_counter()
+        baseline(model_url, data, out)
+        seconds = time.perf_counter() - start
+    else:
+        from judgecal_dist.scoring.apply import score_dataset
+
+        engine = EngineConfig(stats_engine=mode, spark_master=master)
+        if mode == "spark":
+            from judgecal_dist.engine.spark import get_session
+
+            get_session(master).range(10).count()  # JVM start-up is not part of the pass
+        start = time.perf_counter()
+        score_dataset(model_url, data, out, engine=engine)
+        seconds = time.perf_counter() - start
+    # VmHWM of this process (ru_maxrss would carry the parent's high-water mark across fork + exec)
+    driver_mb = int(Path("/proc/self/status").read_text().split("VmHWM:")[1].split()[0]) / 1024
+    return {"mode": mode, "seconds": seconds, "driver_peak_mb": driver_mb, "jvm_peak_mb": _jvm_peak_mb()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, default=200_000)
+    parser.add_argument("--judges", type=int, default=50)
+    parser.add_argument("--master", default="local[*]")
+    parser.add_argument("--workdir", default=None, help="Keep the generated panel here (reused when present).")
+    parser.add_argument("--child", nargs=4, metavar=("MODE", "MODEL", "DATA", "OUT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(*args.child, master=args.master)))
+        return
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="score-bench-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    data, run, verdicts = prepare(workdir, args.items, args.judges)
+    print(f"panel {args.items} items x {args.judges} judges = {verdicts:,} verdicts ({time.perf_counter() - t0:.0f}s)")
+    results = {}
+    for mode in ("baseline", "local", "spark"):
+        out = str(workdir / f"out-{mode}-{time.time_ns()}")
+        cmd = [sys.executable, "-m", "benchmarks.score_throughput", "--master", args.master,
+               "--child", mode, run, data, out]  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
+        results[mode] = json.loads(proc.stdout.strip().splitlines()[-1])
+        r = results[mode]
+        print(f"{mode:9s} {r['seconds']:8.2f}s  {verdicts / r['seconds'] / 1e6:6.2f}M verdicts/s  "
+              f"driver peak {r['driver_peak_mb']:7.0f} MB  jvm peak {r['jvm_peak_mb']:7.0f} MB")  # fmt: skip
+    base = results["baseline"]["seconds"]
+    print(f"ratio spark/baseline {results['spark']['seconds'] / base:.2f}x (target <= 2x); "
+          f"local/baseline {results['local']['seconds'] / base:.2f}x")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,189 @@
+r"""Per-dataset summaries of a scored table, from per-group sums (Spark ``groupBy().agg()`` or pandas), and a figure.
+
+The calibrated win rate of a group is the mean calibrated :math:`P(A)` of its items, :math:`\bar p = \frac1n
+\sum_i \hat p_i`: under calibration, the expected share of its items where A is better. Its interval is Wilson's
+score interval for a proportion with :math:`n` trials and estimate :math:`\bar p`,
+
+.. math::
+
+    \frac{\bar p + z^2/2n}{1 + z^2/n} \pm \frac{z}{1 + z^2/n}\sqrt{\frac{\bar p(1-\bar p)}{n} + \frac{z^2}{4n^2}},
+
+which covers sampling of the items (the realised outcomes :math:`Y_i \sim \mathrm{Bernoulli}(\hat p_i)` have
+variance :math:`\bar p(1 - \bar p)` in total) and stays inside [0, 1]. Per response model (items carrying
+``model_a``/``model_b`` in the ``items`` table) a model's win rate averages :math:`\hat p_i` where it is A and
+:math:`1 - \hat p_i` where it is B. Labelled items also give accuracy (half credit at exactly 1/2), NLL (clipped
+at ``eps``), Brier and the empirical coverage of each conformal set, as in :mod:`judgecal_dist.stats.metrics`.
+
+References
+----------
+.. [1] E. B. Wilson. Probable inference, the law of succession, and statistical inference. JASA 22(158):209-212,
+   1927. doi:10.1080/01621459.1927.10502953.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402 - the backend is chosen first
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from pyspark.sql import Column, DataFrame  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
+from scipy.stats import norm  # noqa: E402
+
+from judgecal_dist.stats.metrics import pointwise_nll  # noqa: E402
+
+__all__ = ["set_column", "item_terms", "sums_pandas", "sums_spark", "finalise", "model_rows_pandas",
+           "model_rows_spark", "figure"]  # fmt: skip
+
+
+def set_column(alpha: float) -> str:
+    """Name of the conformal-set column of level ``alpha``: ``set_alpha_0_1`` for 0.1."""
+    return "set_alpha_" + f"{alpha:g}".replace(".", "_").replace("-", "m")
+
+
+def _sum_names(alphas: Sequence[float]) -> list[str]:
+    per_alpha = [f"{kind}_{set_column(a)}" for a in alphas for kind in ("size", "covered")]
+    return ["n", "sum_p", "n_pred_a", "n_no_votes", "n_labelled", "sum_correct", "sum_nll", "sum_brier", *per_alpha]
+
+
+def item_terms(items: pd.DataFrame, alphas: Sequence[float], eps: float) -> pd.DataFrame:
+    """Per-item summands of the sums (pandas; the in-memory path), from the scored item columns."""
+    p = items["p"].to_numpy()
+    labelled = items["label"].isin(["A", "B"]).to_numpy()
+    y = (items["label"] == "A").to_numpy().astype(np.int64)
+    terms = pd.DataFrame({"n": 1, "sum_p": p, "n_pred_a": (items["verdict"] == "A").to_numpy().astype(np.int64),
+                          "n_no_votes": (items["n_votes"] == 0).to_numpy().astype(np.int64),
+                          "n_labelled": labelled.astype(np.int64)}, index=items.index)  # fmt: skip
+    correct = np.where(p == 0.5, 0.5, ((p > 0.5) == (y == 1)).astype(np.float64))
+    terms["sum_correct"] = np.where(labelled, correct, 0.0)
+    terms["sum_nll"] = np.where(labelled, pointwise_nll(y, p, eps=eps), 0.0)
+    terms["sum_brier"] = np.where(labelled, (p - y) ** 2, 0.0)
+    for alpha in alphas:
+        name = set_column(alpha)
+        sets = items[name]
+        terms[f"size_{name}"] = sets.map(len).to_numpy()
+        covered = [lab in s for lab, s in zip(items["label"], sets, strict=True)]
+        terms[f"covered_{name}"] = np.where(labelled, covered, False).astype(np.int64)
+    return terms
+
+
+def sums_pandas(items: pd.DataFrame, by: list[str], alphas: Sequence[float], eps: float) -> pd.DataFrame:
+    """Per-group sums of :func:`item_terms` (the in-memory path)."""
+    terms = item_terms(items, alphas, eps)
+    return pd.concat([items[by], terms], axis=1).groupby(by, as_index=False, sort=True).sum()
+
+
+def _spark_terms(alphas: Sequence[float], eps: float) -> list[Column]:
+    p, label = F.col("p"), F.col("label")
+    labelled = F.coalesce(label.isin("A", "B"), F.lit(False))  # a null label is unlabelled, not null
+    y = (label == "A").cast("double")
+    q = F.least(F.greatest(p, F.lit(eps)), F.lit(1.0 - eps))
+    correct = F.when(p == 0.5, 0.5).otherwise(((p > 0.5) == (label == "A")).cast("double"))
+    terms = [
+        F.count(F.lit(1)).alias("n"),
+        F.sum(p).alias("sum_p"),
+        F.sum((F.col("verdict") == "A").cast("long")).alias("n_pred_a"),
+        F.sum((F.col("n_votes") == 0).cast("long")).alias("n_no_votes"),
+        F.sum(labelled.cast("long")).alias("n_labelled"),
+        F.sum(F.when(labelled, correct).otherwise(0.0)).alias("sum_correct"),
+        F.sum(F.when(labelled, -(y * F.log(q) + (1 - y) * F.log(1 - q))).otherwise(0.0)).alias("sum_nll"),
+        F.sum(F.when(labelled, (p - y) ** 2).otherwise(0.0)).alias("sum_brier"),
+    ]
+    for alpha in alphas:
+        name = set_column(alpha)
+        terms.append(F.sum(F.size(name)).alias(f"size_{name}"))
+        covered = F.when(labelled, F.array_contains(name, label).cast("long")).otherwise(0)
+        terms.append(F.sum(covered).alias(f"covered_{name}"))
+    return terms
+
+
+def sums_spark(items: DataFrame, by: list[str], alphas: Sequence[float], eps: float) -> pd.DataFrame:
+    """Per-group sums in one ``groupBy().agg()``; one row per group reaches the driver."""
+    sums = items.groupBy(*by).agg(*_spark_terms(alphas, eps)).toPandas()
+    return sums.sort_values(by, kind="stable").reset_index(drop=True)
+
+
+def model_rows_pandas(items: pd.DataFrame) -> pd.DataFrame:
+    """One row per item and response model: ``dataset, model, p`` (its win probability), ``won`` (predicted)."""
+    a = pd.DataFrame({"dataset": items["dataset"], "model": items["model_a"], "p": items["p"],
+                      "won": (items["verdict"] == "A").astype(np.int64)})  # fmt: skip
+    b = pd.DataFrame({"dataset": items["dataset"], "model": items["model_b"], "p": 1.0 - items["p"],
+                      "won": (items["verdict"] == "B").astype(np.int64)})  # fmt: skip
+    return (
+        pd.concat([a, b], ignore_index=True)
+        .groupby(["dataset", "model"], as_index=False, sort=True)
+        .agg(n=("p", "size"), sum_p=("p", "sum"), n_pred_a=("won", "sum"))
+    )
+
+
+def model_rows_spark(items: DataFrame) -> pd.DataFrame:
+    """:func:`model_rows_pandas` in Spark: a union of the two sides and one ``groupBy().agg()``."""
+    side_a = items.select("dataset", F.col("model_a").alias("model"), "p", (F.col("verdict") == "A").alias("won"))
+    side_b = items.select("dataset", F.col("model_b").alias("model"), (1.0 - F.col("p")).alias("p"),
+                          (F.col("verdict") == "B").alias("won"))  # fmt: skip
+    sums = (
+        side_a.unionByName(side_b)
+        .groupBy("dataset", "model")
+        .agg(
+            F.count(F.lit(1)).alias("n"), F.sum("p").alias("sum_p"), F.sum(F.col("won").cast("long")).alias("n_pred_a")
+        )
+        .toPandas()
+    )
+    return sums.sort_values(["dataset", "model"], kind="stable").reset_index(drop=True)
+
+
+def finalise(sums: pd.DataFrame, alphas: Sequence[float], *, confidence: float = 0.95) -> pd.DataFrame:
+    """Rates, Wilson intervals and labelled metrics from per-group sums; a rate without items is None."""
+    z = float(norm.ppf(0.5 + confidence / 2.0))
+    n = sums["n"].to_numpy(dtype=np.float64)
+    rate = sums["sum_p"].to_numpy(dtype=np.float64) / n
+    centre = (rate + z**2 / (2 * n)) / (1 + z**2 / n)
+    half = z / (1 + z**2 / n) * np.sqrt(rate * (1 - rate) / n + z**2 / (4 * n**2))
+    keys = [c for c in sums.columns if c not in _sum_names(alphas)]
+    out = sums[keys].copy()
+    out["n_items"] = sums["n"].astype(np.int64)
+    out["win_rate"], out["win_rate_ci_low"], out["win_rate_ci_high"] = rate, centre - half, centre + half
+    out["predicted_win_share"] = sums["n_pred_a"].to_numpy() / n
+    if "n_labelled" not in sums:
+        return out
+    out["items_without_votes"] = sums["n_no_votes"].astype(np.int64)
+    for alpha in alphas:
+        out[f"set_size_{set_column(alpha)[4:]}"] = sums[f"size_{set_column(alpha)}"].to_numpy() / n
+    n_lab = sums["n_labelled"].to_numpy(dtype=np.float64)
+    out["n_labelled"] = sums["n_labelled"].astype(np.int64)
+    per_labelled = {"accuracy": "sum_correct", "nll": "sum_nll", "brier": "sum_brier"} | {
+        f"coverage_{set_column(a)[4:]}": f"covered_{set_column(a)}" for a in alphas
+    }
+    for name, column in per_labelled.items():
+        values = sums[column].to_numpy(dtype=np.float64) / np.where(n_lab > 0, n_lab, 1.0)
+        out[name] = pd.Series(values, dtype=object).where(n_lab > 0, None)
+    return out
+
+
+def figure(datasets: pd.DataFrame, models: pd.DataFrame | None) -> bytes:
+    """PNG: calibrated win rate of A per dataset (and per response model when known), with Wilson intervals."""
+    panels = [("dataset", datasets)] + ([("model", models)] if models is not None and not models.empty else [])
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 0.4 * max(len(datasets), 6) + 1.5))
+    for ax, (key, table) in zip(np.atleast_1d(axes), panels, strict=True):
+        table = table.head(40)
+        labels = table[key].astype(str) if key == "dataset" else table["dataset"] + ": " + table["model"].astype(str)
+        rate = table["win_rate"].to_numpy(dtype=float)
+        err = np.vstack(
+            [rate - table["win_rate_ci_low"].to_numpy(float), table["win_rate_ci_high"].to_numpy(float) - rate]
+        )
+        ax.errorbar(rate, np.arange(len(table)), xerr=err, fmt="o", capsize=3)
+        ax.set_yticks(np.arange(len(table)), labels)
+        ax.axvline(0.5, color="grey", lw=0.8, ls="--")
+        ax.set_xlim(0, 1)
+        ax.set_xlabel("calibrated win rate (mean P(A); model: P(model wins))")
+        ax.set_title(f"per {key} (95% Wilson interval)")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    return buf.getvalue()

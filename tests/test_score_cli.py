@@ -1,0 +1,161 @@
+"""``judgecal score`` from the command line: arena summaries, bad input (exit 2), atomic commits and reruns."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from click.testing import CliRunner
+from scipy.special import expit
+
+from judgecal_dist.cli import cli
+from judgecal_dist.config import EngineConfig
+from judgecal_dist.io.dataset import write_dataset
+from judgecal_dist.scoring import summary as summ
+from judgecal_dist.scoring.apply import score_dataset
+
+WEIGHTS = {"j1": 1.0, "j2": 0.5, "j3": -0.25}
+#: item -> (model_a, model_b, label, votes of j1, j2, j3); "" = no verdict, "tie" = missing for the model
+ITEMS = {
+    "i1": ("m1", "m2", "A", "A", "A", "B"),
+    "i2": ("m1", "m2", "B", "B", "A", ""),
+    "i3": ("m2", "m3", None, "A", "tie", "A"),
+    "i4": ("m3", "m1", "A", "", "B", "B"),
+    "i5": ("m2", "m1", None, "B", "B", "A"),
+    "i6": ("m3", "m2", "B", "tie", "", ""),
+}
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def model_json(judges: dict[str, float] = WEIGHTS, fmt: str = "judgecal.calibration/v2") -> dict:
+    """Identity beta map; conformal thresholds 0.4 (y in the set iff p_y >= 0.6) and 0.7 (iff p_y >= 0.3)."""
+    return {
+        "format": fmt,
+        "aggregator": {
+            "name": "one_coin",
+            "judge_ids": list(judges),
+            "weights": list(judges.values()),
+            "class_prior": 0.5,
+        },  # fmt: skip
+        "calibrator": {"name": "beta", "a": 1.0, "b": 1.0, "c": 0.0},
+        "conformal": [
+            {"alpha": 0.1, "threshold": 0.4, "rank": 9, "n_calibration": 9},
+            {"alpha": 0.2, "threshold": 0.7, "rank": 8, "n_calibration": 9},
+        ],  # fmt: skip
+        "eps": 1e-6,
+        "vote_codes": {"A": 1, "B": 0, "missing": -1, "tie": "missing"},
+    }
+
+
+def write_run(folder: Path, model: dict) -> str:
+    (folder / "model").mkdir(parents=True)
+    (folder / "model" / "calibration.json").write_text(json.dumps(model))
+    (folder / "_SUCCESS").write_text("")
+    return str(folder)
+
+
+@pytest.fixture(scope="module")
+def arena(tmp_path_factory) -> str:
+    rows = [(i, j, v) for i, spec in ITEMS.items() for j, v in zip(WEIGHTS, spec[3:], strict=True) if v]
+    verdicts = pa.table({"dataset": ["arena"] * len(rows), "item_id": [r[0] for r in rows],
+                         "judge_id": [r[1] for r in rows], "verdict": [r[2] for r in rows]})  # fmt: skip
+    labels = pa.table({"dataset": ["arena"] * len(ITEMS), "item_id": list(ITEMS),
+                       "label": [s[2] for s in ITEMS.values()]})  # fmt: skip
+    items = pa.table({"dataset": ["arena"] * len(ITEMS), "item_id": list(ITEMS),
+                      "model_a": [s[0] for s in ITEMS.values()], "model_b": [s[1] for s in ITEMS.values()]})  # fmt: skip
+    url = str(tmp_path_factory.mktemp("arena") / "data")
+    write_dataset(url, {"verdicts": verdicts, "labels": labels, "items": items}, {"adapter": "test"})
+    return url
+
+
+def expected_p(weights: dict[str, float] = WEIGHTS) -> pd.Series:
+    """sigma(sum_j z_ij w_j) by hand (prior 1/2, identity beta inside [eps, 1 - eps])."""
+    p = {}
+    for item, spec in ITEMS.items():
+        z = [{"A": 1.0, "B": -1.0}.get(v, 0.0) for v in spec[3:]]
+        p[item] = float(expit(sum(zj * weights.get(j, 0.0) for zj, j in zip(z, WEIGHTS, strict=True))))
+    return pd.Series(p)
+
+
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_arena_items_and_win_rates(engine, arena, tmp_path, spark):
+    run = write_run(tmp_path / "run", model_json())
+    out = tmp_path / "out"
+    result = invoke("score", "--model", run, "--data", arena, "--output", str(out), "--engine", engine)
+    assert result.exit_code == 0, result.output
+    assert result.output.strip().splitlines()[-1] == str(out)
+    items = pd.read_parquet(out / "items").set_index("item_id").sort_index()
+    p = expected_p()
+    np.testing.assert_allclose(items["p"], p.sort_index(), rtol=0, atol=1e-12)
+    strict, loose = items["set_alpha_0_1"].map(list), items["set_alpha_0_2"].map(list)
+    assert [strict["i6"], strict["i1"], strict["i2"]] == [[], ["A"], ["B"]]  # p = 1/2, 0.852, 0.378
+    assert [loose["i6"], loose["i1"], loose["i2"]] == [["A", "B"], ["A"], ["A", "B"]]
+    summary = json.loads((out / "summary.json").read_text())
+    models = pd.DataFrame(summary["models"]).set_index("model")
+    for m in ("m1", "m2", "m3"):  # P(model wins) averaged over the items it plays in, by hand
+        wins = [p[i] if s[0] == m else 1 - p[i] for i, s in ITEMS.items() if m in s[:2]]
+        assert models.loc[m, "win_rate"] == pytest.approx(np.mean(wins), abs=1e-12)
+        assert models.loc[m, "n_items"] == len(wins)
+    pairs = pd.DataFrame(summary["pairs"]).set_index(["model_a", "model_b"])
+    assert pairs.loc[("m1", "m2"), "win_rate"] == pytest.approx((p["i1"] + p["i2"]) / 2, abs=1e-12)
+    (row,) = summary["datasets"]
+    lab = {i: s[2] for i, s in ITEMS.items() if s[2]}
+    assert row["n_labelled"] == 4
+    assert row["brier"] == pytest.approx(np.mean([(p[i] - (v == "A")) ** 2 for i, v in lab.items()]), abs=1e-12)
+    # Wilson's interval for 6 items at the mean p (closed form, z = 1.959964)
+    z, n, r = 1.959963984540054, 6, p.mean()
+    half = z / (1 + z * z / n) * np.sqrt(r * (1 - r) / n + z * z / (4 * n * n))
+    assert row["win_rate_ci_high"] == pytest.approx((r + z * z / (2 * n)) / (1 + z * z / n) + half, abs=1e-12)
+
+
+def test_bad_input_exits_2(arena, tmp_path):
+    out = str(tmp_path / "out")
+    result = invoke("score", "--model", str(tmp_path / "nope"), "--data", arena, "--output", out)
+    assert result.exit_code == 2 and "calibration.json: not found" in result.output
+    old = write_run(tmp_path / "old", model_json(fmt="judgecal.calibration/v1"))
+    result = invoke("score", "--model", old, "--data", arena, "--output", out)
+    assert result.exit_code == 2 and "format: expected 'judgecal.calibration/v2'" in result.output
+    two = write_run(tmp_path / "two", model_json({"j1": 1.0, "j2": 0.5}))
+    result = invoke("score", "--model", two, "--data", arena, "--output", out)
+    assert result.exit_code == 2 and "1 judge(s) not in the model (e.g. ['j3'])" in result.output
+    result = invoke("score", "--model", two, "--data", str(tmp_path / "empty"), "--output", out)
+    assert result.exit_code == 2 and "_SUCCESS" in result.output
+    result = invoke("score", "--model", two, "--data", arena, "--output", out, "--sample", "3", "--engine", "local")
+    assert result.exit_code == 2 and "no verdict rows with sample=3" in result.output
+    assert not Path(out, "_SUCCESS").exists()
+    # documented handling: the model's judges only
+    result = invoke("score", "--model", two, "--data", arena, "--output", out, "--ignore-unknown-judges")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output.splitlines()[-2])["unknown_judges_ignored"] == ["j3"]
+    items = pd.read_parquet(Path(out) / "items").set_index("item_id")
+    np.testing.assert_allclose(items["p"].sort_index(), expected_p({"j1": 1.0, "j2": 0.5}).sort_index(), atol=1e-12)
+
+
+def test_output_commits_atomically_and_reruns(arena, tmp_path, monkeypatch):
+    run = write_run(tmp_path / "run", model_json())
+    out = str(tmp_path / "out")
+    engine = EngineConfig(stats_engine="local")
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(summ, "figure", broken)  # a fault after the items were written
+    with pytest.raises(OSError, match="disk full"):
+        score_dataset(run, arena, out, engine=engine)
+    assert Path(out, "items").exists() and not Path(out, "_SUCCESS").exists()
+    monkeypatch.undo()
+    first = score_dataset(run, arena, out, engine=engine)  # the failed output is cleared and redone
+    assert Path(out, "_SUCCESS").exists() and not Path(out, "_tmp").exists()
+    assert len(pd.read_parquet(Path(out) / "items")) == len(ITEMS)
+    again = score_dataset(run, arena, out, engine=engine)
+    assert again["skipped"] and again["datasets"] == first["datasets"]
+    other = write_run(tmp_path / "other", model_json({"j1": 2.0, "j2": 0.5, "j3": 0.0}))
+    result = invoke("score", "--model", other, "--data", arena, "--output", out)
+    assert result.exit_code == 2 and "committed score of other inputs" in result.output
