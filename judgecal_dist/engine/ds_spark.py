@@ -1,0 +1,347 @@
+r"""Dawid-Skene over every item of a verdict table through Spark, one pass per EM iteration.
+
+The estimator is :class:`judgecal_dist.methods.dawid_skene.DawidSkene` (binary two-coin model, vote-fraction
+initialisation, smoothing :math:`\eta`, clipping :math:`\varepsilon`, known labels clamped), run with the item
+posteriors kept *implicit*: they are a function of the votes and the parameters, so the driver holds only
+:math:`(\pi, \Pi)` and the item x judge votes stay in Spark, persisted once as one ``binary`` row per item
+(:func:`judgecal_dist.engine.item_votes.dense_votes_spark`, one byte per judge). Iteration :math:`t` is one pass:
+
+* inside each partition (``mapInArrow``), the E-step of ``DawidSkene`` turns the parameters
+  :math:`\theta_t` into :math:`T^{(t)}` and the item log-likelihoods; the previous posteriors :math:`T^{(t-1)}`
+  (from :math:`\theta_{t-1}`, or the vote fractions) are recomputed the same way for the stopping rule
+  :math:`\max_i |T^{(t)}_{i1} - T^{(t-1)}_{i1}|`;
+* each partition emits the M-step sums :math:`\sum_i T_{iy} 1[V_{ij} = v]` per (judge, verdict) and the scalars
+  :math:`\sum_i T_{i1}`, :math:`\ell`, the maximum change, which one ``groupBy().agg()`` adds up;
+* the driver forms :math:`\theta_{t+1}` (the M-step) from those :math:`2J + 1` rows.
+
+An initial pass gives the sums of the vote-fraction initialisation, so ``n`` iterations cost ``n + 1`` passes, and
+the sequence of parameters, log-likelihoods and stopping decisions is the in-memory estimator's, up to the order
+of floating-point sums (about 1e-15 relative per pass).
+
+References
+----------
+.. [1] A. P. Dawid, A. M. Skene. Maximum Likelihood Estimation of Observer Error-Rates Using the EM Algorithm.
+   JRSS C 28(1):20-28, 1979. doi:10.2307/2346806.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+import uuid
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from sklearn.exceptions import ConvergenceWarning
+
+from judgecal_dist.config import EngineConfig
+from judgecal_dist.engine.item_votes import binary_votes, dense_votes_spark, item_votes_spark
+from judgecal_dist.engine.spark import get_session, read_table, spark_url
+from judgecal_dist.engine.store import RunStore
+from judgecal_dist.errors import InputError
+from judgecal_dist.methods.dawid_skene import UNLABELLED, DawidSkene, _indicators
+from judgecal_dist.methods.votes import MISSING
+
+__all__ = ["DSResult", "dawid_skene_spark"]
+
+log = logging.getLogger(__name__)
+
+_PASS_DDL = "slot int, t0 double, t1 double, ll double, delta double, n long, n_known long"
+Params = tuple[float, npt.NDArray[np.float64]]
+
+
+@dataclass
+class DSResult:
+    """A Dawid-Skene fit over all items (the fitted attributes of :class:`DawidSkene`, plus bookkeeping).
+
+    Attributes
+    ----------
+    judge_ids : list of str
+    confusion_ : ndarray of shape (n_judges, 2, 2)
+        :math:`\\Pi^{(j)}_{yv}` from the final M-step, ``[j, y, v]``.
+    prior_ : float
+    n_iter_ : int
+    converged_ : bool
+    loss_history_ : list of float
+        :math:`-\\ell_t / n` per iteration.
+    label_switched_ : bool
+    n_items, n_labelled : int
+    passes : int
+        Spark passes over the persisted votes (iterations + 1).
+    seconds_per_pass : list of float
+    """
+
+    judge_ids: list[str]
+    confusion_: npt.NDArray[np.float64]
+    prior_: float
+    n_iter_: int
+    converged_: bool
+    loss_history_: list[float]
+    label_switched_: bool
+    n_items: int
+    n_labelled: int
+    passes: int
+    seconds_per_pass: list[float]
+    _votes: DataFrame | None = field(default=None, repr=False)
+    _kernel: dict[str, Any] = field(default_factory=dict, repr=False)
+    _last: Params | None = field(default=None, repr=False)
+
+    def write_posteriors(self, url: str, *, storage_options: dict[str, Any] | None = None) -> str:
+        """Write ``dataset, item_id, label, posterior`` (:math:`T_{i1}` after the last E-step, as the estimator's
+        ``posteriors_[:, 1]``) as Parquet at ``url`` (a temporary folder first, then a move, then ``_SUCCESS``).
+
+        One more pass over the persisted votes; no item row reaches the driver.
+
+        Raises
+        ------
+        InputError
+            ``url`` already holds committed posteriors, or the votes were released by :meth:`unpersist`.
+        """
+        if self._votes is None:
+            raise InputError("DSResult: the persisted votes were released (unpersist); fit again to write posteriors")
+        store = RunStore(url, storage_options=storage_options)
+        if store.succeeded:
+            raise InputError(f"{url}: holds committed posteriors; choose another URL")
+        kernel = functools.partial(_posterior_partition, params=self._last, swap=self.label_switched_, **self._kernel)
+        rows = self._votes.mapInArrow(kernel, "dataset string, item_id string, label byte, posterior double")
+        tmp = f"{store.path}/_tmp/posteriors-{uuid.uuid4().hex}"
+        rows.write.parquet(spark_url(store.url + tmp[len(store.path) :]))
+        if store.exists("posteriors"):
+            store.fs.rm(f"{store.path}/posteriors", recursive=True)
+        store.fs.mv(tmp, f"{store.path}/posteriors", recursive=True)
+        store.commit_success()
+        return store.url_of("posteriors")
+
+    def unpersist(self) -> None:
+        """Release the persisted item votes."""
+        if self._votes is not None:
+            self._votes.unpersist()
+            self._votes = None
+
+
+def _batch(batch: pa.RecordBatch, n_judges: int, semi: bool) -> tuple[Any, ...]:
+    votes = binary_votes(batch.column("votes"), n_judges)
+    labels = batch.column("label").to_numpy(zero_copy_only=False).astype(np.int64) if semi else None
+    known = None if labels is None else np.flatnonzero(labels != UNLABELLED)
+    return votes, _indicators(votes), labels, known
+
+
+def _posteriors(
+    model: DawidSkene, Ht: npt.NDArray[np.float64], labels: Any, known: Any, params: Params | None
+) -> tuple[npt.NDArray[np.float64], float]:
+    """``(T, loglik)`` of a batch under ``params``; the clamped vote-fraction initialisation when None."""
+    if params is None:
+        # DawidSkene.fit's initialisation: vote fraction, 1/2 without verdicts, then clamped.
+        J = Ht.shape[0] // 2
+        n_a, n_voted = Ht[J:].sum(axis=0), Ht.sum(axis=0)
+        T1 = np.divide(n_a, n_voted, out=np.full(n_a.shape, 0.5), where=n_voted > 0)
+        return model._clamp(np.column_stack([1.0 - T1, T1]), labels, known), 0.0
+    return model._e_step(model._log_joint(Ht, params[0], params[1]), labels, known)
+
+
+def _pass_partition(
+    batches: Iterator[pa.RecordBatch], *, current: Params | None, previous: Params | None, n_judges: int,
+    semi: bool, eps: float, smoothing: float,
+) -> Iterator[pa.RecordBatch]:  # fmt: skip
+    """M-step sums of :math:`T^{(t)}` = E-step(current) and the scalars of the pass, for one partition."""
+    model = DawidSkene(eps=eps, smoothing=smoothing)
+    counts = np.zeros((2 * n_judges, 2))
+    t1 = ll = delta = 0.0
+    n = n_known = 0
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        _, Ht, labels, known = _batch(batch, n_judges, semi)
+        T, ll_batch = _posteriors(model, Ht, labels, known, current)
+        if current is not None:
+            T_prev, _ = _posteriors(model, Ht, labels, known, previous)
+            delta = max(delta, float(np.max(np.abs(T[:, 1] - T_prev[:, 1]))))
+        counts += Ht @ T  # rows v*J + j, columns y: sum_i T_iy 1(V_ij = v)
+        t1, ll, n = t1 + float(T[:, 1].sum()), ll + ll_batch, n + batch.num_rows
+        n_known += 0 if known is None else int(known.size)
+    slots = np.arange(-1, 2 * n_judges, dtype=np.int32)
+    zeros = np.zeros(2 * n_judges)
+    yield pa.RecordBatch.from_pydict(
+        {
+            "slot": slots,
+            "t0": np.r_[0.0, counts[:, 0]],
+            "t1": np.r_[t1, counts[:, 1]],
+            "ll": np.r_[ll, zeros],
+            "delta": np.r_[delta, zeros],
+            "n": np.r_[n, zeros].astype(np.int64),
+            "n_known": np.r_[n_known, zeros].astype(np.int64),
+        }  # fmt: skip
+    )
+
+
+def _posterior_partition(
+    batches: Iterator[pa.RecordBatch], *, params: Params | None, swap: bool, n_judges: int, semi: bool, eps: float,
+    smoothing: float,
+) -> Iterator[pa.RecordBatch]:  # fmt: skip
+    model = DawidSkene(eps=eps, smoothing=smoothing)
+    for batch in batches:
+        _, Ht, labels, known = _batch(batch, n_judges, semi)
+        T, _ = _posteriors(model, Ht, labels, known, params)
+        posterior = T[:, 0] if swap else T[:, 1]
+        yield pa.RecordBatch.from_arrays(
+            [batch.column("dataset"), batch.column("item_id"), batch.column("label"), pa.array(posterior)],
+            names=["dataset", "item_id", "label", "posterior"],
+        )
+
+
+@dataclass(frozen=True)
+class _PassStats:
+    counts: npt.NDArray[np.float64]  # (2J, 2)
+    t1: float
+    ll: float
+    delta: float
+    n: int
+    n_known: int
+
+
+def _run_pass(votes: DataFrame, **kernel: Any) -> _PassStats:
+    sums = (
+        votes.mapInArrow(functools.partial(_pass_partition, **kernel), _PASS_DDL)
+        .groupBy("slot")
+        .agg(*[F.sum(c).alias(c) for c in ("t0", "t1", "ll", "n", "n_known")], F.max("delta").alias("delta"))
+        .toPandas()
+        .set_index("slot")
+        .sort_index()
+    )
+    scalars = sums.loc[-1]
+    return _PassStats(counts=sums.loc[0:, ["t0", "t1"]].to_numpy(), t1=float(scalars["t1"]), ll=float(scalars["ll"]),
+                      delta=float(scalars["delta"]), n=int(scalars["n"]), n_known=int(scalars["n_known"]))  # fmt: skip
+
+
+def _m_step(stats: _PassStats, n_judges: int, smoothing: float) -> Params:
+    """:meth:`DawidSkene._m_step` from the summed counts: smoothed, row-normalised confusion and the mean prior."""
+    counts = stats.counts.reshape(2, n_judges, 2).transpose(1, 2, 0)  # [j, y, v]
+    num = counts + float(smoothing)
+    den = num.sum(axis=2, keepdims=True)
+    confusion = np.divide(num, den, out=np.full(num.shape, 0.5), where=den > 0)
+    return stats.t1 / stats.n, confusion
+
+
+def _votes_table(source: str | SparkSession, config: EngineConfig, sample: int) -> tuple[DataFrame, list[str]]:
+    if isinstance(source, SparkSession):
+        verdicts, labels = source.table("verdicts"), source.table("labels")
+    else:
+        spark = get_session(config.spark_master, conf=dict(config.spark_conf))
+        verdicts, labels = read_table(spark, source, "verdicts"), read_table(spark, source, "labels")
+    at_sample = verdicts.where(F.col("sample") == sample)
+    judge_ids = sorted(r.judge_id for r in at_sample.select("judge_id").distinct().collect())
+    if not judge_ids:
+        raise InputError(f"{source}: verdicts: sample: no verdict rows with sample={sample}")
+    items = item_votes_spark(verdicts, labels, judge_ids, sample=sample)
+    # A cached plan keeps the shuffle's partition count (AQE may not coalesce it), and every pass starts one
+    # Python task per partition: one partition per core is enough (batches bound the memory of a task).
+    parallelism = max(1, verdicts.sparkSession.sparkContext.defaultParallelism)
+    return dense_votes_spark(items, len(judge_ids)).coalesce(parallelism), judge_ids
+
+
+def dawid_skene_spark(
+    source: str | SparkSession,
+    *,
+    n_iter: int = 100,
+    tol: float = 1e-6,
+    semi_supervised: bool = True,
+    engine: EngineConfig | None = None,
+    sample: int = 0,
+    tol_posterior: float = 1e-6,
+    smoothing: float = 0.01,
+    eps: float = 1e-6,
+    fixed_iter: bool = False,
+) -> DSResult:
+    """Fit Dawid-Skene by EM over every item of a verdict table, one Spark pass per iteration.
+
+    Items are those with a verdict at ``sample``; judges are every judge with a verdict there (sorted ids);
+    ``tie``, null and unparseable verdicts are missing. With ``semi_supervised`` the items with label A or B are
+    clamped to it (the others, null or ``tie`` labels included, are latent).
+
+    Parameters
+    ----------
+    source : str or SparkSession
+        Dataset root URL, or a session with the views ``verdicts`` and ``labels``.
+    n_iter, tol, tol_posterior, smoothing, eps, fixed_iter
+        As in :class:`~judgecal_dist.methods.dawid_skene.DawidSkene` (``tol`` is its relative log-likelihood
+        change; note the default here is 1e-6).
+    semi_supervised : bool, default True
+        Clamp the labelled items (``DawidSkene(semi_supervised=True)``); False ignores the labels.
+    engine : EngineConfig, optional
+        Spark master and settings.
+    sample : int, default 0
+
+    Returns
+    -------
+    DSResult
+        Parameters, iteration count, convergence, loss history; :meth:`DSResult.write_posteriors` writes the
+        item posteriors without collecting them. The votes stay persisted until :meth:`DSResult.unpersist`.
+
+    Raises
+    ------
+    InputError
+        No verdicts at ``sample``, unreadable tables, a category outside the alphabet.
+    ConfigError
+        A hyperparameter out of range (checked by ``DawidSkene``).
+
+    Warns
+    -----
+    sklearn.exceptions.ConvergenceWarning
+        No stopping rule met within ``n_iter`` (unless ``fixed_iter``).
+    """
+    config = engine or EngineConfig()
+    checker = DawidSkene(n_iter=n_iter, tol=tol, tol_posterior=tol_posterior, smoothing=smoothing,
+                         semi_supervised=semi_supervised, fixed_iter=fixed_iter, eps=eps)  # fmt: skip
+    checker._check_params("dawid_skene_spark")
+    votes, judge_ids = _votes_table(source, config, sample)
+    votes = votes.persist(StorageLevel.MEMORY_AND_DISK)
+    J = len(judge_ids)
+    kernel = {"n_judges": J, "semi": semi_supervised, "eps": float(eps), "smoothing": float(smoothing)}
+    timings: list[float] = []
+
+    def run(current: Params | None, previous: Params | None) -> _PassStats:
+        start = time.perf_counter()
+        stats = _run_pass(votes, current=current, previous=previous, **kernel)
+        timings.append(time.perf_counter() - start)
+        return stats
+
+    stats = run(None, None)  # the initialisation's M-step sums (also materialises the persisted votes)
+    if stats.n == 0:
+        votes.unpersist()
+        raise InputError(f"{source}: verdicts: no items with sample={sample}")
+    voted = stats.counts.reshape(2, J, 2).sum(axis=(0, 2)) > 0
+    params, previous, ll_prev = _m_step(stats, J, smoothing), None, None
+    losses: list[float] = []
+    converged, it = False, 0
+    for it in range(1, int(n_iter) + 1):
+        stats = run(params, previous)
+        previous = params
+        losses.append(-stats.ll / stats.n)
+        rel_change = np.inf if ll_prev is None else abs(stats.ll - ll_prev) / max(abs(ll_prev), np.finfo(float).tiny)
+        converged = bool(stats.delta < tol_posterior or rel_change < tol)
+        params = _m_step(stats, J, smoothing)
+        log.info("dawid-skene: iteration %d loss %.10g change %.3g (%.2fs)", it, losses[-1], stats.delta, timings[-1])
+        if converged and not fixed_iter:
+            break
+        ll_prev = stats.ll
+    if not converged and not fixed_iter:
+        warnings.warn(f"dawid_skene_spark: EM stopped after n_iter={n_iter} iterations without meeting tol={tol} "
+                      f"or tol_posterior={tol_posterior}; increase n_iter", ConvergenceWarning, stacklevel=2)  # fmt: skip
+    prior, confusion = params
+    fake_votes = np.where(voted, 1, MISSING)[None, :]  # _needs_swap only asks which judges have a verdict
+    switched = bool(stats.n_known == 0 and DawidSkene._needs_swap(confusion, fake_votes))
+    if switched:
+        prior, confusion = 1.0 - prior, confusion[:, ::-1, :].copy()
+    return DSResult(judge_ids=judge_ids, confusion_=confusion, prior_=float(prior), n_iter_=it, converged_=converged,
+                    loss_history_=losses, label_switched_=switched, n_items=stats.n, n_labelled=stats.n_known,
+                    passes=len(timings), seconds_per_pass=timings, _votes=votes, _kernel=kernel,
+                    _last=previous)  # fmt: skip
