@@ -122,6 +122,9 @@ def test_bad_input_exits_2(arena, tmp_path):
     old = write_run(tmp_path / "old", model_json(fmt="judgecal.calibration/v1"))
     result = invoke("score", "--model", old, "--data", arena, "--output", out)
     assert result.exit_code == 2 and "format: expected 'judgecal.calibration/v2'" in result.output
+    gold = write_run(tmp_path / "gold", model_json() | {"fitted_on": {"orientation": "gold_positive"}})
+    result = invoke("score", "--model", gold, "--data", arena, "--output", out)
+    assert result.exit_code == 2 and "gold_positive model cannot score A/B verdicts" in result.output
     two = write_run(tmp_path / "two", model_json({"j1": 1.0, "j2": 0.5}))
     result = invoke("score", "--model", two, "--data", arena, "--output", out)
     assert result.exit_code == 2 and "1 judge(s) not in the model (e.g. ['j3'])" in result.output

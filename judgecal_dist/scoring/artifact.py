@@ -132,6 +132,11 @@ def from_dict(state: Mapping[str, Any], *, source: str = "calibration") -> Calib
         raise InputError(f"{source}: class_prior must be in (0, 1) and eps in (0, 0.5), got {prior}, {eps}")
     if state.get("vote_codes", VOTE_CODES) != VOTE_CODES:
         raise InputError(f"{source}: vote_codes: expected {VOTE_CODES}, got {state.get('vote_codes')!r}")
+    fitted_on = state.get("fitted_on") or {}
+    if fitted_on.get("orientation", "natural") == "gold_positive":
+        # gold_positive recodes verdicts as "agrees with the label": its weights cannot read A/B verdicts.
+        raise InputError(f"{source}: fitted_on: orientation: a gold_positive model cannot score A/B verdicts; "
+                         "rerun the study with orientation: natural (or randomized)")  # fmt: skip
     calibrator_input = state.get("calibrator_input", "probability")
     if calibrator_input not in CALIBRATOR_INPUTS:
         raise InputError(f"{source}: calibrator_input: expected one of {CALIBRATOR_INPUTS}, got {calibrator_input!r}")

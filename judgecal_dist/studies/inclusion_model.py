@@ -159,5 +159,11 @@ def fit_model(config: Config, panel: Panel) -> dict[str, Any]:
         "conformal": conformal,
         "eps": config.eps,
         "vote_codes": {"A": 1, "B": 0, "missing": -1, "tie": "missing"},
-        "fitted_on": {"dataset": panel.dataset, "items": int(fit.sum()), "conformal_items": int(slice_.sum())},
+        "fitted_on": {
+            "dataset": panel.dataset,
+            "items": int(fit.sum()),
+            "conformal_items": int(slice_.sum()),
+            "orientation": config.orientation,
+            "sample": config.sample,
+        },
     }
