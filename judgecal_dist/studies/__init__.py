@@ -16,6 +16,9 @@ STUDIES: dict[str, str] = {
     "itc": "judgecal_dist.studies.itc",
     "budget": "judgecal_dist.studies.budget",
     "narrowband": "judgecal_dist.studies.narrowband",
+    "continuous": "judgecal_dist.studies.continuous",
+    "inclusion_scale": "judgecal_dist.studies.inclusion_scale",
+    "regime_map": "judgecal_dist.studies.regime_map",
 }
 
 

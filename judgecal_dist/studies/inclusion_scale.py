@@ -1,0 +1,267 @@
+"""The inclusion study's default pipelines at arena scale: one-coin x {none, Platt, beta} x {all, top-k} panels.
+
+Same protocol and metrics as :mod:`judgecal_dist.studies.inclusion` (keyed-hash grouped splits, panels chosen on
+the calibration part, calibrators fitted on the calibration part's scores, NLL / Brier / ECE / accuracy on the
+evaluation part, means over splits with bootstrap intervals), restricted to what scales: the one-coin aggregator
+and the Platt and beta calibrators. Two executions give the same numbers (tested to 1e-9):
+
+``dense``
+    the inclusion study's way: the item x judge int8 panel is put in Ray's object store once and every replicate
+    task runs :func:`~judgecal_dist.studies.inclusion_pipeline.aggregate` / ``calibrate`` on it.
+``onepass``
+    :func:`judgecal_dist.engine.replicates.evaluate_replicates`: all replicates share every scan of a persisted
+    Spark table of items (or of the in-memory panel with ``stats_engine: local``); no item-level row reaches the
+    driver. It runs in ``plan`` (so a finished run returns without rescanning); each replicate task then only
+    hands over its rows, and a rerun recomputes every replicate (parts are still committed one by one).
+``auto`` (default)
+    ``dense`` below ``dense_max_verdicts`` verdict rows (counted from the Parquet footers), ``onepass`` above;
+    the threshold is measured by ``benchmarks/dense_vs_onepass.py``.
+
+Curated panels are compared with the full panel by their mean metrics only; the per-item paired permutation test
+and the conformal sets of the inclusion study need item-level losses and are left to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import functions as F
+
+from judgecal_dist.config import EngineConfig
+from judgecal_dist.engine import local
+from judgecal_dist.engine.panel import Panel, load_panel
+from judgecal_dist.engine.replicate_sources import PanelSource, spark_items_source
+from judgecal_dist.engine.replicates import ONEPASS_CALIBRATORS, evaluate_replicates
+from judgecal_dist.engine.spark import get_session, read_table
+from judgecal_dist.engine.stats import choose_engine
+from judgecal_dist.errors import ConfigError, InputError
+from judgecal_dist.splits import calibration_mask
+from judgecal_dist.stats.inference import summarise_over_splits
+from judgecal_dist.stats.metrics import metric_table
+from judgecal_dist.studies import inclusion_scale_report
+from judgecal_dist.studies.base import StudyResult
+from judgecal_dist.studies.inclusion_pipeline import CALIBRATOR_INPUTS, Settings, aggregate, calibrate, choose_panels
+
+__all__ = ["NAME", "Config", "Replicate", "ScaleInput", "load", "plan", "run_replicate", "summarise", "EXECUTIONS"]
+
+NAME = "inclusion_scale"
+METRICS = ("nll", "brier", "ece", "accuracy")
+EXECUTIONS = ("auto", "dense", "onepass")
+AGGREGATOR = "one_coin"
+#: Verdict rows below which ``execution: auto`` runs dense, measured by benchmarks/dense_vs_onepass.py (README): on
+#: 2 cores dense is faster per replicate at every size measured, but its driver grows ~250 MB per million
+#: verdict rows (load_panel), reaching 3 GB near 11M rows; one-pass keeps the driver flat (~340 MB).
+DENSE_MAX_VERDICTS = 10_000_000
+
+
+@dataclass(frozen=True)
+class Config:
+    """Settings of the study (``conf/studies/inclusion_scale.yaml``); every key can be ``--set``."""
+
+    data: str | None = None
+    dataset: str | None = None
+    replicates: int = 100
+    seed: int = 0
+    calib_fraction: float = 0.5
+    calibrators: tuple[str, ...] = ONEPASS_CALIBRATORS
+    panels: tuple[str, ...] = ("all", "top3", "top5", "top10")
+    sample: int = 0
+    execution: str = "auto"
+    dense_max_verdicts: int = DENSE_MAX_VERDICTS
+    calibrator_input: str = "logit"
+    eps: float = 1e-6
+    alpha0: float = 1.0
+    beta0: float = 1.0
+    class_prior: str = "half"
+    beta_penalty: float = 0.01
+    beta_l1_ratio: float = 0.5
+    beta_penalty_scale: str = "mean"
+    n_bins: int = 10
+    ci_level: float = 0.95
+
+    def __post_init__(self) -> None:
+        if not self.data:
+            raise ConfigError("data: required (an ingested dataset URL; --set data=URL)")
+        if self.replicates < 1:
+            raise ConfigError(f"replicates: must be >= 1, got {self.replicates}")
+        if not 0.0 < self.calib_fraction < 1.0:
+            raise ConfigError(f"calib_fraction: must be in (0, 1), got {self.calib_fraction}")
+        bad = sorted(set(self.calibrators) - set(ONEPASS_CALIBRATORS))
+        if bad or not self.calibrators:
+            raise ConfigError(f"calibrators: unknown or empty {bad or []}; known: {list(ONEPASS_CALIBRATORS)}")
+        bad_panels = [p for p in self.panels if p != "all" and not (p.startswith("top") and p[3:].isdigit())]
+        if bad_panels or "all" not in self.panels:
+            raise ConfigError(f"panels: must include 'all' and otherwise only topK, got {list(self.panels)}")
+        if self.execution not in EXECUTIONS:
+            raise ConfigError(f"execution: must be one of {list(EXECUTIONS)}, got {self.execution!r}")
+        if self.calibrator_input not in CALIBRATOR_INPUTS:
+            raise ConfigError(
+                f"calibrator_input: must be one of {list(CALIBRATOR_INPUTS)}, got {self.calibrator_input!r}"
+            )
+        if self.dense_max_verdicts < 0:
+            raise ConfigError(f"dense_max_verdicts: must be >= 0, got {self.dense_max_verdicts}")
+        if not 0.0 < self.eps < 0.5:
+            raise ConfigError(f"eps: must be in (0, 0.5), got {self.eps}")
+        if self.class_prior not in ("half", "empirical"):
+            raise ConfigError(f"class_prior: must be half or empirical, got {self.class_prior!r}")
+
+    @property
+    def settings(self) -> Settings:
+        return Settings(eps=self.eps, alpha0=self.alpha0, beta0=self.beta0, class_prior=self.class_prior,
+                        beta_penalty=self.beta_penalty, beta_l1_ratio=self.beta_l1_ratio,
+                        beta_penalty_scale=self.beta_penalty_scale, calibrator_input=self.calibrator_input)  # fmt: skip
+
+    @property
+    def seeds(self) -> list[int]:
+        return [self.seed + i for i in range(self.replicates)]
+
+
+@dataclass(frozen=True)
+class Replicate:
+    """One split; ``rows`` holds its precomputed metric rows under ``onepass`` (empty under ``dense``)."""
+
+    seed: int
+    calib_fraction: float
+    calibrators: tuple[str, ...]
+    panels: tuple[str, ...]
+    settings: Settings = field(default_factory=Settings)
+    n_bins: int = 10
+    rows: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class ScaleInput:
+    """What ``plan`` and the replicate tasks receive: the execution chosen, and the dense panel when dense."""
+
+    execution: str
+    verdict_rows: int
+    engine: EngineConfig
+    panel: Panel | None = None
+    reason: str = ""
+
+
+def choose_execution(config: Config, verdict_rows: int) -> tuple[str, str]:
+    """``("dense" | "onepass", reason)`` for a table of ``verdict_rows`` rows."""
+    if config.execution != "auto":
+        return config.execution, "requested"
+    if verdict_rows < config.dense_max_verdicts:
+        return "dense", f"auto: {verdict_rows} verdict rows < dense_max_verdicts {config.dense_max_verdicts}"
+    return "onepass", f"auto: {verdict_rows} verdict rows >= dense_max_verdicts {config.dense_max_verdicts}"
+
+
+def load(config: Config, engine: EngineConfig) -> ScaleInput:
+    """Choose the execution and validate the input before anything is written.
+
+    Dense: the panel is loaded (as the inclusion study loads it). One-pass: a Spark aggregate counts the labelled
+    items per class of the chosen dataset (one row per class comes back), so bad input is still rejected here.
+
+    Raises
+    ------
+    InputError
+        Missing tables, no labelled items, a single label class, several datasets and none chosen.
+    """
+    rows = local.count_rows(config.data, "verdicts", dict(engine.storage_options))
+    execution, reason = choose_execution(config, rows)
+    if execution == "dense" or choose_engine(config.data, None, engine) == "local":
+        panel = load_panel(config.data, sample=config.sample, dataset=config.dataset,
+                           storage_options=dict(engine.storage_options))  # fmt: skip
+        classes = np.unique(panel.labels)
+    else:
+        panel = None
+        session = get_session(engine.spark_master, conf=dict(engine.spark_conf))
+        labels = read_table(session, config.data, "labels")
+        names = sorted(r.dataset for r in labels.select("dataset").distinct().collect())
+        if config.dataset is None and len(names) != 1:
+            raise InputError(
+                f"{config.data}: labels: dataset: {len(names)} datasets {names[:5]}; choose one with dataset="
+            )
+        dataset = config.dataset or names[0]
+        if dataset not in names:
+            raise InputError(f"{config.data}: labels: dataset: {dataset!r} not found (have {names[:5]})")
+        found = labels.where((F.col("dataset") == dataset) & F.col("label").isin("A", "B"))
+        classes = np.array([r.label for r in found.select("label").distinct().collect()])
+    if len(classes) < 2:
+        raise InputError(f"{config.data}: labels: label: labelled items have {len(classes)} class(es) "
+                         f"{classes.tolist()}; calibration needs both A and B")  # fmt: skip
+    return ScaleInput(execution=execution, verdict_rows=rows, engine=engine, panel=panel, reason=reason)
+
+
+def plan(config: Config, data: ScaleInput) -> list[Replicate]:
+    """The replicates; under ``onepass`` their metric rows are computed here, all seeds sharing every pass."""
+    base = dict(calib_fraction=config.calib_fraction, calibrators=tuple(config.calibrators),
+                panels=tuple(config.panels), settings=config.settings, n_bins=config.n_bins)  # fmt: skip
+    if data.execution == "dense":
+        return [Replicate(seed=s, **base) for s in config.seeds]
+    table = _onepass_table(config, data)
+    by_seed = {seed: tuple(group.to_dict("records")) for seed, group in table.groupby("seed")}
+    return [Replicate(seed=s, rows=by_seed[s], **base) for s in config.seeds]
+
+
+def _onepass_table(config: Config, data: ScaleInput) -> pd.DataFrame:
+    kwargs = dict(panels=config.panels, calibrators=config.calibrators, settings=config.settings, n_bins=config.n_bins)
+    if data.panel is not None:  # stats_engine local: the same passes over the in-memory panel
+        return evaluate_replicates(PanelSource(data.panel), config.seeds, config.calib_fraction, **kwargs)
+    session = get_session(data.engine.spark_master, conf=dict(data.engine.spark_conf))
+    source = spark_items_source(read_table(session, config.data, "verdicts"), read_table(session, config.data, "labels"),
+                                dataset=config.dataset, sample=config.sample, where=config.data)  # fmt: skip
+    try:
+        return evaluate_replicates(source, config.seeds, config.calib_fraction, **kwargs)
+    finally:
+        source.release()
+
+
+def run_replicate(data: ScaleInput, rep: Replicate) -> pd.DataFrame:
+    """Metric rows of split ``rep.seed``: precomputed (one-pass) or computed on the dense panel."""
+    if rep.rows:
+        return pd.DataFrame(list(rep.rows))
+    panel = data.panel
+    assert panel is not None  # dense execution always loads the panel
+    settings = rep.settings
+    in_cal = calibration_mask(panel.group_keys, [rep.seed], rep.calib_fraction)[0]
+    v_cal, y_cal, v_eval, y_eval = (
+        panel.votes[in_cal],
+        panel.labels[in_cal],
+        panel.votes[~in_cal],
+        panel.labels[~in_cal],
+    )
+    panels = choose_panels(rep.panels, v_cal, y_cal, panel.judge_ids, panel.families, settings)
+    rows = []
+    for panel_name, cols in panels.items():
+        s_cal, s_eval, _ = aggregate(AGGREGATOR, settings, v_cal[:, cols], y_cal, v_eval[:, cols])
+        for cal_name in rep.calibrators:
+            p = calibrate(cal_name, settings, s_cal, y_cal, {"eval": s_eval})["eval"]
+            rows.append({"seed": rep.seed, "kind": "metrics", "aggregator": AGGREGATOR, "calibrator": cal_name,
+                         "panel": panel_name, "panel_size": len(cols), "n_cal": int(in_cal.sum()),
+                         "n_eval": int((~in_cal).sum())}
+                        | metric_table(y_eval, p, eps=settings.eps, n_bins=rep.n_bins))  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def summarise(config: Config, parts: pd.DataFrame, data: ScaleInput) -> StudyResult:
+    """Means over splits with bootstrap CIs (same record keys as the inclusion study), a figure and the report."""
+    by = ["aggregator", "calibrator", "panel"]
+    metrics = parts[parts["kind"] == "metrics"]
+    summary = summarise_over_splits(metrics, by=by, metrics=[*METRICS, "panel_size"], confidence=config.ci_level,
+                                    rng=np.random.default_rng(config.seed))  # fmt: skip
+    summary = summary.rename(columns={f"{m}_mean": m for m in (*METRICS, "panel_size")} | {"n_splits": "replicates"})
+    summary = summary.drop(columns=["panel_size_ci_low", "panel_size_ci_high"])
+    order = {name: i for i, name in enumerate((AGGREGATOR, *config.calibrators, *config.panels))}
+    summary = summary.sort_values(by, key=lambda col: col.map(order), kind="stable").reset_index(drop=True)
+    records = [{k: _plain(v) for k, v in row.items()} for row in summary.to_dict("records")]
+    execution = {"execution": data.execution, "reason": data.reason, "verdict_rows": data.verdict_rows}
+    return StudyResult(
+        records=records,
+        summary=summary,
+        report=inclusion_scale_report.report(config, summary, execution),
+        figures=inclusion_scale_report.figures(summary, config),
+        extra={"execution": execution, "calibrator_input": config.calibrator_input},
+    )
+
+
+def _plain(value: Any) -> Any:
+    # JSON has no NaN: an undefined figure is null.
+    value = value.item() if isinstance(value, np.generic) else value
+    return None if isinstance(value, float) and not np.isfinite(value) else value
