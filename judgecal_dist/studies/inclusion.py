@@ -50,7 +50,6 @@ from judgecal_dist.studies.inclusion_model import (
 )
 from judgecal_dist.studies.inclusion_pipeline import (
     AGGREGATORS,
-    CALIBRATOR_INPUTS,
     CALIBRATORS,
     PANELS,
     PROTOCOLS,
@@ -135,10 +134,7 @@ class Config:
         bad_panels = [p for p in self.panels if p not in known and not (p.startswith("top") and p[3:].isdigit())]
         if bad_panels or "all" not in self.panels:
             raise ConfigError(f"panels: must include 'all' and only {list(known)} or topK, got {list(self.panels)}")
-        if self.calibrator_input not in CALIBRATOR_INPUTS:
-            raise ConfigError(
-                f"calibrator_input: must be one of {list(CALIBRATOR_INPUTS)}, got {self.calibrator_input!r}"
-            )
+        Settings.of(self)  # validates eps, class_prior and calibrator_input (Settings.__post_init__)
         if self.calib_scores not in PROTOCOLS:
             raise ConfigError(f"calib_scores: must be one of {list(PROTOCOLS)}, got {self.calib_scores!r}")
         for key in ("nested_fraction", "search_inner_fraction"):
@@ -152,10 +148,6 @@ class Config:
                 raise ConfigError(f"{key}: must be >= 1, got {getattr(self, key)}")
         if self.orientation not in ORIENTATIONS:
             raise ConfigError(f"orientation: must be one of {list(ORIENTATIONS)}, got {self.orientation!r}")
-        if not 0.0 < self.eps < 0.5:
-            raise ConfigError(f"eps: must be in (0, 0.5), got {self.eps}")
-        if self.class_prior not in ("half", "empirical"):
-            raise ConfigError(f"class_prior: must be half or empirical, got {self.class_prior!r}")
         if any(not 0.0 < a < 1.0 for a in self.conformal_alphas):
             raise ConfigError(f"conformal_alphas: each must be in (0, 1), got {list(self.conformal_alphas)}")
         if self.permutation_resamples < 1:
@@ -163,11 +155,7 @@ class Config:
 
     @property
     def settings(self) -> Settings:
-        return Settings(eps=self.eps, alpha0=self.alpha0, beta0=self.beta0, class_prior=self.class_prior,
-                        beta_penalty=self.beta_penalty, beta_l1_ratio=self.beta_l1_ratio,
-                        beta_penalty_scale=self.beta_penalty_scale, ds_n_iter=self.ds_n_iter,
-                        stacking_c=self.stacking_c, stacking_folds=self.stacking_folds,
-                        calibrator_input=self.calibrator_input)  # fmt: skip
+        return Settings.of(self)
 
     @property
     def search(self) -> SearchSettings:

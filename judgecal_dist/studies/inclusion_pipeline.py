@@ -14,7 +14,7 @@ agree; only final probabilities are clipped, by the metrics.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -88,6 +88,15 @@ class Settings:
             raise ConfigError(
                 f"calibrator_input: must be one of {list(CALIBRATOR_INPUTS)}, got {self.calibrator_input!r}"
             )
+        if not 0.0 < self.eps < 0.5:
+            raise ConfigError(f"eps: must be in (0, 0.5), got {self.eps}")
+        if self.class_prior not in ("half", "empirical"):
+            raise ConfigError(f"class_prior: must be half or empirical, got {self.class_prior!r}")
+
+    @classmethod
+    def of(cls, config: object) -> Settings:
+        """The settings of a study config: each field the config has, the defaults for the rest (validated)."""
+        return cls(**{f.name: getattr(config, f.name) for f in fields(cls) if hasattr(config, f.name)})
 
 
 def choose_panels(

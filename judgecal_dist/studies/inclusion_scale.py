@@ -43,7 +43,7 @@ from judgecal_dist.stats.inference import summarise_over_splits
 from judgecal_dist.stats.metrics import metric_table
 from judgecal_dist.studies import inclusion_scale_report
 from judgecal_dist.studies.base import StudyResult
-from judgecal_dist.studies.inclusion_pipeline import CALIBRATOR_INPUTS, Settings, aggregate, calibrate, choose_panels
+from judgecal_dist.studies.inclusion_pipeline import Settings, aggregate, calibrate, choose_panels
 
 __all__ = ["NAME", "Config", "Replicate", "ScaleInput", "load", "plan", "run_replicate", "summarise", "EXECUTIONS"]
 
@@ -97,22 +97,13 @@ class Config:
             raise ConfigError(f"panels: must include 'all' and otherwise only topK, got {list(self.panels)}")
         if self.execution not in EXECUTIONS:
             raise ConfigError(f"execution: must be one of {list(EXECUTIONS)}, got {self.execution!r}")
-        if self.calibrator_input not in CALIBRATOR_INPUTS:
-            raise ConfigError(
-                f"calibrator_input: must be one of {list(CALIBRATOR_INPUTS)}, got {self.calibrator_input!r}"
-            )
         if self.dense_max_verdicts < 0:
             raise ConfigError(f"dense_max_verdicts: must be >= 0, got {self.dense_max_verdicts}")
-        if not 0.0 < self.eps < 0.5:
-            raise ConfigError(f"eps: must be in (0, 0.5), got {self.eps}")
-        if self.class_prior not in ("half", "empirical"):
-            raise ConfigError(f"class_prior: must be half or empirical, got {self.class_prior!r}")
+        Settings.of(self)  # validates eps, class_prior and calibrator_input (Settings.__post_init__)
 
     @property
     def settings(self) -> Settings:
-        return Settings(eps=self.eps, alpha0=self.alpha0, beta0=self.beta0, class_prior=self.class_prior,
-                        beta_penalty=self.beta_penalty, beta_l1_ratio=self.beta_l1_ratio,
-                        beta_penalty_scale=self.beta_penalty_scale, calibrator_input=self.calibrator_input)  # fmt: skip
+        return Settings.of(self)
 
     @property
     def seeds(self) -> list[int]:
