@@ -16,6 +16,8 @@ import numpy as np
 import numpy.typing as npt
 import ray
 
+from judgecal_dist.engine.allocator import retain_freed_memory
+
 __all__ = ["FlowJob", "FlowOutput", "gpu_available", "flow_task_options", "fit_predict_flows"]
 
 log = logging.getLogger(__name__)
@@ -68,14 +70,15 @@ def _run(job: FlowJob) -> FlowOutput:
     previous = torch.get_num_threads()
     torch.set_num_threads(job.threads)
     try:
-        t0 = time.perf_counter()
-        stack = fit_flow_stack(
-            job.j, job.y, seeds=job.seeds, rubric=job.rubric, n_rubrics=job.n_rubrics, device=device, **job.settings
-        )
-        mean, sd = stack.predict_mc(job.test_j, job.test_rubric, n_passes=job.n_passes, seed=job.seeds[0])
-        if device == "cuda":
-            torch.cuda.synchronize()
-        return FlowOutput(mean, sd, stack.loss_history[-1], device, time.perf_counter() - t0)
+        with retain_freed_memory():  # no page fault per step on the training tensors (engine/allocator.py)
+            t0 = time.perf_counter()
+            stack = fit_flow_stack(
+                job.j, job.y, seeds=job.seeds, rubric=job.rubric, n_rubrics=job.n_rubrics, device=device, **job.settings
+            )
+            mean, sd = stack.predict_mc(job.test_j, job.test_rubric, n_passes=job.n_passes, seed=job.seeds[0])
+            if device == "cuda":
+                torch.cuda.synchronize()
+            return FlowOutput(mean, sd, stack.loss_history[-1], device, time.perf_counter() - t0)
     finally:
         torch.set_num_threads(previous)
 

@@ -33,6 +33,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from judgecal_dist.errors import InputError
+from judgecal_dist.methods.flow_drift import DropoutMasks, fused_drift, reference_drift
 from judgecal_dist.methods.hb_linear import check_scores
 
 __all__ = ["StackedDrift", "FlowStack", "fit_flow_stack", "ScoreFlow", "route_for_review", "drift_flops"]
@@ -51,6 +52,7 @@ class StackedDrift(torch.nn.Module):
     ) -> None:
         super().__init__()
         self.dropout = dropout
+        self.fused = True  # False: the plain-autograd drift (benchmarks and tests compare the two)
         self.embed_dim = embed_dim if n_rubrics > 1 else 0
         d_in = 2 + self.embed_dim
         shapes = {"w1": (d_in, hidden), "b1": (hidden,), "w2": (hidden, hidden), "b2": (hidden,), "w3": (hidden, 1)}
@@ -75,40 +77,54 @@ class StackedDrift(torch.nn.Module):
             c = c + torch.bmm(e, self.w1[:, 2:, :])
         return c
 
-    def forward(self, t: torch.Tensor | float, x: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
-        # x: (M, N). Dropout draws a fresh mask at every call, i.e. at every RK4 stage (spec §4.5).
-        h = torch.tanh(x[..., None] * self.w1[:, None, 0, :] + t * self.w1[:, None, 1, :] + ctx)
-        h = torch.nn.functional.dropout(h, self.dropout, self.training)
-        h = torch.tanh(torch.baddbmm(self.b2[:, None, :], h, self.w2))
-        h = torch.nn.functional.dropout(h, self.dropout, self.training)
-        return torch.baddbmm(self.b3[:, None, :], h, self.w3)[..., 0]
+    def forward(self, t: float, x: torch.Tensor, ctx: torch.Tensor, masks: DropoutMasks | None = None) -> torch.Tensor:
+        """Drift at states ``x`` (M, N), time ``t``; in training mode with dropout, ``masks`` (default: a stream seeded
+        from torch's global generator) gives a fresh pair of masks at every call, i.e. at every RK4 stage (§4.5)."""
+        d1 = d2 = None
+        if self.training and self.dropout > 0:
+            if masks is None:
+                masks = DropoutMasks(self.dropout, int(torch.randint(2**62, ())), x.device, x.dtype)
+            d1, d2 = masks.draw((*x.shape, self.w2.shape[-1])), masks.draw((*x.shape, self.w2.shape[-1]))
+        weights = (self.w1[:, 0, :], self.w1[:, 1, :], self.w2, self.b2, self.w3, self.b3)
+        return (fused_drift if self.fused else reference_drift)(x, t, ctx, *weights, d1, d2)
 
 
-def _rk4(drift: StackedDrift, x: torch.Tensor, ctx: torch.Tensor, n_steps: int) -> torch.Tensor:
+def _rk4(
+    drift: StackedDrift, x: torch.Tensor, ctx: torch.Tensor, n_steps: int, masks: DropoutMasks | None
+) -> torch.Tensor:
     # Classical RK4 on a fixed grid t_k = k/N (never accumulated by addition, spec §4.3).
     h = 1.0 / n_steps
     for k in range(n_steps):
         t = k / n_steps
-        k1 = drift(t, x, ctx)
-        k2 = drift(t + h / 2, x + h / 2 * k1, ctx)
-        k3 = drift(t + h / 2, x + h / 2 * k2, ctx)
-        k4 = drift(t + h, x + h * k3, ctx)
+        k1 = drift(t, x, ctx, masks)
+        k2 = drift(t + h / 2, x + h / 2 * k1, ctx, masks)
+        k3 = drift(t + h / 2, x + h / 2 * k2, ctx, masks)
+        k4 = drift(t + h, x + h * k3, ctx, masks)
         x = x + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
     return x
 
 
 def solve(
-    drift: StackedDrift, x0: torch.Tensor, rubric: torch.Tensor, *, n_steps: int = 10, solver: str = "rk4"
+    drift: StackedDrift,
+    x0: torch.Tensor,
+    rubric: torch.Tensor,
+    *,
+    n_steps: int = 10,
+    solver: str = "rk4",
+    masks: DropoutMasks | None = None,
 ) -> torch.Tensor:
     """:math:`x(1)` from :math:`x(0) = ` ``x0`` (M, N) with ``n_steps`` fixed steps; ``solver="torchdiffeq"`` uses
-    torchdiffeq's fixed-grid ``rk4`` (Kutta's 3/8 rule) instead of the classical loop above."""
+    torchdiffeq's fixed-grid ``rk4`` (Kutta's 3/8 rule) instead of the classical loop above. ``masks`` is the
+    dropout stream when the drift is in training mode."""
     ctx = drift.context(rubric)
     if solver == "rk4":
-        return _rk4(drift, x0, ctx, n_steps)
+        return _rk4(drift, x0, ctx, n_steps, masks)
     from torchdiffeq import odeint
 
     grid = torch.linspace(0.0, 1.0, 2, device=x0.device, dtype=x0.dtype)
-    return odeint(lambda t, x: drift(t, x, ctx), x0, grid, method="rk4", options={"step_size": 1.0 / n_steps})[-1]
+    return odeint(
+        lambda t, x: drift(float(t), x, ctx, masks), x0, grid, method="rk4", options={"step_size": 1.0 / n_steps}
+    )[-1]
 
 
 @dataclass
@@ -135,14 +151,21 @@ class FlowStack:
             np.broadcast_to(np.asarray(j, dtype=np.float32), (m, np.shape(j)[-1])).copy(), device=p.device
         )
         r = _rubric_tensor(rubric, x.shape, p.device)
-        torch.manual_seed(seed)
         if n_passes == 0:
             self.drift.eval()
             out = solve(self.drift, x, r, n_steps=self.n_steps, solver=self.solver)
             return out.double().cpu().numpy(), np.zeros(x.shape)
         self.drift.train()  # dropout on at inference (spec §4.5); there is no other train/eval-dependent layer
         n = x.shape[1]
-        out = solve(self.drift, x.repeat(1, n_passes), r.repeat(1, n_passes), n_steps=self.n_steps, solver=self.solver)
+        masks = DropoutMasks(self.drift.dropout, seed, p.device, x.dtype)
+        out = solve(
+            self.drift,
+            x.repeat(1, n_passes),
+            r.repeat(1, n_passes),
+            n_steps=self.n_steps,
+            solver=self.solver,
+            masks=masks,
+        )
         out = out.reshape(m, n_passes, n).double()
         return out.mean(1).cpu().numpy(), out.std(1, correction=1).cpu().numpy()
 
@@ -169,11 +192,13 @@ def fit_flow_stack(
     n_steps: int = 10,
     solver: str = "rk4",
     device: str = "cpu",
+    fused: bool = True,
 ) -> FlowStack:
     """Train ``len(seeds)`` flows at once on anchors ``j``, ``y`` of shape (M, N) (NaN = padding of shorter members).
 
     ``rubric`` holds integer rubric codes (M, N) in ``range(n_rubrics)``. Each epoch is one full-batch Adam step on
-    :math:`\\sum_m \\frac1{n_m}\\sum_i (\\hat y_{mi} - y_{mi})^2` (spec §4.4).
+    :math:`\\sum_m \\frac1{n_m}\\sum_i (\\hat y_{mi} - y_{mi})^2` (spec §4.4). ``fused=False`` evaluates the drift
+    with plain autograd ops instead of :mod:`judgecal_dist.methods.flow_drift`'s fused step (same map, ~2x slower).
     """
     j_arr, y_arr = np.atleast_2d(np.asarray(j, dtype=np.float64)), np.atleast_2d(np.asarray(y, dtype=np.float64))
     if j_arr.shape != y_arr.shape or j_arr.shape[0] != len(seeds):
@@ -182,8 +207,8 @@ def fit_flow_stack(
     counts = valid.sum(axis=1)
     if np.any(counts < 2):
         raise InputError(f"flow: fewer than 2 anchors in members {np.flatnonzero(counts < 2)[:3].tolist()}")
-    torch.manual_seed(int(seeds[0]))  # dropout stream of the stack
     drift = StackedDrift(seeds, hidden=hidden, n_rubrics=n_rubrics, embed_dim=embed_dim, dropout=dropout).to(device)
+    drift.fused = fused
     x0 = torch.as_tensor(np.where(valid, j_arr, 0.0), dtype=torch.float32, device=device)
     target = torch.as_tensor(np.where(valid, y_arr, 0.0), dtype=torch.float32, device=device)
     weight = torch.as_tensor(valid / counts[:, None], dtype=torch.float32, device=device)
@@ -192,12 +217,13 @@ def fit_flow_stack(
         if rubric is not None
         else _rubric_tensor(None, x0.shape, torch.device(device))
     )
+    masks = DropoutMasks(dropout, int(seeds[0]), device)  # the stack's dropout stream
     opt = torch.optim.Adam(drift.parameters(), lr=lr)
     history = torch.empty((epochs, len(seeds)), device=device)
     drift.train()
     for epoch in range(epochs):
         opt.zero_grad(set_to_none=True)
-        err = solve(drift, x0, r, n_steps=n_steps, solver=solver) - target
+        err = solve(drift, x0, r, n_steps=n_steps, solver=solver, masks=masks) - target
         per_member = (weight * err * err).sum(dim=1)
         per_member.sum().backward()
         opt.step()
