@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 
 help:
 	@echo "make demo        create .venv, install, run the flagship study on a generated panel (local Spark + Ray)"
-	@echo "make test        create/update .venv, install .[test], run the test suite (reduced replicate counts)"
+	@echo "make test        create/update .venv, install .[test,continuous], run the test suite (reduced replicate counts)"
 	@echo "make test-heavy  the same with full replicate counts for the end-to-end studies"
 	@echo "make lint        ruff check + format check"
 
@@ -20,7 +20,7 @@ $(PY):
 # Reinstall whenever pyproject.toml changes.
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
-	$(PY) -m pip install --quiet -e ".[test]"
+	$(PY) -m pip install --quiet -e ".[test,continuous]"
 	@touch $(STAMP)
 
 venv install: $(STAMP)

@@ -6,6 +6,7 @@ import importlib
 from types import ModuleType
 
 from judgecal_dist.errors import ConfigError
+from judgecal_dist.extras import require_extra
 
 __all__ = ["STUDIES", "get_study"]
 
@@ -21,9 +22,15 @@ STUDIES: dict[str, str] = {
     "regime_map": "judgecal_dist.studies.regime_map",
 }
 
+#: study name -> the optional dependency group (pyproject extra) it needs
+STUDY_EXTRAS: dict[str, str] = {"continuous": "continuous"}
+
 
 def get_study(name: str) -> ModuleType:
-    """The study module called ``name``; an unknown name is a ConfigError listing the known ones."""
+    """The study module called ``name``; an unknown name, or a study whose extra is not installed, is a
+    ConfigError (listing the known studies / naming the install command)."""
     if name not in STUDIES:
         raise ConfigError(f"study: unknown study {name!r}; known: {sorted(STUDIES)}")
+    if name in STUDY_EXTRAS:
+        require_extra(STUDY_EXTRAS[name], f"study {name!r}")
     return importlib.import_module(STUDIES[name])
