@@ -18,7 +18,7 @@ import ray
 
 from judgecal_dist.engine.allocator import retain_freed_memory
 
-__all__ = ["FlowJob", "FlowOutput", "gpu_available", "flow_task_options", "fit_predict_flows"]
+__all__ = ["FlowJob", "FlowOutput", "gpu_available", "flow_task_options", "fit_predict_flows", "run_flows"]
 
 log = logging.getLogger(__name__)
 
@@ -95,3 +95,13 @@ def fit_predict_flows(job: FlowJob, *, use_ray: bool | None = None) -> FlowOutpu
     if not use_ray:
         return _run(job)
     return ray.get(_flow_task.options(**flow_task_options()).remote(job))
+
+
+def run_flows(jobs: list[FlowJob]) -> list[FlowOutput]:
+    """Train and predict every job as concurrent Ray tasks (``num_gpus=1`` each on GPU clusters); results in order.
+
+    Ray must be initialised; each CPU task holds one core and ``job.threads`` torch threads, so 2 cores train
+    two stacks at once without OpenMP synchronisation between them.
+    """
+    options = flow_task_options()
+    return ray.get([_flow_task.options(**options).remote(job) for job in jobs])
