@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["DropoutMasks", "fused_drift", "reference_drift"]
+__all__ = ["DropoutMasks", "TrajectoryMasks", "fused_drift", "reference_drift"]
 
 _BITS = 16
 
@@ -69,6 +69,31 @@ class DropoutMasks:
             return torch.from_numpy(keep.reshape(shape)).to(self.dtype)
         u = torch.rand(shape, generator=self._gen, device=self.device, dtype=self.dtype)
         return (u >= self.effective_p).to(self.dtype) * self.scale
+
+    def for_trajectory(self) -> TrajectoryMasks:
+        """Masks for one solve under the "one mask per trajectory" policy (spec 001 §4.5 option)."""
+        return TrajectoryMasks(self)
+
+
+class TrajectoryMasks:
+    """One mask per layer for a whole ODE solve: a sampled network, the same at every drift evaluation.
+
+    The first evaluation draws the layer masks from ``stream``; later evaluations replay them in the same order.
+    """
+
+    def __init__(self, stream: DropoutMasks) -> None:
+        self.stream = stream
+        self._masks: list[torch.Tensor] = []
+        self._calls = 0
+
+    def draw(self, shape: tuple[int, ...]) -> torch.Tensor:
+        """The mask of the next layer (cycling through the layers of the first evaluation)."""
+        if len(self._masks) < 2:  # the drift has two dropout layers
+            self._masks.append(self.stream.draw(shape))
+            return self._masks[-1]
+        mask = self._masks[self._calls % 2]
+        self._calls += 1
+        return mask
 
 
 def _activate(z: torch.Tensor, d: torch.Tensor | None, keep: bool) -> tuple[torch.Tensor, torch.Tensor | None]:

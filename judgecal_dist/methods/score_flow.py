@@ -33,10 +33,19 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from judgecal_dist.errors import InputError
-from judgecal_dist.methods.flow_drift import DropoutMasks, fused_drift, reference_drift
+from judgecal_dist.methods.flow_drift import DropoutMasks, TrajectoryMasks, fused_drift, reference_drift
 from judgecal_dist.methods.hb_linear import check_scores
 
-__all__ = ["StackedDrift", "FlowStack", "fit_flow_stack", "ScoreFlow", "route_for_review", "drift_flops"]
+__all__ = [
+    "MASK_POLICIES",
+    "StackedDrift",
+    "FlowStack",
+    "fit_flow_stack",
+    "solve",
+    "ScoreFlow",
+    "route_for_review",
+    "drift_flops",
+]
 
 Array = npt.NDArray[np.float64]
 
@@ -77,7 +86,9 @@ class StackedDrift(torch.nn.Module):
             c = c + torch.bmm(e, self.w1[:, 2:, :])
         return c
 
-    def forward(self, t: float, x: torch.Tensor, ctx: torch.Tensor, masks: DropoutMasks | None = None) -> torch.Tensor:
+    def forward(
+        self, t: float, x: torch.Tensor, ctx: torch.Tensor, masks: DropoutMasks | TrajectoryMasks | None = None
+    ) -> torch.Tensor:
         """Drift at states ``x`` (M, N), time ``t``; in training mode with dropout, ``masks`` (default: a stream seeded
         from torch's global generator) gives a fresh pair of masks at every call, i.e. at every RK4 stage (§4.5)."""
         d1 = d2 = None
@@ -90,7 +101,7 @@ class StackedDrift(torch.nn.Module):
 
 
 def _rk4(
-    drift: StackedDrift, x: torch.Tensor, ctx: torch.Tensor, n_steps: int, masks: DropoutMasks | None
+    drift: StackedDrift, x: torch.Tensor, ctx: torch.Tensor, n_steps: int, masks: DropoutMasks | TrajectoryMasks | None
 ) -> torch.Tensor:
     # Classical RK4 on a fixed grid t_k = k/N (never accumulated by addition, spec §4.3).
     h = 1.0 / n_steps
@@ -112,10 +123,16 @@ def solve(
     n_steps: int = 10,
     solver: str = "rk4",
     masks: DropoutMasks | None = None,
+    mask_policy: str = "evaluation",
 ) -> torch.Tensor:
     """:math:`x(1)` from :math:`x(0) = ` ``x0`` (M, N) with ``n_steps`` fixed steps; ``solver="torchdiffeq"`` uses
     torchdiffeq's fixed-grid ``rk4`` (Kutta's 3/8 rule) instead of the classical loop above. ``masks`` is the
-    dropout stream when the drift is in training mode."""
+    dropout stream when the drift is in training mode: with ``mask_policy="evaluation"`` (spec §4.5 default)
+    each drift evaluation draws fresh masks, with ``"trajectory"`` one set of masks holds for the whole solve."""
+    if mask_policy not in MASK_POLICIES:
+        raise ValueError(f"flow: mask_policy: must be one of {MASK_POLICIES}, got {mask_policy!r}")
+    if masks is not None and mask_policy == "trajectory":
+        masks = masks.for_trajectory()
     ctx = drift.context(rubric)
     if solver == "rk4":
         return _rk4(drift, x0, ctx, n_steps, masks)
@@ -127,6 +144,9 @@ def solve(
     )[-1]
 
 
+MASK_POLICIES = ("evaluation", "trajectory")
+
+
 @dataclass
 class FlowStack:
     """Trained members; ``predict_mc`` gives MC-dropout means and s.d. for every member at once."""
@@ -135,6 +155,7 @@ class FlowStack:
     n_steps: int
     solver: str
     loss_history: npt.NDArray[np.float64]
+    mask_policy: str = "evaluation"
 
     @torch.no_grad()
     def predict_mc(
@@ -165,6 +186,7 @@ class FlowStack:
             n_steps=self.n_steps,
             solver=self.solver,
             masks=masks,
+            mask_policy=self.mask_policy,
         )
         out = out.reshape(m, n_passes, n).double()
         return out.mean(1).cpu().numpy(), out.std(1, correction=1).cpu().numpy()
@@ -193,13 +215,17 @@ def fit_flow_stack(
     solver: str = "rk4",
     device: str = "cpu",
     fused: bool = True,
+    mask_policy: str = "evaluation",
 ) -> FlowStack:
     """Train ``len(seeds)`` flows at once on anchors ``j``, ``y`` of shape (M, N) (NaN = padding of shorter members).
 
     ``rubric`` holds integer rubric codes (M, N) in ``range(n_rubrics)``. Each epoch is one full-batch Adam step on
     :math:`\\sum_m \\frac1{n_m}\\sum_i (\\hat y_{mi} - y_{mi})^2` (spec §4.4). ``fused=False`` evaluates the drift
     with plain autograd ops instead of :mod:`judgecal_dist.methods.flow_drift`'s fused step (same map, ~2x slower).
+    ``mask_policy`` (``"evaluation"`` | ``"trajectory"``, spec §4.5) applies in training and in ``predict_mc``.
     """
+    if mask_policy not in MASK_POLICIES:
+        raise InputError(f"flow: mask_policy: must be one of {MASK_POLICIES}, got {mask_policy!r}")
     j_arr, y_arr = np.atleast_2d(np.asarray(j, dtype=np.float64)), np.atleast_2d(np.asarray(y, dtype=np.float64))
     if j_arr.shape != y_arr.shape or j_arr.shape[0] != len(seeds):
         raise InputError(f"flow: j, y: shapes {j_arr.shape}, {y_arr.shape} must both be (members={len(seeds)}, N)")
@@ -223,12 +249,12 @@ def fit_flow_stack(
     drift.train()
     for epoch in range(epochs):
         opt.zero_grad(set_to_none=True)
-        err = solve(drift, x0, r, n_steps=n_steps, solver=solver, masks=masks) - target
+        err = solve(drift, x0, r, n_steps=n_steps, solver=solver, masks=masks, mask_policy=mask_policy) - target
         per_member = (weight * err * err).sum(dim=1)
         per_member.sum().backward()
         opt.step()
         history[epoch] = per_member.detach()
-    return FlowStack(drift=drift, n_steps=n_steps, solver=solver, loss_history=history.cpu().double().numpy())
+    return FlowStack(drift, n_steps, solver, history.cpu().double().numpy(), mask_policy)
 
 
 def drift_flops(n_points: int, *, hidden: int = 64, d_in: int = 2) -> float:
@@ -260,6 +286,8 @@ class ScoreFlow(BaseEstimator):
     score_range : (float, float)
         Declared range of j and y (checked; the flow output is not clipped, spec §4.8).
     solver : {"rk4", "torchdiffeq"}
+    mask_policy : {"evaluation", "trajectory"}
+        Dropout masks redrawn at every drift evaluation (spec §4.5 recommendation) or held for a whole solve.
     random_state : int
 
     Attributes
@@ -280,6 +308,7 @@ class ScoreFlow(BaseEstimator):
         n_passes: int = 40,
         score_range: tuple[float, float] = (1.0, 5.0),
         solver: str = "rk4",
+        mask_policy: str = "evaluation",
         device: str = "cpu",
         random_state: int = 0,
     ) -> None:
@@ -292,6 +321,7 @@ class ScoreFlow(BaseEstimator):
         self.n_passes = n_passes
         self.score_range = score_range
         self.solver = solver
+        self.mask_policy = mask_policy
         self.device = device
         self.random_state = random_state
 
@@ -316,6 +346,7 @@ class ScoreFlow(BaseEstimator):
             dropout=self.dropout,
             n_steps=self.n_steps,
             solver=self.solver,
+            mask_policy=self.mask_policy,
             device=self.device,
         )
         return self

@@ -30,7 +30,7 @@ from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.synthetic_judge import strict_compressing_judge
 from judgecal_dist.methods.hb_linear import ConvergenceGateWarning, HierarchicalLinear
 from judgecal_dist.methods.linear_conjugate import ConjugateLinear, sufficient_stats
-from judgecal_dist.methods.score_flow import route_for_review
+from judgecal_dist.methods.score_flow import MASK_POLICIES, route_for_review
 from judgecal_dist.methods.score_transport import MarginalOT
 from judgecal_dist.splits import group_keys, split_uniforms
 from judgecal_dist.stats.continuous_metrics import continuous_metrics
@@ -69,6 +69,7 @@ class Config:
     flow_embed_dim: int = 8
     flow_batch: int = 5
     flow_threads: int = 1
+    flow_mask_policy: str = "evaluation"
     review_budget: float = 0.05
     item_seed_figures: bool = True
     ci_level: float = 0.95
@@ -85,6 +86,8 @@ class Config:
                 raise ConfigError(f"{name}: must be >= 1, got {getattr(self, name)}")
         if self.flow_passes < 2:
             raise ConfigError(f"flow_passes: must be >= 2 (MC s.d.), got {self.flow_passes}")
+        if self.flow_mask_policy not in MASK_POLICIES:
+            raise ConfigError(f"flow_mask_policy: must be one of {list(MASK_POLICIES)}, got {self.flow_mask_policy!r}")
         if not 0.0 <= self.review_budget <= 1.0:
             raise ConfigError(f"review_budget: must be in [0, 1], got {self.review_budget}")
 
@@ -281,7 +284,12 @@ def _flow_rows(data: ContinuousInput, rep: Replicate) -> list[dict[str, Any]]:
         test_rubric=_pad([t["rubric"].map(code).to_numpy() for _, _, t in per_seed], 0).astype(np.int64),
         seeds=rep.seeds,
         n_rubrics=len(data.rubrics),
-        settings={"epochs": config.flow_epochs, "lr": config.flow_lr, "embed_dim": config.flow_embed_dim},
+        settings={
+            "epochs": config.flow_epochs,
+            "lr": config.flow_lr,
+            "embed_dim": config.flow_embed_dim,
+            "mask_policy": config.flow_mask_policy,
+        },
         n_passes=config.flow_passes,
         threads=config.flow_threads,
     )

@@ -12,7 +12,7 @@ import torch
 
 from judgecal_dist.engine.allocator import retain_freed_memory
 from judgecal_dist.methods.flow_drift import DropoutMasks, fused_drift, reference_drift
-from judgecal_dist.methods.score_flow import fit_flow_stack
+from judgecal_dist.methods.score_flow import fit_flow_stack, solve
 
 
 def _inputs(m: int, n: int, h: int, base_items: int, seed: int = 0) -> list[torch.Tensor]:
@@ -120,3 +120,41 @@ def test_training_with_the_fused_step_follows_the_plain_autograd_trajectory():
     assert np.all(fused.loss_history[-1] < fused.loss_history[0])  # and both members learned
     grid = np.linspace(1, 5, 11)
     np.testing.assert_allclose(fused.predict_mc(grid)[0], plain.predict_mc(grid)[0], atol=2e-3)
+
+
+def test_trajectory_policy_holds_one_mask_per_solve_and_widens_the_mc_spread():
+    rng = np.random.default_rng(5)
+    j = rng.uniform(1, 5, (1, 200))
+    y = np.clip(j + 0.4 * np.sin(2 * j), 1, 5)
+    stack = fit_flow_stack(j, y, seeds=[0], epochs=30, lr=0.01)
+    drift = stack.drift.train()
+    x0 = torch.linspace(1, 5, 7, dtype=torch.float32)[None]
+    rubric = torch.zeros_like(x0, dtype=torch.long)
+    with torch.no_grad():
+        held = solve(drift, x0, rubric, masks=DropoutMasks(0.1, seed=9), mask_policy="trajectory")
+        # Oracle: draw the two masks from an identical stream and apply them at every RK4 stage by hand.
+        stream = DropoutMasks(0.1, seed=9)
+        d1, d2 = stream.draw((1, 7, 64)), stream.draw((1, 7, 64))
+        ctx = drift.context(rubric)
+        weights = (drift.w1[:, 0, :], drift.w1[:, 1, :], drift.w2, drift.b2, drift.w3, drift.b3)
+
+        def f(t, x):
+            return reference_drift(x, t, ctx, *weights, d1, d2)
+
+        x, h = x0.clone(), 0.1
+        for k in range(10):
+            t = k / 10
+            k1 = f(t, x)
+            k2 = f(t + h / 2, x + h / 2 * k1)
+            k3 = f(t + h / 2, x + h / 2 * k2)
+            k4 = f(t + h, x + h * k3)
+            x = x + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    torch.testing.assert_close(held, x, rtol=1e-5, atol=1e-5)
+    # Spec 001 §4.5: per-evaluation masks average out along the path; a held mask gives the larger MC s.d.
+    grid = np.linspace(1.5, 4.5, 25)
+    sd_eval = stack.predict_mc(grid, n_passes=40)[1]
+    stack.mask_policy = "trajectory"
+    sd_traj = stack.predict_mc(grid, n_passes=40)[1]
+    assert sd_traj.mean() > 1.5 * sd_eval.mean()
+    with pytest.raises(ValueError, match="mask_policy"):
+        solve(drift, x0, rubric, masks=DropoutMasks(0.1, seed=9), mask_policy="per-step")

@@ -78,6 +78,7 @@ def test_split_is_grouped_fixed_across_budgets_and_nested(rb2_slice: Path):
         ({"data": "x", "budgets": (1,)}, "budgets: must be integers >= 2"),
         ({"data": "x", "flow_passes": 1}, "flow_passes"),
         ({"data": "x", "judges": (), "synthetic": False}, "no arm to run"),
+        ({"data": "x", "flow_mask_policy": "per-step"}, "flow_mask_policy: must be one of"),
     ],
 )
 def test_bad_config_is_rejected(overrides, match):
