@@ -115,24 +115,29 @@ def test_bad_input_is_rejected():
 def test_flow_beats_linear_at_1500_and_linear_ties_at_100():
     """The paper's crossover on a known tanh distortion, scored against the true curve (no test-set noise).
 
-    Reduced schedule (200 epochs at lr 0.01, CPU, one thread: deterministic). Measured gaps (linear error minus
-    flow error): 0.002 at 100 anchors, 0.018 at 1500. The 100-anchor tie is seed-dependent: another draw of this
-    design gave the flow a 0.04 lead at 100 as well (see the issue-7 note).
+    Several seeded data draws per budget, trained as one stacked model each (8 at 100 anchors, 3 at 1500), on a
+    reduced schedule (300 full-batch epochs at lr 0.02, one thread: deterministic). Gap = linear error minus flow
+    error on the true curve. Measured on two other independent sets of draws (issue-7 note): at 1500 anchors every
+    draw's gap was 0.038-0.092 (means 0.063 and 0.072); at 100 anchors the mean gaps were -0.022 and -0.008 (draws
+    -0.13..0.08), i.e. linear wins or ties. The margins below hold with room across those sets.
     """
 
     def g(j):
         return 3 + 1.6 * np.tanh(0.8 * (j - 3))
 
     grid = np.linspace(1.2, 4.8, 200)
-    rng = np.random.default_rng(0)
     gaps = {}
-    for n in (100, 1500):
-        j = rng.uniform(1, 5, n)
-        y = g(j) + 0.6 * rng.standard_normal(n)
-        a, b, _ = ols_from_stats(sufficient_stats(j, y))
-        stack = fit_flow_stack(j[None], y[None], seeds=[0], epochs=200, lr=0.01)
-        flow = np.abs(stack.predict_mc(grid)[0][0] - g(grid)).mean()
-        gaps[n] = np.abs(a + b * grid - g(grid)).mean() - flow  # > 0: the flow recovers g better
-    assert gaps[1500] > 0.01
-    assert gaps[100] < 0.01  # linear wins or ties at 100 anchors
-    assert gaps[1500] > gaps[100] + 0.01
+    for n, draws in ((100, 8), (1500, 3)):
+        rng = np.random.default_rng([n, 0])
+        j = rng.uniform(1, 5, (draws, n))
+        y = g(j) + 1.0 * rng.standard_normal((draws, n))
+        stack = fit_flow_stack(j, y, seeds=list(range(draws)), epochs=300, lr=0.02)
+        flow = np.abs(stack.predict_mc(grid)[0] - g(grid)).mean(axis=1)
+        linear = []
+        for d in range(draws):
+            a, b, _ = ols_from_stats(sufficient_stats(j[d], y[d]))
+            linear.append(np.abs(a + b * grid - g(grid)).mean())
+        gaps[n] = np.asarray(linear) - flow  # > 0: the flow recovers g better
+    assert np.all(gaps[1500] > 0.01)  # the flow wins at 1500 anchors in every draw
+    assert gaps[100].mean() < 0.02  # linear wins or ties at 100 (the paper's +-0.02 MAE band, spec 001 §8)
+    assert gaps[1500].mean() > gaps[100].mean() + 0.03  # the crossover
