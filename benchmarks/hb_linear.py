@@ -4,13 +4,17 @@ Prints, in one run:
 
 * the 50-seed closed-form sweep at both budgets (100, 1500) x 5 rubrics: OLS and the exact conjugate posterior
   (4000-point sigma quadrature) of every cell, from sufficient statistics (target < 10 s);
-* NUTS fits of the hierarchical model on the 5 RewardBench 2 rubrics (nano judge, up to 1500 anchors per rubric;
-  2 chains x (500 warm-up + 1000 draws)): first fit (with JIT compile) and a second fit, with the gate results
-  (target < 60 s per chain pair). Needs ../shared/data/rewardbench2_k8 (or --data).
+* NUTS fits of the hierarchical model on the 5 RewardBench 2 rubrics, each cheap tier (nano, mini) as the judge
+  (up to 1500 anchors per rubric; 2 chains x (500 warm-up + 1000 draws), one retry at target_accept 0.95 on a
+  failed gate): with the data-driven per-rubric centring, a first fit (with JIT compile) and a second fit (NumPyro
+  re-traces and re-compiles per fit, so both include a compile), and the same data all non-centred (the previous
+  parametrisation) for the before/after divergence counts (target < 60 s per chain pair). Needs
+  ../shared/data/rewardbench2_k8 (or --data).
 
 Usage (from the repository root)::
 
-    python -m benchmarks.hb_linear
+    python -m benchmarks.hb_linear                # full: 50 seeds, both judges, before/after
+    python -m benchmarks.hb_linear --judges nano --no-before   # quicker
 """
 
 from __future__ import annotations
@@ -48,28 +52,43 @@ def sweep(seeds: int, rubrics: int = 5, pool: int = 1700) -> float:
     return dt
 
 
-def nuts(data: str, budget: int) -> None:
-    scores = load_paired_scores(data, judges=("nano",))
-    _, pool = split(scores, 0, 50)
-    anchors = scores.iloc[pool].groupby("rubric", sort=False).head(budget)
-    print(
-        f"NUTS data: nano judge, {len(anchors)} anchors over {anchors['rubric'].nunique()} rubrics "
-        f"({anchors.groupby('rubric').size().to_dict()})"
-    )
-    for attempt in ("first (with JIT compile)", "second"):
-        t0 = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            model = HierarchicalLinear(retry_target_accept=0.9, random_state=len(attempt)).fit(
-                anchors["j"], anchors["y"], anchors["rubric"]
-            )
-        dt = time.perf_counter() - t0
-        print(
-            f"NUTS 2 chains x (500 + 1000), {attempt}: {dt:.1f} s (target < 60 s); gate passed {model.converged_} "
-            f"(max R-hat {max(model.rhat_.values()):.4f}, min bulk ESS {min(model.ess_bulk_.values()):.0f}, "
-            f"{model.divergences_} divergences); beta {np.round(model.beta_, 3).tolist()}, "
-            f"Pr(beta<0.3) {np.round(model.canary_prob_, 3).tolist()}"
+def _fit(anchors, centring: str, seed: int) -> tuple[HierarchicalLinear, float, float]:
+    t0, c0 = time.perf_counter(), time.process_time()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = HierarchicalLinear(centring=centring, random_state=seed).fit(
+            anchors["j"], anchors["y"], anchors["rubric"]
         )
+    return model, time.perf_counter() - t0, time.process_time() - c0
+
+
+def _line(model: HierarchicalLinear) -> str:
+    return (
+        f"gate {'passed' if model.converged_ else 'FAILED'}{' after retry' if model.retried_ else ''} "
+        f"(max R-hat {max(model.rhat_.values()):.4f}, min bulk/tail ESS {min(model.ess_bulk_.values()):.0f}/"
+        f"{min(model.ess_tail_.values()):.0f}, {model.divergences_} divergences, {model.mean_steps_:.0f} "
+        "leapfrog steps/draw)"
+    )
+
+
+def nuts(data: str, budget: int, judges: tuple[str, ...], before: bool) -> None:
+    scores = load_paired_scores(data, judges=judges)
+    for judge in judges:
+        rows = scores[scores["judge_id"] == judge].reset_index(drop=True)
+        _, pool = split(rows, 0, 50)
+        anchors = rows.iloc[pool].groupby("rubric", sort=False).head(budget)
+        print(f"NUTS data: {judge} judge, {len(anchors)} anchors ({anchors.groupby('rubric').size().to_dict()})")
+        runs = [("auto", 0, "auto centring, first fit (with JIT compile)"), ("auto", 1, "auto centring, second fit")]
+        if before:
+            runs.append(("noncentred", 0, "all non-centred (before)"))
+        for centring, seed, label in runs:
+            model, dt, cpu = _fit(anchors, centring, seed)
+            print(f"  {label}: {dt:.1f} s wall per chain pair (target < 60 s; {cpu:.1f} s CPU); {_line(model)}")
+            if centring == "auto" and seed == 0:
+                print(
+                    f"    centred (alpha, beta) per rubric {model.rubrics_}: {model.centred_.astype(int).tolist()}; "
+                    f"beta {np.round(model.beta_, 3).tolist()}; Pr(beta<0.3) {np.round(model.canary_prob_, 3).tolist()}"
+                )
 
 
 def main() -> None:
@@ -77,9 +96,11 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=50)
     parser.add_argument("--data", default="../shared/data/rewardbench2_k8")
     parser.add_argument("--budget", type=int, default=1500)
+    parser.add_argument("--judges", default="nano,mini", help="cheap tiers to use as the judge, comma-separated")
+    parser.add_argument("--no-before", action="store_true", help="skip the all-non-centred comparison fit")
     args = parser.parse_args()
     sweep(args.seeds)
-    nuts(args.data, args.budget)
+    nuts(args.data, args.budget, tuple(args.judges.split(",")), not args.no_before)
 
 
 if __name__ == "__main__":

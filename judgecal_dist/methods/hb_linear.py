@@ -6,6 +6,15 @@ PyMC's own sampler and 5-12 s for nutpie (mostly numba compile), at a similar in
 compiler or numba on the workers and runs all chains as one vectorised program. Diagnostics (rank-normalised
 split-:math:`\hat R`, bulk and tail ESS) come from ``arviz-stats`` (numpy + scipy only).
 
+Parametrisation. A fixed non-centred hierarchy (spec §3.3, pitfall 5) is right for rubrics whose anchors say
+little next to the population prior, but with hundreds of anchors per rubric (the RewardBench 2 subsets) the
+likelihood pins :math:`\alpha_r = \mu_\alpha + \tau_\alpha z_r` so tightly that :math:`z_r` lives on an inverted
+funnel in :math:`\tau_\alpha`: NUTS saturates its tree depth and diverges. The centred form is then the efficient
+one [4]_ [5]_. ``centring="auto"`` chooses per rubric and per parameter from the data, by the shrinkage factor
+:math:`\kappa_r` of :func:`centring_rule` (centred iff :math:`\kappa_r < 1/2`), through NumPyro's
+``LocScaleReparam`` with a fixed per-rubric centredness in {0, 1} [6]_. The model and its posterior are unchanged;
+only the sampler's coordinates differ. The gate and its one retry still apply.
+
 This module imports jax/numpyro lazily inside ``fit``: importing :mod:`judgecal_dist.methods` stays cheap.
 
 References
@@ -14,11 +23,18 @@ References
 .. [2] A. Vehtari, A. Gelman, D. Simpson, B. Carpenter, P.-C. Bürkner. Rank-normalization, folding, and
    localization: an improved R-hat. Bayesian Analysis 16(2), 2021, doi:10.1214/20-BA1221.
 .. [3] L. Morandi. Two Ways to De-Bias an LLM-as-a-Judge. 2026, §IV (Algorithm 1).
+.. [4] O. Papaspiliopoulos, G. O. Roberts, M. Sköld. A general framework for the parametrization of hierarchical
+   models. Statistical Science 22(1), 2007, 59-73 (the Gaussian case: centred rate :math:`\kappa`, non-centred
+   :math:`1-\kappa`).
+.. [5] M. Betancourt, M. Girolami. Hamiltonian Monte Carlo for hierarchical models. In Current Trends in Bayesian
+   Methodology with Applications, CRC Press, 2015, arXiv:1312.0906 (centred for strongly informative data).
+.. [6] M. I. Gorinova, D. Moore, M. D. Hoffman. Automatic reparameterisation of probabilistic programs. ICML 2020.
 """
 
 from __future__ import annotations
 
 import warnings
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -27,9 +43,10 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from judgecal_dist.errors import InputError
+from judgecal_dist.methods.hb_centring import centred_stats, centring_rule
 from judgecal_dist.methods.linear_conjugate import sufficient_stats
 
-__all__ = ["HierarchicalLinear", "ConvergenceGateWarning", "check_scores"]
+__all__ = ["HierarchicalLinear", "ConvergenceGateWarning", "check_scores", "centring_rule"]
 
 Array = npt.NDArray[np.float64]
 #: Rubrics with fewer anchors than this contribute no likelihood and use the pooled prior (spec §3.3).
@@ -53,10 +70,12 @@ def check_scores(values: npt.ArrayLike, *, name: str, score_range: tuple[float, 
     return x
 
 
-def _model(stats: Any, mask: Any, prior: tuple[float, ...], pooled: bool) -> None:
+def _model(stats: Any, mask: Any, centred: Any, *, prior: tuple[float, ...], pooled: bool) -> None:
     import jax.numpy as jnp
     import numpyro
     import numpyro.distributions as dist
+    from numpyro.handlers import reparam
+    from numpyro.infer.reparam import LocScaleReparam
 
     mu_a0, tau_a0, mu_b0, tau_b0 = prior
     n_rub = stats.shape[0]
@@ -67,16 +86,18 @@ def _model(stats: Any, mask: Any, prior: tuple[float, ...], pooled: bool) -> Non
         tau_b = numpyro.sample("tau_beta", dist.HalfNormal(1.0))
     else:  # independent cells with the single-cell priors (spec §3.2): hyperparameters fixed
         mu_a, mu_b, tau_a, tau_b = mu_a0, mu_b0, tau_a0, tau_b0
-    with numpyro.plate("rubric", n_rub):
-        # Non-centred: few rubrics give funnel geometry in the centred form (spec §3.3, pitfall 5).
-        z_a = numpyro.sample("z_alpha", dist.Normal(0.0, 1.0))
-        z_b = numpyro.sample("z_beta", dist.Normal(0.0, 1.0))
+    # Per-rubric centring c in {0, 1}: the sampler draws alpha_decentered ~ N(c mu, tau^c) and
+    # alpha = mu + tau^(1-c) (alpha_decentered - c mu) -- centred (c=1) where the rubric's anchors dominate its
+    # prior, non-centred (c=0) where they do not (see centring_rule; a fixed non-centred form diverges there).
+    config = {"alpha": LocScaleReparam(centred[0]), "beta": LocScaleReparam(centred[1])}
+    with numpyro.plate("rubric", n_rub), reparam(config=config):
+        ones = jnp.ones(n_rub)  # full batch shape: the reparam's centring vector is per rubric
+        alpha = numpyro.sample("alpha", dist.Normal(mu_a * ones, tau_a * ones))
+        beta = numpyro.sample("beta", dist.Normal(mu_b * ones, tau_b * ones))
         sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
-    alpha = numpyro.deterministic("alpha", mu_a + tau_a * z_a)
-    beta = numpyro.deterministic("beta", mu_b + tau_b * z_b)
-    n, sj, sy, sjj, sjy, syy = (stats[:, k] for k in range(6))
-    # Gaussian log-likelihood from six sufficient statistics (spec §3.1): same posterior as per-row terms.
-    rss = syy - 2 * alpha * sy - 2 * beta * sjy + n * alpha**2 + 2 * alpha * beta * sj + beta**2 * sjj
+    n, mj, my, vjj, vjy, vyy = (stats[:, k] for k in range(6))
+    # Gaussian log-likelihood from sufficient statistics (spec §3.1, centred form): same posterior as per-row terms.
+    rss = vyy - 2 * beta * vjy + beta**2 * vjj + n * (my - alpha - beta * mj) ** 2
     loglik = -0.5 * n * jnp.log(2 * jnp.pi * sigma**2) - 0.5 * rss / sigma**2
     numpyro.factor("loglik", jnp.sum(jnp.where(mask, loglik, 0.0)))
 
@@ -89,7 +110,8 @@ class HierarchicalLinear(BaseEstimator):
 
     with :math:`\mu_\alpha \sim \mathcal N(0, 2^2)`, :math:`\mu_\beta \sim \mathcal N(1, 2^2)`,
     :math:`\tau_\bullet \sim \mathcal N^+(0, 1)` (spec §3.3). ``pooled=False`` fixes the hyperparameters at
-    ``prior`` (the paper's single-rubric model, §3.2).
+    ``prior`` (the paper's single-rubric model, §3.2). The sampler draws :math:`\alpha_r` itself (centred) or
+    :math:`z^\alpha_r` (non-centred) per rubric, see ``centring``; the posterior is the same.
 
     Parameters
     ----------
@@ -105,6 +127,10 @@ class HierarchicalLinear(BaseEstimator):
         Declared range of both scores.
     canary_beta, canary_alert : float
         Canary :math:`\Pr(\beta_r < 0.3) > 0.05` (spec §3.7).
+    centring : {"auto", "centred", "noncentred"}
+        Sampler parametrisation of :math:`(\alpha_r, \beta_r)`: per rubric and parameter by :func:`centring_rule`
+        (default), or one form for all rubrics with anchors (``"noncentred"`` is the spec's §3.3 form; rubrics
+        without anchors are always non-centred).
     random_state : int
 
     Attributes
@@ -119,9 +145,19 @@ class HierarchicalLinear(BaseEstimator):
         ``alpha``, ``beta``, ``sigma`` of shape (chains, draws, rubrics), and the hyperparameters.
     alpha_, beta_, sigma_ : ndarray of shape (rubrics,)
         Posterior means.
+    shrinkage_ : ndarray of shape (2, rubrics)
+        :math:`\kappa_r` of :math:`\alpha_r` (row 0) and :math:`\beta_r` (row 1), see :func:`centring_rule`.
+    centred_ : ndarray of bool, shape (2, rubrics)
+        Parametrisation used: True where the sampler drew :math:`\alpha_r` / :math:`\beta_r` centred.
     rhat_, ess_bulk_, ess_tail_ : dict of str to float
-        Worst value over the components of each sampled parameter.
+        Worst value over the components of each parameter: sampler coordinates (``alpha_decentered``, ...),
+        :math:`\alpha_r`, :math:`\beta_r`, :math:`\sigma_r` and the hyperparameters.
     divergences_ : int
+        Divergent transitions of the reported (last) run.
+    mean_steps_ : float
+        Mean leapfrog steps per draw (1023 = tree depth saturated).
+    retried_ : bool
+        The first run failed the gate and the reported draws come from the retry.
     converged_ : bool
         Gate passed.
     canary_prob_ : ndarray of shape (rubrics,)
@@ -143,6 +179,7 @@ class HierarchicalLinear(BaseEstimator):
         score_range: tuple[float, float] = (1.0, 5.0),
         canary_beta: float = 0.3,
         canary_alert: float = 0.05,
+        centring: str = "auto",
         random_state: int = 0,
     ) -> None:
         self.prior = prior
@@ -157,6 +194,7 @@ class HierarchicalLinear(BaseEstimator):
         self.score_range = score_range
         self.canary_beta = canary_beta
         self.canary_alert = canary_alert
+        self.centring = centring
         self.random_state = random_state
 
     def fit(
@@ -213,8 +251,15 @@ class HierarchicalLinear(BaseEstimator):
                 UserWarning,
                 stacklevel=2,
             )
+        if self.centring not in ("auto", "centred", "noncentred"):
+            raise InputError(f"hb_linear: centring: must be auto, centred or noncentred, got {self.centring!r}")
+        self.shrinkage_ = centring_rule(stats, ~few, self.prior, self.pooled)
+        choice = {"auto": self.shrinkage_ < 0.5, "centred": ~few, "noncentred": np.zeros_like(few)}[self.centring]
+        self.centred_ = np.broadcast_to(choice, self.shrinkage_.shape).copy()
+        self.retried_ = False
         self._sample(stats, ~few, self.target_accept)
         if not self.converged_ and self.retry_target_accept > self.target_accept:
+            self.retried_ = True
             self._sample(stats, ~few, self.retry_target_accept)  # spec §3.4 extension: one retry
         if not self.converged_:
             warnings.warn(
@@ -238,7 +283,8 @@ class HierarchicalLinear(BaseEstimator):
         from arviz_stats.base import array_stats
         from numpyro.infer import MCMC, NUTS
 
-        kernel = NUTS(_model, target_accept_prob=target_accept)
+        prior = tuple(float(p) for p in self.prior)
+        kernel = NUTS(partial(_model, prior=prior, pooled=self.pooled), target_accept_prob=target_accept)
         mcmc = MCMC(
             kernel,
             num_warmup=self.num_warmup,
@@ -249,18 +295,18 @@ class HierarchicalLinear(BaseEstimator):
         )
         mcmc.run(
             jax.random.PRNGKey(self.random_state),
-            jnp.asarray(stats),
+            jnp.asarray(centred_stats(stats)),
             jnp.asarray(mask),
-            tuple(float(p) for p in self.prior),
-            self.pooled,
-            extra_fields=("diverging",),
+            jnp.asarray(self.centred_, dtype=jnp.float32),
+            extra_fields=("diverging", "num_steps"),
         )
-        draws = {k: np.asarray(v, dtype=np.float64) for k, v in mcmc.get_samples(group_by_chain=True).items()}
+        samples, extra = mcmc.get_samples(group_by_chain=True), mcmc.get_extra_fields()
+        draws = {k: np.asarray(v, dtype=np.float64) for k, v in samples.items()}
         self.draws_ = draws
-        self.divergences_ = int(np.asarray(mcmc.get_extra_fields()["diverging"]).sum())
-        sampled = [k for k in draws if k not in ("alpha", "beta")]
+        self.divergences_ = int(np.asarray(extra["diverging"]).sum())
+        self.mean_steps_ = float(np.asarray(extra["num_steps"]).mean())
         self.rhat_, self.ess_bulk_, self.ess_tail_ = {}, {}, {}
-        for k in sampled:
+        for k in draws:  # sampler coordinates and the model's own parameters (alpha, beta)
             x = np.moveaxis(draws[k].reshape(draws[k].shape[:2] + (-1,)), -1, 0)  # (components, chains, draws)
             self.rhat_[k] = float(np.max(array_stats.rhat(x, chain_axis=-2, draw_axis=-1, method="rank")))
             self.ess_bulk_[k] = float(np.min(array_stats.ess(x, chain_axis=-2, draw_axis=-1, method="bulk")))

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import warnings
+from functools import partial
+
 import numpy as np
 import pytest
 from scipy.stats import norm
 
 from judgecal_dist.errors import InputError
-from judgecal_dist.methods.hb_linear import HierarchicalLinear, _model
+from judgecal_dist.methods.hb_centring import centred_stats, centring_rule
+from judgecal_dist.methods.hb_linear import ConvergenceGateWarning, HierarchicalLinear, _model
 from judgecal_dist.methods.linear_conjugate import ConjugateLinear, ols_from_stats, sufficient_stats
+
+FULL = os.environ.get("JUDGECAL_FULL") == "1"  # heavy tests at the spec's 500 + 1000 draws
 
 
 @pytest.fixture(scope="module")
@@ -32,12 +39,12 @@ def test_nuts_matches_conjugate_closed_form(small_cell, nuts_cell):
     assert nuts_cell.converged_
     for k, name in enumerate(("alpha", "beta")):
         draws = nuts_cell.draws_[name][..., 0]
-        mcse = draws.std() / np.sqrt(nuts_cell.ess_bulk_["z_" + name])
+        mcse = draws.std() / np.sqrt(nuts_cell.ess_bulk_[name])
         assert abs(draws.mean() - exact.mean_[k]) < 4 * mcse, name  # spec §3.8: within 4 Monte-Carlo s.e.
     assert 0.02 < exact.canary_prob_ < 0.98
     p = exact.canary_prob_
     # A proportion of correlated draws: Monte-Carlo s.e. sqrt(p(1-p)/ESS) (spec's 0.01 needs ~10^4 draws).
-    assert abs(nuts_cell.canary_prob_[0] - p) < 4 * np.sqrt(p * (1 - p) / nuts_cell.ess_bulk_["z_beta"])
+    assert abs(nuts_cell.canary_prob_[0] - p) < 4 * np.sqrt(p * (1 - p) / nuts_cell.ess_bulk_["beta"])
     assert abs(nuts_cell.sigma_[0] - exact.sigma_mean_) < 0.03
 
 
@@ -54,18 +61,52 @@ def test_predictive_interval_matches_conjugate_mixture(small_cell, nuts_cell):
     assert high[1] - low[1] > 2 * (c_high[0] - c_low[0])  # the predictive interval integrates sigma
 
 
-def test_sufficient_statistic_potential_equals_rowwise_likelihood(small_cell):
+@pytest.mark.parametrize("centred", [0.0, 1.0])
+def test_sufficient_statistic_potential_equals_rowwise_likelihood(small_cell, centred):
     from numpyro.handlers import substitute
     from numpyro.infer.util import log_density
 
     j, y = small_cell
-    params = {"z_alpha": np.array([0.3]), "z_beta": np.array([-0.2]), "sigma": np.array([0.7])}
-    args = (sufficient_stats(j, y)[None, :], np.array([True]), (0.0, 2.0, 1.0, 2.0), False)
-    logp, trace = log_density(substitute(_model, data=params), args, {}, {})
-    alpha, beta = 0.0 + 2.0 * 0.3, 1.0 + 2.0 * -0.2
-    expected = norm.logpdf(y, alpha + beta * j, 0.7).sum()
-    expected += norm.logpdf([0.3, -0.2]).sum() + np.log(2) + norm.logpdf(0.7)  # priors: N(0,1) x2, HalfNormal(1)
-    assert float(logp) == pytest.approx(expected, rel=1e-6)
+    j, y = np.concatenate([j] * 80), np.concatenate([y] * 80)  # n = 2000: the float32 potential must not cancel
+    alpha, beta, sigma = 0.6, 0.6, 0.7
+    # Sampler coordinates: (alpha, beta) themselves when centred, z = (theta - mu) / tau when non-centred.
+    coords = (alpha, beta) if centred else ((alpha - 0.0) / 2.0, (beta - 1.0) / 2.0)
+    params = {"alpha_decentered": np.array([coords[0]]), "beta_decentered": np.array([coords[1]])}
+    params["sigma"] = np.array([sigma])
+    args = (centred_stats(sufficient_stats(j, y)[None, :]), np.array([True]), np.full((2, 1), centred))
+    model = partial(_model, prior=(0.0, 2.0, 1.0, 2.0), pooled=False)
+    logp, _ = log_density(substitute(model, data=params), args, {}, {})
+    expected = norm.logpdf(y, alpha + beta * j, sigma).sum() + np.log(2) + norm.logpdf(sigma)  # HalfNormal(1)
+    expected += norm.logpdf(coords, 0, 1).sum() if not centred else norm.logpdf([alpha, beta], [0, 1], 2).sum()
+    assert float(logp) == pytest.approx(expected, rel=2e-6)
+
+
+def test_centring_rule_matches_ols_sampling_variance():
+    rng = np.random.default_rng(2)
+    sizes, params = [1500, 1500, 400, 5, 1], [(0.5, 0.9), (1.2, 0.7), (0.8, 0.5), (0.6, 0.8), (0.7, 0.8)]
+    stats, fits = [], []
+    for n, (a, b) in zip(sizes, params, strict=True):
+        j = rng.uniform(1, 5, n) if n > 5 else rng.uniform(2.5, 3.5, n)  # 5 anchors in a narrow band: weak
+        y = a + b * j + 0.5 * rng.standard_normal(n)
+        stats.append(sufficient_stats(j, y))
+        if n >= 3:  # independent reference: numpy's least squares, its (n - 2)-scaled covariance and residuals
+            coef, cov = np.polyfit(j, y, 1, cov=True)
+            s2 = np.sum((y - np.polyval(coef, j)) ** 2) / (n - 2)
+            fits.append((coef[::-1], np.diag(cov)[::-1] / s2, s2, n - 2))
+    mask = np.array(sizes) >= 2
+    kappa = centring_rule(np.array(stats), mask, (0.0, 2.0, 1.0, 2.0), pooled=True)
+    est = np.array([f[0] for f in fits]).T
+    s2_pool = sum(f[2] * f[3] for f in fits) / sum(f[3] for f in fits)
+    var = np.array([f[1] * (f[2] * f[3] + 10 * s2_pool) / (f[3] + 10) for f in fits]).T  # moderated, d0 = 10
+    tau2 = []
+    for theta, v in zip(est, var, strict=True):  # DerSimonian-Laird, written out per parameter
+        w = 1 / v
+        mean = np.average(theta, weights=w)
+        tau2.append(max(0.0, (np.sum(w * (theta - mean) ** 2) - 3) / (w.sum() - np.sum(w**2) / w.sum())))
+    tau2 = np.array(tau2)
+    np.testing.assert_allclose(kappa[:, :4], var / (var + tau2[:, None]), rtol=1e-8)
+    assert kappa[0, 4] == kappa[1, 4] == 1.0  # one anchor: no own information, non-centred
+    assert (kappa[:, :3] < 0.5).all() and (kappa[:, 3] > 0.5).all()  # big rubrics centred, 5 anchors not
 
 
 def test_ols_and_conjugate_agree_at_large_n():
@@ -126,3 +167,45 @@ def test_bad_input_is_rejected():
         HierarchicalLinear().fit([1.0, 2.0, 3.0], [1.0, 2.0, np.nan])
     with pytest.raises(InputError, match="constant judge scores"):
         ols_from_stats(sufficient_stats([3.0, 3.0, 3.0], [1.0, 2.0, 3.0]))
+
+
+def _funnel_data(n: int = 4000, seed: int = 7):
+    # Five data-rich rubrics with distinct (alpha, beta) and little noise: each rubric's likelihood pins its
+    # parameters far more tightly than the population spread, the regime where the non-centred form's
+    # z = (theta - mu) / tau becomes an inverted funnel in tau (the RB2 failure, exaggerated).
+    rng = np.random.default_rng(seed)
+    js, ys, rs = [], [], []
+    for r, (alpha, beta) in enumerate([(0.4, 0.9), (0.9, 0.75), (1.4, 0.55), (0.7, 0.85), (1.1, 0.65)]):
+        j = rng.uniform(1, 5, n)
+        js.append(j)
+        ys.append(np.clip(alpha + beta * j + 0.3 * rng.standard_normal(n), 1, 5))
+        rs += [f"r{r}"] * n
+    return np.concatenate(js), np.concatenate(ys), np.array(rs)
+
+
+def test_data_rich_rubrics_are_centred_and_pass_the_gate():
+    j, y, rubric = _funnel_data()
+    model = HierarchicalLinear(num_warmup=300, num_samples=500, retry_target_accept=0.9, random_state=0)
+    model.fit(j, y, rubric)
+    assert model.centred_.all()  # every rubric's anchors dominate its prior
+    assert model.divergences_ == 0 and model.converged_  # gate passed at the first attempt (no retry)
+    assert not model.retried_
+    assert model.mean_steps_ < 64  # no tree-depth saturation (non-centred: ~1000 leapfrog steps per draw)
+    a, b, _ = ols_from_stats(sufficient_stats(j[rubric == "r2"], y[rubric == "r2"]))
+    i = model.rubrics_.index("r2")
+    assert model.alpha_[i] == pytest.approx(a, abs=0.01) and model.beta_[i] == pytest.approx(b, abs=0.005)
+
+
+@pytest.mark.heavy
+def test_noncentred_form_reproduces_the_funnel_failure():
+    # The failure the data-driven centring fixes: same data, every rubric non-centred (the previous default).
+    # ~1000 leapfrog steps per draw, so the reduced default runs 150 + 200 draws (about a minute).
+    j, y, rubric = _funnel_data()
+    warmup, draws = (500, 1000) if FULL else (150, 200)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceGateWarning)
+        model = HierarchicalLinear(
+            num_warmup=warmup, num_samples=draws, retry_target_accept=0.9, centring="noncentred", random_state=0
+        ).fit(j, y, rubric)
+    assert not model.centred_.any() and not model.converged_
+    assert model.mean_steps_ > 500  # tree depth saturated: the inverted funnel in (tau, z)
