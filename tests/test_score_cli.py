@@ -14,6 +14,7 @@ from scipy.special import expit
 
 from judgecal_dist.cli import cli
 from judgecal_dist.config import EngineConfig
+from judgecal_dist.errors import InputError
 from judgecal_dist.io.dataset import write_dataset
 from judgecal_dist.scoring import summary as summ
 from judgecal_dist.scoring.apply import score_dataset
@@ -139,6 +140,25 @@ def test_bad_input_exits_2(arena, tmp_path):
     assert json.loads(result.output.splitlines()[-2])["unknown_judges_ignored"] == ["j3"]
     items = pd.read_parquet(Path(out) / "items").set_index("item_id")
     np.testing.assert_allclose(items["p"].sort_index(), expected_p({"j1": 1.0, "j2": 0.5}).sort_index(), atol=1e-12)
+
+
+def test_spark_checks_judges_and_sample_in_the_scoring_pass(arena, tmp_path, spark):
+    """Spark has no pre-pass over the verdicts: the scan's tally refuses the same inputs, leaving nothing behind."""
+    two = write_run(tmp_path / "two", model_json({"j1": 1.0, "j2": 0.5}))
+    out = tmp_path / "out"
+    engine = EngineConfig(stats_engine="spark")
+    with pytest.raises(InputError, match=r"verdicts: judge_id: 1 judge\(s\) not in the model \(e.g. \['j3'\]\)"):
+        score_dataset(two, arena, str(out), engine=engine)
+    with pytest.raises(InputError, match="no verdict rows with sample=3"):
+        score_dataset(two, arena, str(out), engine=engine, sample=3)
+    assert not (out / "_SUCCESS").exists() and not (out / "items").exists() and not list(out.glob("_tmp/*"))
+    result = score_dataset(two, arena, str(out), engine=engine, unknown_judges="ignore")
+    assert result["counts"]["unknown_judges_ignored"] == ["j3"] and result["counts"]["model_judges_absent"] == []
+    items = pd.read_parquet(out / "items").set_index("item_id")
+    np.testing.assert_allclose(items["p"].sort_index(), expected_p({"j1": 1.0, "j2": 0.5}).sort_index(), atol=1e-12)
+    wide = write_run(tmp_path / "wide", model_json(WEIGHTS | {"j9": 3.0}))  # a model judge the table lacks
+    result = score_dataset(wide, arena, str(tmp_path / "wide-out"), engine=engine)
+    assert result["counts"]["model_judges_absent"] == ["j9"] and result["counts"]["unknown_judges_ignored"] == []
 
 
 def test_output_commits_atomically_and_reruns(arena, tmp_path, monkeypatch):

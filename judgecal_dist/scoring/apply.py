@@ -3,9 +3,13 @@
 Each item's votes by the model's judges (at one ``sample``; ties and unparseable verdicts are missing, as when the
 model was fitted) go through the rebuilt one-coin aggregator, beta calibrator and conformal sets of
 :mod:`judgecal_dist.scoring.artifact`, i.e. the very ``methods/`` code the study evaluated. Large tables run on
-Spark (one ``groupBy`` of the verdicts into packed per-item votes, one ``mapInArrow`` with a declared schema);
-tables below ``EngineConfig.local_max_rows`` run in this process with pyarrow + numpy
-(:func:`judgecal_dist.engine.stats.choose_engine` decides); both write the same rows.
+Spark (:func:`judgecal_dist.engine.item_votes_scan.item_votes_scan`: tasks read the verdict parts with pyarrow
+and pack each item's votes with numpy, a ``groupBy`` merges items split across row groups, then one
+``mapInArrow`` of :mod:`judgecal_dist.scoring.kernel` with a declared schema); tables below
+``EngineConfig.local_max_rows`` run in this process with pyarrow + numpy
+(:func:`judgecal_dist.engine.stats.choose_engine` decides); both write the same rows. On Spark the judge and
+sample checks read what the scan tasks tallied while scoring (no pre-pass over the table); a refused table
+leaves nothing, since item rows are only moved into place after the checks.
 
 Output (any fsspec URL)::
 
@@ -28,7 +32,6 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -39,19 +42,16 @@ import pyarrow.dataset as pads
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine import local
-from judgecal_dist.engine.item_votes import (
-    block_columns,
-    check_judges,
-    item_votes_arrow,
-    item_votes_spark,
-    votes_from_blocks,
-)
+from judgecal_dist.engine.item_votes import check_judges, item_votes_arrow
+from judgecal_dist.engine.item_votes_scan import ScanTally, item_votes_scan
 from judgecal_dist.engine.stats import choose_engine
 from judgecal_dist.engine.store import RunStore
 from judgecal_dist.errors import InputError
+from judgecal_dist.io.schema import VERDICT_CATEGORIES
 from judgecal_dist.progress import Progress
 from judgecal_dist.scoring import summary as summ
 from judgecal_dist.scoring.artifact import Calibration, load_calibration
+from judgecal_dist.scoring.kernel import items_ddl, score_batch, score_partition
 
 __all__ = ["OUTPUT_FORMAT", "UNKNOWN_JUDGES", "score_dataset", "score_batch", "items_ddl"]
 
@@ -61,47 +61,6 @@ OUTPUT_FORMAT = "judgecal.scores/v1"
 UNKNOWN_JUDGES = ("error", "ignore")
 _LOCAL_CHUNK_ITEMS = 200_000  # items scored per numpy call in memory (bounds the float64 copy of the votes)
 _VERDICT_COLUMNS = ["dataset", "item_id", "group_id", "judge_id", "sample", "verdict"]
-
-
-def items_ddl(model: Calibration) -> str:
-    """The declared schema of the scored item rows."""
-    sets = ", ".join(f"{summ.set_column(a)} array<string>" for a in model.alphas)
-    base = "dataset string, item_id string, group_id string, label string, n_votes int, score double, p double, "
-    return base + "verdict string" + (f", {sets}" if sets else "")
-
-
-def _label_strings(codes: np.ndarray) -> pa.Array:
-    strings = np.where(codes == 1, "A", "B").astype(object)
-    strings[codes < 0] = None  # no label
-    return pa.array(strings, pa.string())
-
-
-def _set_lists(sets: np.ndarray) -> pa.Array:
-    """Boolean sets (n, 2) with columns [B, A] as ``list<string>``, A listed first."""
-    members = sets[:, ::-1]
-    offsets = np.concatenate([[0], np.cumsum(members.sum(axis=1))]).astype(np.int32)
-    values = np.array(["A", "B"], dtype=object)[np.nonzero(members)[1]]
-    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(values, pa.string()))
-
-
-def score_batch(model: Calibration, keys: dict[str, pa.Array], votes: np.ndarray, labels: np.ndarray) -> pa.RecordBatch:
-    """Scored rows of one batch of items (the kernel both engines call)."""
-    out = model.score(votes)
-    verdict = pa.array(np.where(out["p"] > 0.5, "A", "B"), pa.string())
-    columns = [keys["dataset"], keys["item_id"], keys["group_id"], _label_strings(labels), pa.array(out["n_votes"]),
-               pa.array(out["score"]), pa.array(out["p"]), verdict] + [_set_lists(s) for s in out["sets"]]  # fmt: skip
-    names = ["dataset", "item_id", "group_id", "label", "n_votes", "score", "p", "verdict"]
-    return pa.RecordBatch.from_arrays(columns, names=names + [summ.set_column(a) for a in model.alphas])
-
-
-def _score_partition(batches: Iterator[pa.RecordBatch], model: Calibration) -> Iterator[pa.RecordBatch]:
-    for batch in batches:
-        if batch.num_rows:
-            n_judges = len(model.judge_ids)
-            votes = votes_from_blocks([batch.column(c) for c in block_columns(n_judges)], n_judges)
-            labels = batch.column("label").to_numpy(zero_copy_only=False)
-            keys = {k: batch.column(k) for k in ("dataset", "item_id", "group_id")}
-            yield score_batch(model, keys, votes, labels)
 
 
 def score_dataset(
@@ -209,18 +168,21 @@ def _score_spark(
     from judgecal_dist.engine.spark import get_session, read_table, spark_url
 
     spark = get_session(engine.spark_master, conf=dict(engine.spark_conf))
-    verdicts = read_table(spark, data_url, "verdicts")
-    data_judges = sorted(
-        r.judge_id for r in verdicts.where(F.col("sample") == sample).select("judge_id").distinct().collect()
+    labels = read_table(spark, data_url, "labels")
+    items, tally = item_votes_scan(
+        spark, data_url, labels, model.judge_ids, sample=sample, storage_options=engine.storage_options
     )
-    if not data_judges:
-        raise InputError(f"{data_url}: verdicts: sample: no verdict rows with sample={sample}")
-    extra = check_judges(data_judges, model.judge_ids, where=f"{data_url}: verdicts", unknown=unknown)
-    items = item_votes_spark(verdicts, read_table(spark, data_url, "labels"), model.judge_ids, sample=sample)
-    scored = items.mapInArrow(functools.partial(_score_partition, model=model), items_ddl(model))
+    scored = items.mapInArrow(functools.partial(score_partition, model=model), items_ddl(model))
     tmp = store._p(f"_tmp/items-{uuid.uuid4().hex}")
     log.info("score: scoring items on spark into %s", tmp)
     scored.write.partitionBy("dataset").parquet(spark_url(_url(store, tmp)))
+    # The checks a pre-pass over the verdicts used to make, from what the scan tasks tallied; nothing is
+    # committed yet, so a refused table leaves only the temporary rows, removed here.
+    try:
+        data_judges, extra = _check_tally(tally.value, model, data_url, sample, unknown)
+    except InputError:
+        store.fs.rm(tmp, recursive=True)
+        raise
     store.fs.mv(tmp, store._p("items"), recursive=True)
     back = spark.read.parquet(spark_url(store.url_of("items")))
     alphas, eps = model.alphas, model.eps
@@ -240,6 +202,19 @@ def _score_spark(
     n_items = int(tables["datasets"]["n_items"].sum())
     absent = sorted(set(model.judge_ids) - set(data_judges))
     return tables, _counts(n_items, len(tables["datasets"]), extra, absent)
+
+
+def _check_tally(
+    tally: ScanTally, model: Calibration, data_url: str, sample: int, unknown: str
+) -> tuple[list[str], list[str]]:
+    """The data's judges at ``sample`` and the unknown ones, with the errors of the in-memory path."""
+    if tally.bad_rows:
+        raise InputError(f"{data_url}: verdicts: verdict: {tally.bad_rows} rows with a category outside "
+                         f"{VERDICT_CATEGORIES} (e.g. {sorted(tally.bad_examples)})")  # fmt: skip
+    if tally.rows == 0:
+        raise InputError(f"{data_url}: verdicts: sample: no verdict rows with sample={sample}")
+    data_judges = sorted(tally.judges)
+    return data_judges, check_judges(data_judges, model.judge_ids, where=f"{data_url}: verdicts", unknown=unknown)
 
 
 def _url(store: RunStore, path: str) -> str:

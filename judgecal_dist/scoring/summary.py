@@ -35,15 +35,11 @@ from pyspark.sql import Column, DataFrame  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 from scipy.stats import norm  # noqa: E402
 
+from judgecal_dist.scoring.kernel import set_column  # noqa: E402
 from judgecal_dist.stats.metrics import pointwise_nll  # noqa: E402
 
 __all__ = ["set_column", "item_terms", "sums_pandas", "sums_spark", "finalise", "model_rows_pandas",
            "model_rows_spark", "figure"]  # fmt: skip
-
-
-def set_column(alpha: float) -> str:
-    """Name of the conformal-set column of level ``alpha``: ``set_alpha_0_1`` for 0.1."""
-    return "set_alpha_" + f"{alpha:g}".replace(".", "_").replace("-", "m")
 
 
 def _sum_names(alphas: Sequence[float]) -> list[str]:
