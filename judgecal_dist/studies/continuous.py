@@ -223,14 +223,18 @@ def _linear_rows(data: ContinuousInput, rep: Replicate, seed: int) -> list[dict[
         params = {
             r: (model.alpha_[i], model.beta_[i], model.sigma_[i], model.canary_prob_[i]) for i, r in enumerate(rubrics)
         }
+        centred = {r: int(model.centred_[:, i].sum()) for i, r in enumerate(rubrics)}  # of (alpha_r, beta_r)
         diag = {"converged": model.converged_, "rhat_max": max(model.rhat_.values()), "divergences": model.divergences_}
         diag["ess_min"] = min(min(model.ess_bulk_.values()), min(model.ess_tail_.values()))
+        diag |= {"retried": model.retried_, "leapfrog_steps": model.mean_steps_}
     else:
         masks = np.stack([(anchors["rubric"] == r).to_numpy() for r in rubrics])
         j, y = anchors["j"].to_numpy(), anchors["y"].to_numpy()
         conj = ConjugateLinear().fit(sufficient_stats(np.where(masks, j, np.nan), np.where(masks, y, np.nan)))
         params = {r: (*conj.mean_[i], conj.sigma_mean_[i], conj.canary_prob_[i]) for i, r in enumerate(rubrics)}
         diag = {"converged": True, "rhat_max": np.nan, "divergences": 0, "ess_min": np.nan}
+        diag |= {"retried": False, "leapfrog_steps": np.nan}
+        centred = dict.fromkeys(rubrics, -1)  # no sampler
     for rubric in rubrics:
         t, a = tests[tests["rubric"] == rubric], anchors[anchors["rubric"] == rubric]
         y, j = t["y"].to_numpy(), t["j"].to_numpy()
@@ -254,6 +258,7 @@ def _linear_rows(data: ContinuousInput, rep: Replicate, seed: int) -> list[dict[
                 sigma=sigma,
                 canary_prob=canary,
                 linear_fit="nuts" if use_nuts else "conjugate",
+                centred_params=centred[rubric],
                 **diag,
             )
         )
