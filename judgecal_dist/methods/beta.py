@@ -27,7 +27,7 @@ from judgecal_dist.errors import ConfigError
 from judgecal_dist.methods.calibrator_base import ScoreCalibrator, logistic_loss, proba_from_logit, separates
 from judgecal_dist.stats.checks import DEFAULT_EPS, check_param
 
-__all__ = ["BetaCalibration"]
+__all__ = ["BetaCalibration", "objective", "IDENTITY", "GTOL", "MAX_ITER"]
 
 _MAX_ITER = 1000
 _GTOL = 1e-10  # L-BFGS-B target on the projected gradient (spec §3.3)
@@ -62,6 +62,10 @@ def _objective(
     ridge = lam * (1.0 - l1_ratio) * u
     grad = np.concatenate([g + lam * l1_ratio + ridge, -g + lam * l1_ratio - ridge])
     return float(loss + penalty), grad
+
+
+# Public names for engines that evaluate the same objective from distributed sums (engine/replicates.py).
+objective, IDENTITY, GTOL, MAX_ITER = _objective, _IDENTITY, _GTOL, _MAX_ITER
 
 
 def _projected_gradient(

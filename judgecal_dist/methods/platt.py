@@ -30,7 +30,7 @@ from judgecal_dist.methods.calibrator_base import (
 )
 from judgecal_dist.stats.checks import DEFAULT_EPS, check_param, check_same_length
 
-__all__ = ["PlattCalibrator"]
+__all__ = ["PlattCalibrator", "objective", "hessian", "GTOL", "MAX_ITER"]
 
 _MAX_ITER = 1000
 _GTOL = 1e-10  # Newton's target: stop once the gradient's largest entry is below this
@@ -66,6 +66,10 @@ def _hessian(
     t = X @ theta
     h = w * expit(t) * expit(-t)  # sigma(t) (1 - sigma(t)), both factors exact in the tails
     return np.asarray((X.T * h) @ X + 2.0 * penalty * np.eye(theta.size), dtype=np.float64)
+
+
+# Public names for engines that evaluate the same objective from distributed sums (engine/replicates.py).
+objective, hessian, GTOL, MAX_ITER = _objective, _hessian, _GTOL, _MAX_ITER
 
 
 class PlattCalibrator(ScoreCalibrator):

@@ -34,6 +34,7 @@ from judgecal_dist.stats.checks import (
 )
 
 __all__ = ["pointwise_nll", "nll", "brier", "accuracy", "ece", "ece_positive", "reliability_bins", "metric_table"]
+__all__ += ["bin_index", "correctness"]
 
 
 def _check(y: npt.ArrayLike, p: npt.ArrayLike, where: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
@@ -159,6 +160,10 @@ def brier(y: npt.ArrayLike, p: npt.ArrayLike) -> float:
 def _correctness(y: npt.NDArray[np.int64], p: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """Per-item correctness of :math:`\\hat y = 1[\\hat p > 1/2]`, with half credit at exactly 1/2 (spec §4)."""
     return np.where(p == 0.5, 0.5, ((p > 0.5) == (y == 1)).astype(np.float64))
+
+
+# Public names for engines that compute the same metrics from distributed sums (engine/replicate_kernels.py).
+bin_index, correctness = _bin_index, _correctness
 
 
 def accuracy(y: npt.ArrayLike, p: npt.ArrayLike) -> float:
