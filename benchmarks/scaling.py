@@ -18,6 +18,7 @@ Usage (from the repository root; the tables are generated once into ``--cache``)
 
     python -m benchmarks.scaling --sizes 10000,100000 --variants full,p01
     python -m benchmarks.scaling --sizes 1000000 --variants full --workloads study,study1
+    python -m benchmarks.scaling --sizes 100000 --workloads study --study-set onepass_batch=100
 """
 
 from __future__ import annotations
@@ -65,7 +66,9 @@ def ensure_model(cache: Path, url: str) -> str:
     return execute(run, EngineConfig(stats_engine="local"), output=str(cache / "models"), serial=True)
 
 
-def run_workload(workload: str, url: str, replicates: int, cache: Path, model: str | None) -> dict[str, Any]:
+def run_workload(
+    workload: str, url: str, replicates: int, cache: Path, model: str | None, study_set: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """Run one workload in this process and return what it reports (called in the child)."""
     from judgecal_dist.config import EngineConfig
 
@@ -74,7 +77,7 @@ def run_workload(workload: str, url: str, replicates: int, cache: Path, model: s
         from judgecal_dist.studies.runner import execute, prepare
 
         r = 1 if workload == "study1" else replicates
-        overrides = [f"data={url}", f"replicates={r}", "execution=onepass", f"panels={PANELS}"]
+        overrides = [f"data={url}", f"replicates={r}", "execution=onepass", f"panels={PANELS}", *study_set]
         run = prepare("conf/studies/inclusion_scale.yaml", overrides, run_id=f"scaling-{time.time_ns()}")
         out = execute(run, engine, serial=True)
         return {"replicates": r, "run": out}
@@ -101,7 +104,7 @@ def child(args: argparse.Namespace) -> None:
     logging.basicConfig(level=logging.WARNING)
     with MemorySampler() as memory:
         start = time.perf_counter()
-        info = run_workload(args.child, args.data, args.replicates, Path(args.cache), args.model)
+        info = run_workload(args.child, args.data, args.replicates, Path(args.cache), args.model, tuple(args.study_set))
         wall = time.perf_counter() - start
     print("RESULT " + json.dumps(info | {"wall": wall, "driver_mb": memory.driver / 2**20,
                                          "workers_mb": memory.children / 2**20}))  # fmt: skip
@@ -110,6 +113,7 @@ def child(args: argparse.Namespace) -> None:
 def measure(workload: str, url: str, args: argparse.Namespace, model: str | None) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "benchmarks.scaling", "--child", workload, "--data", url, "--cache", args.cache,
            "--replicates", str(args.replicates)] + (["--model", model] if model else [])  # fmt: skip
+    cmd += [f"--study-set={kv}" for kv in args.study_set]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     if proc.returncode or not lines:
@@ -124,6 +128,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--replicates", type=int, default=100)
     parser.add_argument("--cache", default="/tmp/judgecal-bench")
+    parser.add_argument("--study-set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override of the study config (repeatable), e.g. onepass_batch=100")  # fmt: skip
     parser.add_argument("--child", choices=WORKLOADS, help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)

@@ -7,6 +7,7 @@ Spark table) and both calibrator inputs are checked, on a generated table and on
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 
@@ -14,7 +15,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from judgecal_dist.engine import replicate_kernels
 from judgecal_dist.engine.panel import Panel, load_panel
+from judgecal_dist.engine.replicate_kernels import Partial, PassSpec, counts_kernel
 from judgecal_dist.engine.replicate_sources import PanelSource, spark_items_source
 from judgecal_dist.engine.replicates import evaluate_replicates
 from judgecal_dist.engine.spark import read_table
@@ -84,12 +87,43 @@ def llmbar_root(llmbar_dir, tmp_path_factory) -> str:
 
 
 @pytest.mark.parametrize("calibrator_input", ["logit", "probability"])
-def test_local_onepass_equals_in_memory_on_generated(generated, calibrator_input):
+@pytest.mark.parametrize("max_pattern_judges", [0, 3, 10])
+def test_local_onepass_equals_in_memory_on_generated(generated, calibrator_input, max_pattern_judges):
+    # 0: every panel fitted by passes; 3: top3 from vote-pattern counts, the rest by passes; 10: all by patterns.
     settings = Settings(calibrator_input=calibrator_input)
     panel = load_panel(generated)
-    got = evaluate_replicates(PanelSource(panel, batch_items=700), SEEDS, 0.5, panels=PANELS, settings=settings)
+    got = evaluate_replicates(PanelSource(panel, batch_items=700), SEEDS, 0.5, panels=PANELS, settings=settings,
+                              max_pattern_judges=max_pattern_judges)  # fmt: skip
     assert_equal(got, reference(panel, SEEDS, settings))
-    assert got.attrs["passes"] >= 4  # counts, ranges, >= 1 fit pass, metrics: never one scan per replicate
+    if max_pattern_judges < 10:
+        assert got.attrs["passes"] >= 4  # counts, patterns + ranges, >= 1 fit pass, metrics: never one per replicate
+    else:
+        assert got.attrs["passes"] == 2  # counts, then patterns: every fit and metric from the cell counts
+
+
+def test_calibration_cache_gives_the_same_numbers_as_recomputing(generated, monkeypatch):
+    # The worker-side cache of calibration inputs is an optimisation only: disabled, every pass recomputes them.
+    panel = load_panel(generated)
+    kwargs = dict(panels=PANELS, settings=Settings(), max_pattern_judges=0)
+    cached = evaluate_replicates(PanelSource(panel, batch_items=700), SEEDS[:2], 0.5, **kwargs)
+    assert replicate_kernels._CACHE  # the passes filled it
+    monkeypatch.setattr(replicate_kernels, "CACHE_MB", 0.0)
+    replicate_kernels._CACHE.clear()
+    fresh = evaluate_replicates(PanelSource(panel, batch_items=700), SEEDS[:2], 0.5, **kwargs)
+    assert not replicate_kernels._CACHE
+    pd.testing.assert_frame_equal(cached, fresh, check_exact=True)
+
+
+def test_partial_bytes_round_trip_sparse_and_dense():
+    rng = np.random.default_rng(0)
+    sparse = np.zeros(1000)
+    sparse[rng.choice(1000, 30, replace=False)] = rng.normal(size=30)
+    for values in (sparse, rng.normal(size=50), np.zeros(0)):
+        part = Partial(values, rng.normal(size=4), rng.normal(size=4))
+        back = Partial.from_bytes(part.to_bytes())
+        for name in ("sum", "min", "max"):
+            np.testing.assert_array_equal(getattr(back, name), getattr(part, name))
+    assert len(Partial(sparse).to_bytes()) < len(Partial(rng.normal(size=1000)).to_bytes()) / 10
 
 
 @pytest.mark.heavy  # ~1-2 min on a contended 2-core machine: ~30 Spark passes of ~1-3 s job overhead each
@@ -98,7 +132,8 @@ def test_spark_onepass_equals_in_memory_on_generated(spark, generated):
     source = spark_items_source(read_table(spark, generated, "verdicts"), read_table(spark, generated, "labels"),
                                 dataset=None, sample=0, where=generated)  # fmt: skip
     try:
-        got = evaluate_replicates(source, SPARK_SEEDS, 0.4, panels=PANELS, settings=settings)
+        # top3 from pattern counts, the full panel and top5 by lockstep passes over the workers' cached inputs
+        got = evaluate_replicates(source, SPARK_SEEDS, 0.4, panels=PANELS, settings=settings, max_pattern_judges=3)
     finally:
         source.release()
     assert_equal(got, reference(load_panel(generated), SPARK_SEEDS, settings, fraction=0.4))
@@ -175,6 +210,8 @@ def test_bad_input_is_rejected_with_a_clear_error(generated):
         evaluate_replicates(source, [0], 0.5, calibrators=("isotonic",))
     with pytest.raises(ConfigError, match="panels: the one-pass path supports 'all' and topK panels, got 'dedup'"):
         evaluate_replicates(source, [0], 0.5, panels=("all", "dedup"))
+    with pytest.raises(ConfigError, match=r"max_pattern_judges: must be in \[0, 10\], got 11"):
+        evaluate_replicates(source, [0], 0.5, max_pattern_judges=11)
     tiny = _panel(panel.votes[:1], panel.labels[:1])
     with pytest.raises(InputError, match=r"seed\(s\) \[0\]: calibration or evaluation part is empty"):
         evaluate_replicates(PanelSource(tiny), [0], 0.5)
@@ -186,3 +223,31 @@ def test_spark_source_rejects_unknown_dataset_and_sample(spark, generated):
         spark_items_source(verdicts, labels, dataset="nope", sample=0, where=generated)
     with pytest.raises(InputError, match="no verdicts for dataset 'synthetic' with sample=3"):
         spark_items_source(verdicts, labels, dataset=None, sample=3, where=generated)
+
+
+@pytest.mark.heavy  # ~30 s: two Spark item tables on a contended 2-core machine
+@pytest.mark.parametrize("label_fraction", [1.0, 0.05])
+def test_spark_items_equal_the_dense_panel(spark, tmp_path, label_fraction):
+    # Mostly labelled tables are built by one groupBy of verdicts and labels; a labelled item without any verdict
+    # sends the build to the join plan, which keeps it with every vote missing (as load_panel does); sparsely
+    # labelled tables take the join plan directly. Either way the items equal the dense panel's.
+    root = str(tmp_path / "panel")
+    generate_panel(root, n_items=400, n_judges=6, seed=3, label_fraction=label_fraction)
+    labels = pd.read_parquet(f"{root}/labels")
+    dropped = labels.loc[labels["label"].isin(["A", "B"]), "item_id"].iloc[0]
+    verdicts = pd.read_parquet(f"{root}/verdicts")
+    for part in (tmp_path / "panel" / "verdicts").glob("*.parquet"):
+        part.unlink()
+    verdicts[verdicts["item_id"] != dropped].to_parquet(f"{root}/verdicts/part-0.parquet", index=False)
+    panel = load_panel(root)
+    assert (panel.votes[panel.item_ids == dropped] == -1).all()
+    source = spark_items_source(read_table(spark, root, "verdicts"), read_table(spark, root, "labels"), dataset=None,
+                                sample=0, where=root)  # fmt: skip
+    try:
+        spec = PassSpec((0, 1, 2), 0.5)
+        got = source.map_reduce(functools.partial(counts_kernel, spec=spec)).sum
+    finally:
+        source.release()
+    assert source.n_items == panel.n_items
+    want = PanelSource(panel).map_reduce(functools.partial(counts_kernel, spec=spec)).sum
+    np.testing.assert_array_equal(got, want)

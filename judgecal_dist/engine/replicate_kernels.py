@@ -9,29 +9,41 @@ The aggregator log-odds of pipeline column ``k`` (a replicate ``r`` and a panel)
 :math:`t_{ik} = \mathrm{logit}\,\pi_k + \sum_j z_{ij} W_{jk}` with :math:`W_{jk}` the one-coin weight of judge
 ``j`` (0 outside the panel), computed for all columns by one matrix product; an item counts on the calibration
 side of column ``k`` when :func:`judgecal_dist.splits.calibration_mask` of its group key is true for ``r``.
+
+The calibration-side inputs of every column do not change between the optimiser passes, so the process that
+computes them for a batch keeps them (:func:`calibration_side`, an LRU cache bounded by
+``JUDGECAL_ONEPASS_CACHE_MB``, keyed by the evaluation's token and a digest of the batch's bytes): every later
+pass over that batch only evaluates the calibrators' losses. A miss (another process got the batch, or the
+cache was full) recomputes the same numbers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import hashlib
+import os
+from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import expit, log_expit, logit, xlogy
+from scipy.special import expit, log_expit, logit
 
-from judgecal_dist.methods.calibrator_base import logistic_loss
 from judgecal_dist.methods.votes import signed_votes
 from judgecal_dist.splits import calibration_mask
-from judgecal_dist.stats.metrics import _bin_index, _correctness
+from judgecal_dist.stats.metrics import bin_index, correctness
 
-__all__ = ["Partial", "Columns", "PassSpec", "counts_kernel", "ranges_kernel", "objective_kernel", "metrics_kernel"]
+__all__ = ["Partial", "Columns", "PassSpec", "counts_kernel", "ranges_kernel", "objective_kernel", "metrics_kernel",
+           "calibrated", "platt_sums", "beta_sums", "metric_sums", "calibration_side", "calibrator_input",
+           "platt_input", "beta_logs", "row_chunks"]  # fmt: skip
 
 #: Cells of ``rows x columns`` float64 work arrays per sub-batch (about 16 MB each), bounding worker memory.
 _CELLS_PER_CHUNK = 2_000_000
 PLATT_STATS = 6  # loss, g_slope, g_intercept, H_ss, H_si, H_ii
 BETA_STATS = 4  # loss, g_a, g_b, g_c
 METRIC_STATS = 4  # n, nll sum, brier sum, correct sum (then n_bins ECE gap sums)
+#: Per-process budget of the calibration-side cache (MB); 0 disables it.
+CACHE_MB = float(os.environ.get("JUDGECAL_ONEPASS_CACHE_MB", "2048"))
 
 
 @dataclass
@@ -46,14 +58,26 @@ class Partial:
         return Partial(self.sum + other.sum, np.minimum(self.min, other.min), np.maximum(self.max, other.max))
 
     def to_bytes(self) -> bytes:
-        sizes = np.array([self.sum.size, self.min.size, self.max.size], dtype=np.float64)
-        return np.concatenate([sizes, self.sum, self.min, self.max]).astype(np.float64).tobytes()
+        # Pattern count tables are mostly zero: those sums travel as (index, value) pairs.
+        nz = np.flatnonzero(self.sum)
+        sparse = 2 * nz.size < self.sum.size
+        body = np.concatenate([nz.astype(np.float64), self.sum[nz]]) if sparse else self.sum
+        head = np.array([self.sum.size, self.min.size, self.max.size, float(sparse), nz.size], dtype=np.float64)
+        return np.concatenate([head, body, self.min, self.max]).astype(np.float64).tobytes()
 
     @classmethod
     def from_bytes(cls, blob: bytes) -> Partial:
         values = np.frombuffer(blob, dtype=np.float64)
-        a, b, _ = (int(v) for v in values[:3])
-        return cls(values[3 : 3 + a].copy(), values[3 + a : 3 + a + b].copy(), values[3 + a + b :].copy())
+        n_sum, n_min, _, sparse, nnz = (int(v) for v in values[:5])
+        pos = 5
+        if sparse:
+            total = np.zeros(n_sum)
+            total[values[pos : pos + nnz].astype(np.int64)] = values[pos + nnz : pos + 2 * nnz]
+            pos += 2 * nnz
+        else:
+            total = values[pos : pos + n_sum].copy()
+            pos += n_sum
+        return cls(total, values[pos : pos + n_min].copy(), values[pos + n_min :].copy())
 
 
 @dataclass(frozen=True)
@@ -69,34 +93,130 @@ class PassSpec:
 
 @dataclass(frozen=True)
 class Columns:
-    """Aggregator columns: one-coin weights ``W`` (J x K), prior log-odds ``b`` (K) and replicate index (K)."""
+    """Aggregator columns: one-coin weights ``W`` (J x K), prior log-odds ``b`` (K) and replicate index (K).
+
+    ``token`` names the evaluation (its calibration-side inputs are cached under it); empty disables the cache.
+    """
 
     weights: npt.NDArray[np.float64]
     prior_logit: npt.NDArray[np.float64]
     replicate: npt.NDArray[np.intp]
+    token: str = ""
+
+    @property
+    def position(self) -> npt.NDArray[np.intp]:
+        """Index of each column among its replicate's columns (columns are grouped by replicate)."""
+        pos = np.zeros(len(self.replicate), dtype=np.intp)
+        for r in np.unique(self.replicate):
+            idx = np.flatnonzero(self.replicate == r)
+            pos[idx] = np.arange(len(idx))
+        return pos
 
 
-def _chunks(n_rows: int, n_cols: int) -> list[slice]:
+def row_chunks(n_rows: int, n_cols: int) -> list[slice]:
     step = max(1, _CELLS_PER_CHUNK // max(n_cols, 1))
     return [slice(i, min(i + step, n_rows)) for i in range(0, n_rows, step)]
 
 
-def _calibrator_input(t: npt.NDArray[np.float64], spec: PassSpec) -> npt.NDArray[np.float64]:
+def calibrator_input(t: npt.NDArray[np.float64], spec: PassSpec) -> npt.NDArray[np.float64]:
     """The score a calibrator sees: the log-odds themselves, or the clipped probability ``sigma(t)``."""
     if spec.score_input == "logit":
         return t
     return np.clip(expit(t), spec.eps, 1.0 - spec.eps)
 
 
-def _platt_u(x: npt.NDArray[np.float64], spec: PassSpec) -> npt.NDArray[np.float64]:
+def platt_input(x: npt.NDArray[np.float64], spec: PassSpec) -> npt.NDArray[np.float64]:
     return x if spec.score_input == "logit" else np.asarray(logit(x))
 
 
-def _beta_logs(x: npt.NDArray[np.float64], spec: PassSpec) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+def beta_logs(x: npt.NDArray[np.float64], spec: PassSpec) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     # (ln s, ln(1 - s)) exactly as BetaCalibration computes them for either score input.
     if spec.score_input == "logit":
         return log_expit(x), log_expit(-x)
     return np.log(x), np.log1p(-x)
+
+
+def _loss_and_sigmoid(tt: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""Log-loss :math:`\log(1 + e^{-(2y-1)t})`, :math:`\sigma(t)` and :math:`\sigma(-t)` from one ``exp`` and one ``log1p``.
+
+    The same stable forms as :func:`~judgecal_dist.methods.calibrator_base.logistic_loss` (``logaddexp``) and
+    ``expit``, equal to them within an ulp, at about half the cost: these sums are the fit passes' whole work.
+    """
+    e = np.exp(-np.abs(tt))
+    denominator = 1.0 + e
+    positive = tt >= 0.0
+    sig, sig_neg = np.where(positive, 1.0, e) / denominator, np.where(positive, e, 1.0) / denominator
+    loss = np.log1p(e, out=e)
+    loss += np.maximum((1.0 - 2.0 * y) * tt, 0.0)
+    return loss, sig, sig_neg
+
+
+def _column_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.einsum("ij,ij->j", a, b)
+
+
+def platt_sums(u: np.ndarray, y: np.ndarray, theta: np.ndarray, count: np.ndarray | None = None) -> np.ndarray:
+    r"""Per request (column of ``u``): :math:`\sum\ell`, :math:`\sum(\sigma-y)(u,1)`, :math:`\sum\sigma(1-\sigma)(u,1)(u,1)^\top`.
+
+    ``u`` is ``rows x requests``, ``y`` ``rows x 1``, ``theta`` ``requests x 2`` (slope, intercept); ``count``
+    (``rows x 1``) weights each row (a vote pattern standing for that many items).
+    """
+    tt = theta[:, 0] * u + theta[:, 1]
+    loss, sig, sig_neg = _loss_and_sigmoid(tt, y)
+    resid, h = sig - y, sig * sig_neg  # both factors exact in the tails, as PlattCalibrator's Hessian
+    if count is not None:
+        resid, h, loss = resid * count, h * count, loss * count
+    hu = h * u
+    return np.stack([loss.sum(axis=0), _column_dot(resid, u), resid.sum(axis=0), _column_dot(hu, u),
+                     hu.sum(axis=0), h.sum(axis=0)], axis=1)  # fmt: skip
+
+
+def beta_sums(
+    log_s: np.ndarray, log_1ms: np.ndarray, y: np.ndarray, theta: np.ndarray, count: np.ndarray | None = None
+) -> np.ndarray:
+    r"""Per request: :math:`\sum\ell` and :math:`\sum(\sigma-y)(\ln s, -\ln(1-s), 1)` at ``theta`` = (a, b, c)."""
+    tt = theta[:, 0] * log_s - theta[:, 1] * log_1ms + theta[:, 2]
+    loss, sig, _ = _loss_and_sigmoid(tt, y)
+    resid = sig - y
+    if count is not None:
+        resid, loss = resid * count, loss * count
+    return np.stack([loss.sum(axis=0), _column_dot(resid, log_s), -_column_dot(resid, log_1ms),
+                     resid.sum(axis=0)], axis=1)  # fmt: skip
+
+
+def calibrated(t: np.ndarray, kind: np.ndarray, params: np.ndarray, spec: PassSpec) -> np.ndarray:
+    """P(Y=1) of pipelines ``kind`` (``none``/``platt``/``beta``, one per column of ``t``) with ``params`` (K x 3)."""
+    x = calibrator_input(t, spec)
+    p = np.empty_like(t)
+    none, platt, beta = (kind == name for name in ("none", "platt", "beta"))
+    p[:, none] = np.clip(expit(t[:, none]), spec.eps, 1.0 - spec.eps)
+    p[:, platt] = expit(params[platt, 0] * platt_input(x[:, platt], spec) + params[platt, 1])
+    log_s, log_1ms = beta_logs(x[:, beta], spec)
+    p[:, beta] = expit(params[beta, 0] * log_s - params[beta, 1] * log_1ms + params[beta, 2])
+    return p
+
+
+def metric_sums(p: np.ndarray, y: np.ndarray, spec: PassSpec, count: np.ndarray | None = None) -> np.ndarray:
+    """Per column of ``p``: items, NLL, Brier, correctness sums, then the ``n_bins`` ECE gap sums (weighted by ``count``)."""
+    q = np.clip(p, spec.eps, 1.0 - spec.eps)
+    nll = -np.log(np.where(y == 1, q, 1.0 - q))  # = -(xlogy(y, q) + xlogy(1 - y, 1 - q)) for binary y, one log
+    correct = correctness(np.broadcast_to(y, p.shape), p)
+    conf = np.maximum(p, 1.0 - p)
+    gap, sq = correct - conf, (p - y) ** 2
+    n = np.full(p.shape[1], float(p.shape[0]))
+    if count is not None:
+        nll, correct, gap, sq, n = (
+            nll * count,
+            correct * count,
+            gap * count,
+            sq * count,
+            np.full(p.shape[1], count.sum()),
+        )
+    k = p.shape[1]
+    flat = (bin_index(conf, spec.n_bins) + spec.n_bins * np.arange(k)).ravel()  # one bincount over (bin, column)
+    gaps = np.bincount(flat, weights=gap.ravel(), minlength=spec.n_bins * k).reshape(k, spec.n_bins)
+    head = np.stack([n, nll.sum(axis=0), sq.sum(axis=0), correct.sum(axis=0)], axis=1)
+    return np.concatenate([head, gaps], axis=1)
 
 
 def counts_kernel(votes: np.ndarray, labels: np.ndarray, keys: np.ndarray, spec: PassSpec) -> Partial:
@@ -113,26 +233,70 @@ def counts_kernel(votes: np.ndarray, labels: np.ndarray, keys: np.ndarray, spec:
     return Partial(np.concatenate(sums))
 
 
-def _by_replicate(
-    votes: np.ndarray, keys: np.ndarray, spec: PassSpec, cols: Columns, req_cols: np.ndarray, *, calibration: bool
-) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Per replicate with requests: ``(rows, request indices, log-odds of those rows x requests)``.
+class _Side:
+    """Calibration-side rows of one replicate in one batch: labels ``y`` and the inputs ``x`` of its columns."""
 
-    The log-odds of every requested column come from one matrix product per sub-batch of rows (BLAS); each
-    replicate then takes the rows on the requested side of its split only, so the calibrators' work is not spent
-    on the other half. Only the requested replicates' split membership is hashed.
-    """
-    needed, inverse = np.unique(req_cols, return_inverse=True)
-    rep_of_req = cols.replicate[req_cols]
-    reps = np.unique(rep_of_req)
+    def __init__(self, y: np.ndarray, x: np.ndarray, spec: PassSpec) -> None:
+        self.y, self.x, self.spec = y, x, spec
+        self._derived: dict[str, np.ndarray] = {}
+
+    def derived(self, name: str) -> np.ndarray:
+        """``u`` (Platt's input), ``log_s`` or ``log_1ms`` (beta's), computed once."""
+        if name not in self._derived:
+            if name == "u":
+                self._derived["u"] = platt_input(self.x, self.spec)
+            else:
+                self._derived["log_s"], self._derived["log_1ms"] = beta_logs(self.x, self.spec)
+        return self._derived[name]
+
+    @property
+    def nbytes(self) -> int:
+        return self.y.nbytes + self.x.nbytes + sum(a.nbytes for a in self._derived.values() if a is not self.x)
+
+
+_CACHE: OrderedDict[tuple[str, bytes], dict[int, _Side]] = OrderedDict()
+
+
+def _digest(*arrays: np.ndarray) -> bytes:
+    h = hashlib.blake2b(digest_size=16)
+    for a in arrays:
+        h.update(np.ascontiguousarray(a).data)
+    return h.digest()
+
+
+def _evict(keep: tuple[str, bytes]) -> None:
+    budget = CACHE_MB * 2**20
+    for key in [k for k in _CACHE if k[0] != keep[0]]:  # another evaluation's entries are garbage now
+        del _CACHE[key]
+    while len(_CACHE) > 1 and sum(s.nbytes for e in _CACHE.values() for s in e.values()) > budget:
+        oldest = next(k for k in _CACHE if k != keep)
+        del _CACHE[oldest]
+
+
+def calibration_side(
+    votes: np.ndarray, labels: np.ndarray, keys: np.ndarray, spec: PassSpec, cols: Columns
+) -> dict[int, _Side]:
+    """Per replicate: its calibration-side rows' labels and calibrator inputs of all its columns (cached)."""
+    key = (cols.token, _digest(votes, labels, keys))
+    if cols.token and key in _CACHE:
+        _CACHE.move_to_end(key)
+        return _CACHE[key]
+    reps = np.unique(cols.replicate)
     mask = calibration_mask(keys, [spec.seeds[r] for r in reps], spec.fraction)
-    for chunk in _chunks(len(keys), len(needed)):
-        t_all = cols.prior_logit[needed] + signed_votes(votes[chunk]) @ cols.weights[:, needed]
-        for i, r in enumerate(reps):
-            which = np.flatnonzero(rep_of_req == r)
-            side = mask[i, chunk] if calibration else ~mask[i, chunk]
-            rows = np.flatnonzero(side)
-            yield rows + chunk.start, which, t_all[np.ix_(rows, inverse[which])]
+    of_rep = [np.flatnonzero(cols.replicate == r) for r in reps]
+    ys: list[list[np.ndarray]] = [[] for _ in reps]
+    xs: list[list[np.ndarray]] = [[] for _ in reps]
+    for chunk in row_chunks(len(keys), len(cols.replicate)):
+        t_all = cols.prior_logit + signed_votes(votes[chunk]) @ cols.weights
+        for i, which in enumerate(of_rep):
+            rows = np.flatnonzero(mask[i, chunk])
+            ys[i].append(labels[chunk][rows].astype(np.float64))
+            xs[i].append(calibrator_input(t_all[np.ix_(rows, which)], spec))
+    sides = {int(r): _Side(np.concatenate(ys[i])[:, None], np.concatenate(xs[i]), spec) for i, r in enumerate(reps)}
+    if cols.token and CACHE_MB > 0:
+        _CACHE[key] = sides
+        _evict(key)
+    return sides
 
 
 def ranges_kernel(votes: np.ndarray, labels: np.ndarray, keys: np.ndarray, spec: PassSpec, cols: Columns) -> Partial:
@@ -140,16 +304,18 @@ def ranges_kernel(votes: np.ndarray, labels: np.ndarray, keys: np.ndarray, spec:
 
     Enough to decide every degenerate case of the in-memory calibrators (constant scores, a threshold that
     separates the classes). ``min``/``max`` are ``K x 2`` flattened (``+inf``/``-inf`` where a class is absent).
+    Computing them fills the calibration-side cache that the fit passes read.
     """
     k = cols.weights.shape[1]
     lo, hi = np.full((k, 2), np.inf), np.full((k, 2), -np.inf)
-    for rows, which, t in _by_replicate(votes, keys, spec, cols, np.arange(k), calibration=True):
-        x = _calibrator_input(t, spec)
-        for cls in (0, 1):
-            sel = labels[rows] == cls
-            if sel.any():
-                lo[which, cls] = np.minimum(lo[which, cls], x[sel].min(axis=0))
-                hi[which, cls] = np.maximum(hi[which, cls], x[sel].max(axis=0))
+    if k:
+        for r, side in calibration_side(votes, labels, keys, spec, cols).items():
+            which = np.flatnonzero(cols.replicate == r)
+            for cls in (0, 1):
+                sel = side.y[:, 0] == cls
+                if sel.any():
+                    lo[which, cls] = side.x[sel].min(axis=0)
+                    hi[which, cls] = side.x[sel].max(axis=0)
     return Partial(np.empty(0), lo.ravel(), hi.ravel())
 
 
@@ -166,40 +332,29 @@ def objective_kernel(
 
     ``platt`` holds ``(column, weight, slope, intercept)`` and ``beta`` ``(column, weight, a, b, c)``, with
     ``weight`` = 1 / n_cal of the column's replicate (the calibrators minimise a mean). Per Platt request
-    :data:`PLATT_STATS` sums: :math:`\sum w\ell`, :math:`\sum w(\sigma - y)(u, 1)` and
-    :math:`\sum w\sigma(1-\sigma)(u,1)(u,1)^\top`; per beta request :data:`BETA_STATS`: :math:`\sum w\ell` and
-    :math:`\sum w(\sigma - y)(\ln s, -\ln(1-s), 1)`. No penalty: the driver adds it once.
+    :data:`PLATT_STATS` sums (:func:`platt_sums`), per beta request :data:`BETA_STATS` (:func:`beta_sums`).
+    No penalty: the driver adds it once.
     """
-    n_platt = len(platt)
-    out_platt, out_beta = np.zeros((n_platt, PLATT_STATS)), np.zeros((len(beta), BETA_STATS))
-    if not n_platt + len(beta):
+    out_platt, out_beta = np.zeros((len(platt), PLATT_STATS)), np.zeros((len(beta), BETA_STATS))
+    if not len(platt) + len(beta):
         return Partial(np.empty(0))
-    req_cols = np.array([r[0] for r in platt] + [r[0] for r in beta], dtype=np.intp)
-    weight = np.array([r[1] for r in platt] + [r[1] for r in beta])
-    theta = np.array([(r[2], r[3], 0.0) for r in platt] + [tuple(r[2:5]) for r in beta], dtype=np.float64)
-    for rows, which, t in _by_replicate(votes, keys, spec, cols, req_cols, calibration=True):
-        x = _calibrator_input(t, spec)
-        y = labels[rows].astype(np.float64)[:, None]
-        w = weight[which]
-        is_platt = which < n_platt
-        if is_platt.any():
-            p_idx = which[is_platt]
-            u = _platt_u(x[:, is_platt], spec)
-            tt = theta[p_idx, 0] * u + theta[p_idx, 1]
-            sig = expit(tt)
-            resid = sig - y
-            h = sig * expit(-tt)
-            out_platt[p_idx] += w[is_platt, None] * np.stack(
-                [logistic_loss(tt, y).sum(axis=0), (resid * u).sum(axis=0), resid.sum(axis=0),
-                 (h * u * u).sum(axis=0), (h * u).sum(axis=0), h.sum(axis=0)], axis=1)  # fmt: skip
-        if not is_platt.all():
-            b_idx = which[~is_platt]
-            log_s, log_1ms = _beta_logs(x[:, ~is_platt], spec)
-            tt = theta[b_idx, 0] * log_s - theta[b_idx, 1] * log_1ms + theta[b_idx, 2]
-            resid = expit(tt) - y
-            out_beta[b_idx - n_platt] += w[~is_platt, None] * np.stack(
-                [logistic_loss(tt, y).sum(axis=0), (resid * log_s).sum(axis=0), -(resid * log_1ms).sum(axis=0),
-                 resid.sum(axis=0)], axis=1)  # fmt: skip
+    sides = calibration_side(votes, labels, keys, spec, cols)
+    position = cols.position
+    for requests, out, kind in ((platt, out_platt, "platt"), (beta, out_beta, "beta")):
+        if not requests:
+            continue
+        req_cols = np.array([r[0] for r in requests], dtype=np.intp)
+        weight = np.array([r[1] for r in requests])
+        theta = np.array([r[2:] for r in requests], dtype=np.float64)
+        rep_of_req = cols.replicate[req_cols]
+        for r in np.unique(rep_of_req):
+            which = np.flatnonzero(rep_of_req == r)
+            side, pos = sides[int(r)], position[req_cols[which]]
+            if kind == "platt":
+                sums = platt_sums(side.derived("u")[:, pos], side.y, theta[which])
+            else:
+                sums = beta_sums(side.derived("log_s")[:, pos], side.derived("log_1ms")[:, pos], side.y, theta[which])
+            out[which] += weight[which, None] * sums
     return Partial(np.concatenate([out_platt.ravel(), out_beta.ravel()]))
 
 
@@ -218,32 +373,22 @@ def metrics_kernel(
     ``n_bins`` sums of correctness minus confidence per top-label bin, from which
     :func:`judgecal_dist.stats.metrics.ece` is :math:`\\sum_b |\\mathrm{gap}_b| / n`.
     """
-    width = METRIC_STATS + spec.n_bins
-    out = np.zeros((len(fitted), width))
+    out = np.zeros((len(fitted), METRIC_STATS + spec.n_bins))
     if not fitted:
         return Partial(out.ravel())
     req_cols = np.array([f[0] for f in fitted], dtype=np.intp)
     params = np.array([f[2:] for f in fitted], dtype=np.float64)
     kind = np.array([f[1] for f in fitted])
-    for rows, which, t in _by_replicate(votes, keys, spec, cols, req_cols, calibration=False):
-        x = _calibrator_input(t, spec)
-        p = np.empty_like(t)
-        none, platt, beta = (kind[which] == name for name in ("none", "platt", "beta"))
-        pp = params[which]
-        p[:, none] = np.clip(expit(t[:, none]), spec.eps, 1.0 - spec.eps)
-        p[:, platt] = expit(pp[platt, 0] * _platt_u(x[:, platt], spec) + pp[platt, 1])
-        log_s, log_1ms = _beta_logs(x[:, beta], spec)
-        p[:, beta] = expit(pp[beta, 0] * log_s - pp[beta, 1] * log_1ms + pp[beta, 2])
-        y = labels[rows].astype(np.int64)[:, None]
-        q = np.clip(p, spec.eps, 1.0 - spec.eps)
-        nll = -(xlogy(y, q) + xlogy(1 - y, 1.0 - q))
-        correct = _correctness(np.broadcast_to(y, p.shape), p)
-        conf = np.maximum(p, 1.0 - p)
-        bins = _bin_index(conf, spec.n_bins)
-        flat = (bins + spec.n_bins * np.arange(len(which))).ravel()  # one bincount over (bin, pipeline) cells
-        gap = np.bincount(flat, weights=(correct - conf).ravel(), minlength=spec.n_bins * len(which))
-        gap = gap.reshape(len(which), spec.n_bins)
-        head = np.stack([np.full(len(which), float(len(rows))), nll.sum(axis=0), ((p - y) ** 2).sum(axis=0),
-                         correct.sum(axis=0)], axis=1)  # fmt: skip
-        out[which] += np.concatenate([head, gap], axis=1)
+    rep_of_req = cols.replicate[req_cols]
+    reps = np.unique(rep_of_req)
+    mask = calibration_mask(keys, [spec.seeds[r] for r in reps], spec.fraction)
+    needed, inverse = np.unique(req_cols, return_inverse=True)
+    for chunk in row_chunks(len(keys), len(needed)):
+        t_all = cols.prior_logit[needed] + signed_votes(votes[chunk]) @ cols.weights[:, needed]
+        for i, r in enumerate(reps):
+            which = np.flatnonzero(rep_of_req == r)
+            rows = np.flatnonzero(~mask[i, chunk])
+            t = t_all[np.ix_(rows, inverse[which])]
+            p = calibrated(t, kind[which], params[which], spec)
+            out[which] += metric_sums(p, labels[chunk][rows].astype(np.int64)[:, None], spec)
     return Partial(out.ravel())

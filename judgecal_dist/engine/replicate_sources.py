@@ -2,8 +2,8 @@
 
 Both sources expose ``map_reduce(kernel) -> Partial``: ``kernel(votes, labels, group_keys)`` runs on every batch
 of labelled items and the per-batch :class:`~judgecal_dist.engine.replicate_kernels.Partial` results are
-combined. On Spark each batch's partial crosses to the driver as one ``binary`` row (a few kilobytes), so a pass
-returns one row per Arrow batch, never one per item.
+combined. On Spark each partition's combined partial crosses to the driver as one ``binary`` row, so a pass
+returns one row per partition, never one per item.
 
 The Spark table holds one row per labelled item (label A or B) of the chosen dataset: ``group_key`` (Spark's
 ``xxhash64(group_id)``, :func:`judgecal_dist.splits.group_keys`), ``label`` and the item's dense votes at the
@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from judgecal_dist.engine.item_votes import (
@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 Kernel = Callable[[npt.NDArray[np.int8], npt.NDArray[np.int8], npt.NDArray[np.int64]], Partial]
 #: Items per batch of the in-memory source (the Spark source uses Arrow's ``maxRecordsPerBatch``).
 LOCAL_BATCH_ITEMS = 20_000
+#: At least 1 in this many label rows labelled: build the items by one groupBy of verdicts and labels (no joins).
+DENSE_LABEL_SHARE = 10
 
 
 @dataclass(frozen=True)
@@ -85,14 +87,18 @@ def _pack_partition(batches: Iterator[pa.RecordBatch], n_judges: int) -> Iterato
 
 
 def _run_partition(batches: Iterator[pa.RecordBatch], kernel: Kernel, n_judges: int) -> Iterator[pa.RecordBatch]:
+    # The partition's batches are combined here: one partial per partition crosses to the driver.
+    total: Partial | None = None
     for batch in batches:
         if batch.num_rows == 0:
             continue
         votes = binary_votes(batch.column("votes"), n_judges)
         labels = batch.column("label").to_numpy(zero_copy_only=False).astype(np.int8)
         keys = batch.column("group_key").to_numpy(zero_copy_only=False).astype(np.int64)
-        blob = kernel(votes, labels, keys).to_bytes()
-        yield pa.RecordBatch.from_arrays([pa.array([blob], pa.binary())], names=["partial"])
+        part = kernel(votes, labels, keys)
+        total = part if total is None else total.combine(part)
+    if total is not None:
+        yield pa.RecordBatch.from_arrays([pa.array([total.to_bytes()], pa.binary())], names=["partial"])
 
 
 @dataclass
@@ -105,7 +111,7 @@ class SparkItemsSource:
 
     def map_reduce(self, kernel: Kernel) -> Partial:
         fn = functools.partial(_run_partition, kernel=kernel, n_judges=len(self.judge_ids))
-        rows = self.items.mapInArrow(fn, "partial binary").collect()  # one row per Arrow batch
+        rows = self.items.mapInArrow(fn, "partial binary").collect()  # one row per partition
         partials = [Partial.from_bytes(bytes(row.partial)) for row in rows]
         total = partials[0]
         for part in partials[1:]:
@@ -114,6 +120,14 @@ class SparkItemsSource:
 
     def release(self) -> None:
         self.items.unpersist()
+
+
+def _persist(rows: DataFrame, n_judges: int) -> DataFrame:
+    n_partitions = max(1, rows.sparkSession.sparkContext.defaultParallelism)
+    packed = functools.partial(_pack_partition, n_judges=n_judges)
+    # coalesce, not repartition: the items are already grouped by the shuffle; no second shuffle
+    items = rows.mapInArrow(packed, "group_key long, label byte, votes binary").coalesce(n_partitions)
+    return items.persist(StorageLevel.MEMORY_AND_DISK)
 
 
 def spark_items_source(
@@ -126,7 +140,6 @@ def spark_items_source(
     InputError
         Several datasets and none chosen, an unknown dataset, no labelled item, or no verdict at ``sample``.
     """
-    spark: SparkSession = verdicts.sparkSession
     names = sorted(r.dataset for r in labels.select("dataset").distinct().collect())
     if dataset is None:
         if len(names) != 1:
@@ -138,26 +151,35 @@ def spark_items_source(
     judge_ids = np.array(sorted(r.judge_id for r in verdicts.select("judge_id").distinct().collect()), dtype=object)
     if not len(judge_ids):
         raise InputError(f"{where}: verdicts: sample: no verdicts for dataset {dataset!r} with sample={sample}")
-    labelled = label_codes_spark(labels.where(F.col("dataset") == dataset)).where(F.col("label") >= 0)
-    # Only labelled items are grouped: with 1% of the items labelled the groupBy shuffles 1% of the rows.
-    verdicts = verdicts.join(labelled.select("item_id"), on="item_id", how="left_semi")
-    blocks = block_columns(len(judge_ids))
-    votes = item_votes_spark(verdicts, None, judge_ids.tolist(), sample=sample).select("item_id", "group_id", *blocks)
-    # Labelled items without a verdict stay, with every vote missing, as in the dense panel.
-    rows = labelled.join(votes, on="item_id", how="left").select(
-        F.xxhash64(F.coalesce("group_id", "item_id")).alias("group_key"),
-        "label",
-        *blocks,  # null blocks (an item without verdicts) are all-missing votes
-    )
-    n_partitions = max(1, spark.sparkContext.defaultParallelism)
-    packed = functools.partial(_pack_partition, n_judges=len(judge_ids))
-    # coalesce, not repartition: the items are already grouped by the join's shuffle; no second shuffle
-    items = rows.mapInArrow(packed, "group_key long, label byte, votes binary").coalesce(n_partitions)
-    items = items.persist(StorageLevel.MEMORY_AND_DISK)
-    n_items = items.count()  # materialises the persisted table once
-    if n_items == 0:
-        items.unpersist()
+    labels = labels.where(F.col("dataset") == dataset)
+    labelled = label_codes_spark(labels).where(F.col("label") >= 0)
+    n_labelled, n_label_rows = labelled.count(), labels.count()
+    if n_labelled == 0:
         raise InputError(f"{where}: labels: label: no item of dataset {dataset!r} has label A or B")
+    blocks = block_columns(len(judge_ids))
+    items = None
+    if n_labelled * DENSE_LABEL_SHARE >= n_label_rows:
+        # Mostly labelled: one groupBy of verdicts and labels together (item_votes_spark's union), no join.
+        votes = item_votes_spark(verdicts, labels, judge_ids.tolist(), sample=sample).where(F.col("label") >= 0)
+        items = _persist(votes.select(F.xxhash64("group_id").alias("group_key"), "label", *blocks), len(judge_ids))
+        if items.count() != n_labelled:  # a labelled item without verdicts at `sample`: the join below keeps it
+            items.unpersist()
+            items = None
+    if items is None:
+        # Only labelled items are grouped: with 1% of the items labelled the groupBy shuffles 1% of the rows.
+        verdicts = verdicts.join(labelled.select("item_id"), on="item_id", how="left_semi")
+        votes = item_votes_spark(verdicts, None, judge_ids.tolist(), sample=sample).select(
+            "item_id", "group_id", *blocks
+        )
+        # Labelled items without a verdict stay, with every vote missing, as in the dense panel.
+        rows = labelled.join(votes, on="item_id", how="left").select(
+            F.xxhash64(F.coalesce("group_id", "item_id")).alias("group_key"),
+            "label",
+            *blocks,  # null blocks (an item without verdicts) are all-missing votes
+        )
+        items = _persist(rows, len(judge_ids))
+    n_items = items.count()  # materialised once (already counted on the first plan: then read from the cache)
+    n_partitions = items.rdd.getNumPartitions()
     log.info("one-pass items: %d labelled items x %d judges persisted in %d partitions", n_items, len(judge_ids),
              n_partitions)  # fmt: skip
     return SparkItemsSource(items=items, judge_ids=judge_ids, n_items=n_items)

@@ -9,17 +9,23 @@ and the top-k by posterior mean accuracy, chosen on the calibration part) and ev
 1. **Counts** (one pass): per replicate the calibration-side ``n``, positives and per-judge votes and correct
    votes; the one-coin weights of every panel follow exactly (:meth:`OneCoin.fit_counts`), and the top-k panels
    (:func:`judgecal_dist.methods.curate.top_k`).
-2. **Ranges** (one pass): per pipeline and class the min and max of the calibrator's input, which decide the
-   calibrators' degenerate cases (constant labels or scores, separation) as the in-memory fit decides them.
-3. **Fits** (one pass per optimiser iteration): every Platt and beta fit of every replicate and panel runs the
-   in-memory optimiser itself (``trust-exact`` for Platt, ``L-BFGS-B`` for beta, same start, options and
-   penalty) in lockstep (:func:`judgecal_dist.engine.lockstep.run_lockstep`); each objective evaluation is a
-   per-replicate sum of loss, gradient (and Hessian) over the calibration items, all requests in one pass.
-4. **Metrics** (one pass): per pipeline the evaluation-side sums of NLL, squared error, correctness and the
-   per-bin ECE gaps.
+2. **Patterns and ranges** (one pass): panels of at most ``max_pattern_judges`` judges (the top-k panels) are
+   counted per (side, label, vote pattern) cell (:mod:`judgecal_dist.engine.replicate_patterns`); their Platt
+   and beta fits and their metrics then follow on the driver from the weighted cells, with no further pass.
+   For the other panels (the full panel) the pass gives per class the min and max of the calibrator's input,
+   which decide the calibrators' degenerate cases (constant labels or scores, separation) as in memory, and
+   leaves each batch's calibration-side inputs cached in the process that read it.
+3. **Fits** (one pass per optimiser iteration, large panels only): every Platt and beta fit runs the in-memory
+   optimiser itself (``trust-exact`` for Platt, ``L-BFGS-B`` for beta, same start, options and penalty,
+   :mod:`judgecal_dist.engine.replicate_fits`) in lockstep (:func:`judgecal_dist.engine.lockstep.run_lockstep`);
+   each objective evaluation is a per-replicate sum of loss, gradient (and Hessian) over the cached
+   calibration inputs, all requests in one pass.
+4. **Metrics** (one pass, large panels only): per pipeline the evaluation-side sums of NLL, squared error,
+   correctness and the per-bin ECE gaps.
 
 The optimisers see the same objective values as in memory up to summation order, so they take the same steps
-and the results agree to round-off (tested to 1e-9). The driver holds ``O(R x J x panels)`` numbers.
+and the results agree to round-off (tested to 1e-9). The driver holds ``O(R x J x panels)`` numbers plus the
+pattern cells (``R x 4 x 3^k`` per top-k panel).
 """
 
 from __future__ import annotations
@@ -27,33 +33,38 @@ from __future__ import annotations
 import functools
 import logging
 import time
-import warnings
-from collections.abc import Mapping, Sequence
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import minimize
 from scipy.special import logit
-from sklearn.exceptions import ConvergenceWarning
+from threadpoolctl import threadpool_limits
 
 from judgecal_dist.engine.lockstep import run_lockstep
+from judgecal_dist.engine.replicate_fits import fit_beta, fit_platt
 from judgecal_dist.engine.replicate_kernels import (
     BETA_STATS,
     METRIC_STATS,
     PLATT_STATS,
     Columns,
+    Partial,
     PassSpec,
     counts_kernel,
     metrics_kernel,
     objective_kernel,
     ranges_kernel,
 )
+from judgecal_dist.engine.replicate_patterns import (
+    MAX_PATTERN_JUDGES,
+    PatternColumns,
+    PatternTable,
+    patterns_kernel,
+)
 from judgecal_dist.engine.replicate_sources import Kernel, PanelSource, SparkItemsSource
 from judgecal_dist.errors import ConfigError, InputError
-from judgecal_dist.methods import beta as beta_module
-from judgecal_dist.methods import platt as platt_module
 from judgecal_dist.methods.aggregate import OneCoin
 from judgecal_dist.methods.curate import top_k
 from judgecal_dist.studies.inclusion_pipeline import Settings, calibrator
@@ -64,7 +75,6 @@ log = logging.getLogger(__name__)
 
 ONEPASS_CALIBRATORS = ("none", "platt", "beta")
 AGGREGATOR = "one_coin"
-_BETA_UPPER = np.array([np.inf, np.inf, np.inf, 1.0, 1.0, np.inf])  # as BetaCalibration: a, b >= 0
 
 
 @dataclass(frozen=True)
@@ -115,6 +125,7 @@ def evaluate_replicates(
     calibrators: Sequence[str] = ONEPASS_CALIBRATORS,
     settings: Settings | None = None,
     n_bins: int = 10,
+    max_pattern_judges: int = MAX_PATTERN_JUDGES,
 ) -> pd.DataFrame:
     """Metrics of one-coin x ``calibrators`` x ``panels`` for every replicate seed (module docstring).
 
@@ -134,6 +145,9 @@ def evaluate_replicates(
         Pipeline hyperparameters (``calibrator_input`` included); default :class:`Settings`.
     n_bins : int
         ECE bins.
+    max_pattern_judges : int
+        Panels of at most this many judges (at most :data:`~judgecal_dist.engine.replicate_patterns.MAX_PATTERN_JUDGES`)
+        are fitted from vote-pattern counts; 0 fits every panel by passes.
 
     Returns
     -------
@@ -141,11 +155,12 @@ def evaluate_replicates(
         One row per (seed, panel, calibrator): ``seed, kind="metrics", aggregator, calibrator, panel,
         panel_size, n_cal, n_eval, nll, brier, ece, accuracy, fallback, n_iter``; ``attrs["passes"]`` counts
         the data passes.
+        Rows are ordered by seed, panel (as given) and calibrator (as given).
 
     Raises
     ------
     ConfigError
-        An unsupported panel or calibrator.
+        An unsupported panel or calibrator, or ``max_pattern_judges`` out of range.
     InputError
         A replicate whose calibration or evaluation part is empty.
     """
@@ -155,6 +170,8 @@ def evaluate_replicates(
         raise ConfigError(
             f"calibrators: the one-pass path supports {list(ONEPASS_CALIBRATORS)}, got {list(calibrators)}"
         )
+    if not 0 <= max_pattern_judges <= MAX_PATTERN_JUDGES:  # 4 x 3^k cells per panel and replicate
+        raise ConfigError(f"max_pattern_judges: must be in [0, {MAX_PATTERN_JUDGES}], got {max_pattern_judges}")
     spec = PassSpec(tuple(int(s) for s in seeds), float(fraction), settings.calibrator_input, settings.eps, n_bins)
     n_seeds, n_judges = len(spec.seeds), len(source.judge_ids)
     t0 = time.perf_counter()
@@ -168,47 +185,99 @@ def evaluate_replicates(
             f"replicates: seed(s) {empty[:5]}: calibration or evaluation part is empty ({source.n_items} labelled "
             f"items, calib_fraction {fraction}); use more items or another fraction"
         )
-    columns, weights, prior_logit = [], [], []
+    token = uuid.uuid4().hex  # names this evaluation's calibration-side cache entries on the workers
+    columns, weights, prior_logit, pattern_panels, pattern_models = [], [], [], [], []
     for r, seed in enumerate(spec.seeds):
         chosen = panel_columns(panels, n_votes[r], n_correct[r], int(n_cal[r]), int(n_pos[r]), source.judge_ids,
                                settings)  # fmt: skip
-        for name, (cols, model) in chosen.items():
+        for name, (judges, model) in chosen.items():
+            if len(judges) <= max_pattern_judges:
+                pattern_panels.append((r, judges))
+                pattern_models.append((_Column(seed, r, name, len(judges)), model))
+                continue
             w = np.zeros(n_judges)
-            w[cols] = model.weights_
-            columns.append(_Column(seed, r, name, len(cols)))
+            w[judges] = model.weights_
+            columns.append(_Column(seed, r, name, len(judges)))
             weights.append(w)
             prior_logit.append(float(logit(model.prior_)))
-    cols = Columns(np.column_stack(weights), np.array(prior_logit), np.array([c.replicate for c in columns]))
-    log.info("one-pass: counts of %d replicates in %.2fs", n_seeds, time.perf_counter() - t0)
+    cols = Columns(np.column_stack(weights) if weights else np.zeros((n_judges, 0)), np.array(prior_logit),
+                   np.array([c.replicate for c in columns], dtype=np.intp), token=token)  # fmt: skip
+    pat = PatternColumns.of(pattern_panels, n_judges)
+    log.info("one-pass: counts of %d replicates in %.2fs; %d pattern panels, %d pass panels", n_seeds,
+             time.perf_counter() - t0, len(pattern_panels), len(columns))  # fmt: skip
 
-    ranges = source.map_reduce(functools.partial(ranges_kernel, spec=spec, cols=cols))
-    lo, hi = ranges.min.reshape(-1, 2), ranges.max.reshape(-1, 2)
-    jobs, keys = [], []
+    second = source.map_reduce(functools.partial(_patterns_and_ranges, spec=spec, cols=cols, pat=pat))
+    with threadpool_limits(limits=1, user_api="blas"):  # L-BFGS-B's tiny BLAS calls crawl when split over threads
+        rows = _pattern_rows(second.sum, pat, pattern_models, calibrators, settings, spec, n_cal, n_pos)
+
+    lo, hi = second.min.reshape(-1, 2), second.max.reshape(-1, 2)
+    jobs: list[Callable[[Any], Any]] = []
+    keys: list[tuple[int, str]] = []
     for k, col in enumerate(columns):
         m, pos = int(n_cal[col.replicate]), int(n_pos[col.replicate])
         for name in calibrators:
             if name != "none":
-                model = calibrator(name, settings)
-                fit = _fit_platt if name == "platt" else _fit_beta
-                jobs.append(functools.partial(fit, model, k, m, pos, lo[k], hi[k]))
+                fit = fit_platt if name == "platt" else fit_beta
+                jobs.append(functools.partial(fit, calibrator(name, settings), k, m, pos, lo[k], hi[k]))
                 keys.append((k, name))
-    fitted, n_passes = run_lockstep(jobs, functools.partial(_objective_pass, source, spec, cols), label="one-pass fit")
-    params = dict(zip(keys, fitted, strict=True))
-
+    n_passes = 2
+    if jobs:
+        with threadpool_limits(limits=1, user_api="blas"):
+            fitted, n_fit = run_lockstep(jobs, functools.partial(_objective_pass, source, spec, cols),
+                                         label="one-pass fit")  # fmt: skip
+        n_passes += n_fit
+    params = dict(zip(keys, fitted, strict=True)) if jobs else {}
     pipelines = [(k, name) for k in range(len(columns)) for name in calibrators]
-    requests = [(k, name, *(params[k, name][0] if name != "none" else (0.0, 0.0, 0.0))) for k, name in pipelines]
-    sums = source.map_reduce(functools.partial(metrics_kernel, spec=spec, cols=cols, fitted=requests)).sum
-    table = _metric_rows(sums.reshape(len(pipelines), -1), pipelines, columns, n_cal, params)
-    table.attrs["passes"] = 3 + n_passes
-    log.info("one-pass: %d pipelines x %d replicates, %d passes, %.2fs", len(pipelines) // max(n_seeds, 1), n_seeds,
-             3 + n_passes, time.perf_counter() - t0)  # fmt: skip
+    if pipelines:
+        requests = [(k, name, *(params[k, name][0] if name != "none" else (0.0, 0.0, 0.0))) for k, name in pipelines]
+        sums = source.map_reduce(functools.partial(metrics_kernel, spec=spec, cols=cols, fitted=requests)).sum
+        rows += _metric_rows(sums.reshape(len(pipelines), -1), pipelines, columns, n_cal, params)
+        n_passes += 1
+    order = {name: i for i, name in enumerate(panels)} | {name: i for i, name in enumerate(calibrators)}
+    table = pd.DataFrame(rows)
+    table = table.sort_values(["seed", "panel", "calibrator"], key=lambda c: c.map(order) if c.name != "seed" else c,
+                              kind="stable").reset_index(drop=True)  # fmt: skip
+    table.attrs["passes"] = n_passes
+    log.info("one-pass: %d pipelines x %d replicates, %d passes, %.2fs", len(table) // max(n_seeds, 1), n_seeds,
+             n_passes, time.perf_counter() - t0)  # fmt: skip
     return table
+
+
+def _patterns_and_ranges(
+    votes: np.ndarray, labels: np.ndarray, keys: np.ndarray, spec: PassSpec, cols: Columns, pat: PatternColumns
+) -> Partial:
+    """The second pass: pattern counts of the small panels, class ranges (and the cache) of the others."""
+    ranges = ranges_kernel(votes, labels, keys, spec, cols)
+    return Partial(patterns_kernel(votes, labels, keys, spec, pat).sum, ranges.min, ranges.max)
+
+
+def _pattern_rows(
+    sums: np.ndarray, pat: PatternColumns, models: list[tuple[_Column, Any]], calibrators: Sequence[str],
+    settings: Settings, spec: PassSpec, n_cal: np.ndarray, n_pos: np.ndarray,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """Fits and metric rows of every pattern panel, on the driver from its cell counts (no further pass)."""
+    rows: list[dict[str, Any]] = []
+    offsets = pat.offsets
+    for p, (col, model) in enumerate(models):
+        cells = sums[offsets[p] : offsets[p + 1]].reshape(2, 2, -1)
+        table = PatternTable.of(cells, model.weights_, float(logit(model.prior_)))
+        m, pos = int(n_cal[col.replicate]), int(n_pos[col.replicate])
+        lo, hi = table.ranges(spec)
+        params: dict[tuple[int, str], Any] = {}
+        for name in calibrators:
+            if name != "none":
+                fit = fit_platt if name == "platt" else fit_beta
+                params[0, name] = fit(calibrator(name, settings), p, m, pos, lo, hi, table.evaluator(spec))
+        fitted = [params[0, name][0] if name != "none" else (0.0, 0.0, 0.0) for name in calibrators]
+        metric = table.metrics(list(calibrators), np.array(fitted), spec)
+        rows += _metric_rows(metric, [(0, name) for name in calibrators], [col], n_cal, params)
+    return rows
 
 
 def _metric_rows(
     sums: np.ndarray, pipelines: list[tuple[int, str]], columns: list[_Column], n_cal: np.ndarray,
     params: Mapping[tuple[int, str], Any],
-) -> pd.DataFrame:  # fmt: skip
+) -> list[dict[str, Any]]:  # fmt: skip
     rows = []
     for (k, name), s in zip(pipelines, sums, strict=True):
         col, n = columns[k], s[0]
@@ -218,7 +287,7 @@ def _metric_rows(
                      "n_eval": int(n), "nll": s[1] / n, "brier": s[2] / n,
                      "ece": float(np.abs(s[METRIC_STATS:]).sum() / n), "accuracy": s[3] / n,
                      "fallback": fallback, "n_iter": n_iter})  # fmt: skip
-    return pd.DataFrame(rows)
+    return rows
 
 
 def _objective_pass(
@@ -239,80 +308,3 @@ def _objective_pass(
     base = PLATT_STATS * len(platt)
     answers |= {i: out[base + BETA_STATS * n : base + BETA_STATS * (n + 1)] for n, (i, _) in enumerate(beta)}
     return answers
-
-
-def _classes_separated(lo: np.ndarray, hi: np.ndarray) -> bool:
-    # calibrator_base.separates on the class ranges: max(x0) <= min(x1) or max(x1) <= min(x0)
-    return bool(hi[0] <= lo[1] or hi[1] <= lo[0])
-
-
-def _fit_platt(model: Any, k: int, m: int, n_pos: int, lo: np.ndarray, hi: np.ndarray, evaluate: Any) -> tuple:
-    """PlattCalibrator.fit without features, its objective sums answered by passes; ``((slope, b, 0), ...)``."""
-    penalty = float(model.penalty)
-    if penalty == 0.0 and n_pos in (0, m):
-        return (1.0, 0.0, 0.0), "constant_labels", 0
-    theta0, free, fallback = np.array([1.0, 0.0]), np.array([True, True]), None
-    if penalty == 0.0 and np.nanmin(lo) == np.nanmax(hi):
-        free[0], theta0[0], fallback = False, 0.0, "constant_scores"
-    elif penalty == 0.0 and _classes_separated(lo, hi):
-        warnings.warn("PlattCalibrator (one-pass): a threshold on s separates the classes: the unpenalised fit has "
-                      "no finite optimum", ConvergenceWarning, stacklevel=2)  # fmt: skip
-    cache: dict[bytes, tuple[float, np.ndarray, np.ndarray]] = {}
-
-    def stats(theta_free: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-        key = theta_free.tobytes()
-        if key not in cache:
-            theta = theta0.copy()
-            theta[free] = theta_free
-            s = evaluate(("platt", k, 1.0 / m, (float(theta[0]), float(theta[1]))))
-            grad, hess = s[1:3], np.array([[s[3], s[4]], [s[4], s[5]]])
-            empty = np.empty((0, int(free.sum())))  # the penalty alone, with the in-memory formula
-            pen, pen_grad = platt_module._objective(theta_free, empty, np.empty(0), np.empty(0), penalty, theta0[free])
-            pen_hess = platt_module._hessian(theta_free, empty, np.empty(0), np.empty(0), penalty, theta0[free])
-            cache.clear()
-            cache[key] = (float(s[0]) + pen, grad[free] + pen_grad, hess[np.ix_(free, free)] + pen_hess)
-        return cache[key]
-
-    res = minimize(
-        lambda th: stats(th)[:2],
-        x0=theta0[free],
-        jac=True,
-        hess=lambda th: stats(th)[2],
-        method="trust-exact",
-        options={"gtol": platt_module._GTOL, "maxiter": platt_module._MAX_ITER},
-    )
-    theta = theta0.copy()
-    theta[free] = res.x
-    return (float(theta[0]), float(theta[1]), 0.0), fallback, int(res.nit)
-
-
-def _fit_beta(model: Any, k: int, m: int, n_pos: int, lo: np.ndarray, hi: np.ndarray, evaluate: Any) -> tuple:
-    """BetaCalibration.fit, its objective sums answered by passes; ``((a, b, c), fallback, n_iter)``."""
-    lam, l1_ratio = model._check_params("BetaCalibration (one-pass)")
-    if lam == 0.0 and n_pos in (0, m):
-        return (1.0, 1.0, 0.0), "constant_labels", 0
-    if lam == 0.0 and np.nanmin(lo) == np.nanmax(hi):
-        mean_y = np.clip(n_pos / m, model.eps, 1.0 - model.eps)
-        return (0.0, 0.0, float(logit(mean_y))), "constant_scores", 0
-    if lam == 0.0 and _classes_separated(lo, hi):
-        warnings.warn("BetaCalibration (one-pass): a threshold on s separates the classes: unregularised beta "
-                      "calibration has no finite optimum", ConvergenceWarning, stacklevel=2)  # fmt: skip
-    if model.penalty_scale == "sum":
-        lam = lam / m
-
-    def objective(v: np.ndarray) -> tuple[float, np.ndarray]:
-        abc = beta_module._IDENTITY + v[:3] - v[3:]
-        s = evaluate(("beta", k, 1.0 / m, (float(abc[0]), float(abc[1]), float(abc[2]))))
-        pen, pen_grad = beta_module._objective(v, np.empty((0, 3)), np.empty(0), np.empty(0), lam, l1_ratio)
-        return float(s[0]) + pen, pen_grad + np.concatenate([s[1:4], -s[1:4]])
-
-    res = minimize(
-        objective,
-        x0=np.zeros(6),
-        jac=True,
-        method="L-BFGS-B",
-        bounds=list(zip(np.zeros(6), _BETA_UPPER, strict=True)),
-        options={"gtol": beta_module._GTOL, "ftol": 0.0, "maxiter": beta_module._MAX_ITER},
-    )
-    a, b, c = beta_module._IDENTITY + res.x[:3] - res.x[3:]
-    return (max(float(a), 0.0), max(float(b), 0.0), float(c)), None, int(res.nit)

@@ -11,8 +11,9 @@ and the Platt and beta calibrators. Two executions give the same numbers (tested
 ``onepass``
     :func:`judgecal_dist.engine.replicates.evaluate_replicates`: all replicates share every scan of a persisted
     Spark table of items (or of the in-memory panel with ``stats_engine: local``); no item-level row reaches the
-    driver. It runs in ``plan`` (so a finished run returns without rescanning); each replicate task then only
-    hands over its rows, and a rerun recomputes every replicate (parts are still committed one by one).
+    driver. :func:`run_shared` runs the replicates still to do in batches of ``onepass_batch`` seeds (each batch
+    shares its passes) and commits each batch's parts as soon as it is done, so an interrupted run resumes from
+    the last finished batch and a finished run returns without rescanning.
 ``auto`` (default)
     ``dense`` below ``dense_max_verdicts`` verdict rows (counted from the Parquet footers), ``onepass`` above;
     the threshold is measured by ``benchmarks/dense_vs_onepass.py``.
@@ -23,6 +24,7 @@ and the conformal sets of the inclusion study need item-level losses and are lef
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,11 +35,12 @@ from pyspark.sql import functions as F
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine import local
 from judgecal_dist.engine.panel import Panel, load_panel
-from judgecal_dist.engine.replicate_sources import PanelSource, spark_items_source
+from judgecal_dist.engine.replicate_sources import PanelSource, SparkItemsSource, spark_items_source
 from judgecal_dist.engine.replicates import ONEPASS_CALIBRATORS, evaluate_replicates
 from judgecal_dist.engine.spark import get_session, read_table
 from judgecal_dist.engine.stats import choose_engine
 from judgecal_dist.errors import ConfigError, InputError
+from judgecal_dist.progress import Progress
 from judgecal_dist.splits import calibration_mask
 from judgecal_dist.stats.inference import summarise_over_splits
 from judgecal_dist.stats.metrics import metric_table
@@ -45,7 +48,8 @@ from judgecal_dist.studies import inclusion_scale_report
 from judgecal_dist.studies.base import StudyResult
 from judgecal_dist.studies.inclusion_pipeline import Settings, aggregate, calibrate, choose_panels
 
-__all__ = ["NAME", "Config", "Replicate", "ScaleInput", "load", "plan", "run_replicate", "summarise", "EXECUTIONS"]
+__all__ = ["NAME", "Config", "Replicate", "ScaleInput", "load", "plan", "run_shared", "run_replicate", "summarise",
+           "EXECUTIONS"]  # fmt: skip
 
 NAME = "inclusion_scale"
 METRICS = ("nll", "brier", "ece", "accuracy")
@@ -71,6 +75,7 @@ class Config:
     sample: int = 0
     execution: str = "auto"
     dense_max_verdicts: int = DENSE_MAX_VERDICTS
+    onepass_batch: int = 50
     calibrator_input: str = "logit"
     eps: float = 1e-6
     alpha0: float = 1.0
@@ -97,6 +102,8 @@ class Config:
             raise ConfigError(f"panels: must include 'all' and otherwise only topK, got {list(self.panels)}")
         if self.execution not in EXECUTIONS:
             raise ConfigError(f"execution: must be one of {list(EXECUTIONS)}, got {self.execution!r}")
+        if self.onepass_batch < 1:
+            raise ConfigError(f"onepass_batch: must be >= 1, got {self.onepass_batch}")
         if self.dense_max_verdicts < 0:
             raise ConfigError(f"dense_max_verdicts: must be >= 0, got {self.dense_max_verdicts}")
         Settings.of(self)  # validates eps, class_prior and calibrator_input (Settings.__post_init__)
@@ -112,7 +119,7 @@ class Config:
 
 @dataclass(frozen=True)
 class Replicate:
-    """One split; ``rows`` holds its precomputed metric rows under ``onepass`` (empty under ``dense``)."""
+    """One split; ``rows`` may hold precomputed metric rows (then ``run_replicate`` only returns them)."""
 
     seed: int
     calib_fraction: float
@@ -181,35 +188,51 @@ def load(config: Config, engine: EngineConfig) -> ScaleInput:
 
 
 def plan(config: Config, data: ScaleInput) -> list[Replicate]:
-    """The replicates; under ``onepass`` their metric rows are computed here, all seeds sharing every pass."""
+    """One replicate per seed; under ``onepass`` their rows are computed by :func:`run_shared`, batch by batch."""
     base = dict(calib_fraction=config.calib_fraction, calibrators=tuple(config.calibrators),
                 panels=tuple(config.panels), settings=config.settings, n_bins=config.n_bins)  # fmt: skip
+    return [Replicate(seed=s, **base) for s in config.seeds]
+
+
+def run_shared(
+    config: Config, data: ScaleInput, todo: list[Replicate], commit: Callable[[int, pd.DataFrame], None]
+) -> bool:
+    """Under ``onepass``: evaluate ``todo`` in batches of ``onepass_batch`` seeds sharing passes, committing each
+    batch's parts (``commit(seed, rows)``) as soon as the batch is done. False under ``dense`` (the runner fans out).
+    """
     if data.execution == "dense":
-        return [Replicate(seed=s, **base) for s in config.seeds]
-    table = _onepass_table(config, data)
-    by_seed = {seed: tuple(group.to_dict("records")) for seed, group in table.groupby("seed")}
-    return [Replicate(seed=s, rows=by_seed[s], **base) for s in config.seeds]
-
-
-def _onepass_table(config: Config, data: ScaleInput) -> pd.DataFrame:
+        return False
     kwargs = dict(panels=config.panels, calibrators=config.calibrators, settings=config.settings, n_bins=config.n_bins)
-    if data.panel is not None:  # stats_engine local: the same passes over the in-memory panel
-        return evaluate_replicates(PanelSource(data.panel), config.seeds, config.calib_fraction, **kwargs)
-    session = get_session(data.engine.spark_master, conf=dict(data.engine.spark_conf))
-    source = spark_items_source(read_table(session, config.data, "verdicts"), read_table(session, config.data, "labels"),
-                                dataset=config.dataset, sample=config.sample, where=config.data)  # fmt: skip
+    seeds = [rep.seed for rep in todo]
+    batches = [seeds[i : i + config.onepass_batch] for i in range(0, len(seeds), config.onepass_batch)]
+    progress = Progress(len(seeds))
+    source = _onepass_source(config, data)
     try:
-        return evaluate_replicates(source, config.seeds, config.calib_fraction, **kwargs)
+        for batch in batches:
+            table = evaluate_replicates(source, batch, config.calib_fraction, **kwargs)
+            for seed, rows in table.groupby("seed", sort=True):
+                commit(int(seed), rows.reset_index(drop=True))
+            progress.advance(len(batch))
     finally:
         source.release()
+    return True
+
+
+def _onepass_source(config: Config, data: ScaleInput) -> PanelSource | SparkItemsSource:
+    if data.panel is not None:  # stats_engine local: the same passes over the in-memory panel
+        return PanelSource(data.panel)
+    session = get_session(data.engine.spark_master, conf=dict(data.engine.spark_conf))
+    return spark_items_source(read_table(session, config.data, "verdicts"), read_table(session, config.data, "labels"),
+                              dataset=config.dataset, sample=config.sample, where=config.data)  # fmt: skip
 
 
 def run_replicate(data: ScaleInput, rep: Replicate) -> pd.DataFrame:
-    """Metric rows of split ``rep.seed``: precomputed (one-pass) or computed on the dense panel."""
+    """Metric rows of split ``rep.seed`` on the dense panel (one-pass replicates run in :func:`run_shared`)."""
     if rep.rows:
         return pd.DataFrame(list(rep.rows))
     panel = data.panel
-    assert panel is not None  # dense execution always loads the panel
+    if data.execution != "dense" or panel is None:
+        raise ConfigError("inclusion_scale: one-pass replicates run through run_shared (studies.runner.execute)")
     settings = rep.settings
     in_cal = calibration_mask(panel.group_keys, [rep.seed], rep.calib_fraction)[0]
     v_cal, y_cal, v_eval, y_eval = (

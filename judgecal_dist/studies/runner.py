@@ -97,7 +97,9 @@ def execute(run: StudyRun, engine: EngineConfig, *, output: str | None = None, s
         len(replicates) - len(todo),
         len(todo),
     )
-    if todo:
+    # A study whose replicates share data passes runs them itself, committing each batch as it finishes.
+    shared = bool(todo) and hasattr(module, "run_shared") and module.run_shared(config, data, todo, store.commit_part)
+    if todo and not shared:
         if serial:
             ray_engine.run_serial(module.run_replicate, data, todo, store.commit_part)
         else:

@@ -1,4 +1,4 @@
-"""The inclusion_scale study: dense and one-pass executions give the same summary; the auto choice; bad input."""
+"""The inclusion_scale study: dense and one-pass executions agree; the auto choice; resume by batch; bad input."""
 
 from __future__ import annotations
 
@@ -67,6 +67,7 @@ def test_auto_execution_follows_the_verdict_threshold(panel_url):
         ("panels=[top3]", "panels: must include 'all'"),
         ("calibrator_input=odds", "calibrator_input: must be one of"),
         ("replicates=0", "replicates: must be >= 1"),
+        ("onepass_batch=0", "onepass_batch: must be >= 1"),
     ],
 )
 def test_bad_config_is_rejected(panel_url, setting, message):
@@ -86,3 +87,53 @@ def test_single_class_labels_are_rejected_before_anything_is_written(tmp_path):
     with pytest.raises(InputError, match="labels: label: labelled items have 1 class"):
         execute(run, EngineConfig(stats_engine="local"), output=str(tmp_path / "out"), serial=True)
     assert not (tmp_path / "out").exists()
+
+
+class _Crash(Exception):
+    """Stands for the process dying after some batches were committed."""
+
+
+def test_interrupted_onepass_run_resumes_by_batch_without_recomputing(panel_url, tmp_path, monkeypatch):
+    from judgecal_dist.engine import replicates
+    from judgecal_dist.engine.store import RunStore
+
+    args = [f"data={panel_url}", "execution=onepass", "replicates=6", "onepass_batch=2", "panels=[all, top3]"]
+    evaluated: list[list[int]] = []
+    real = replicates.evaluate_replicates
+
+    def recording(source, seeds, *a, **kw):
+        evaluated.append(list(seeds))
+        return real(source, seeds, *a, **kw)
+
+    monkeypatch.setattr(inclusion_scale, "evaluate_replicates", recording)
+    commit = RunStore.commit_part
+    committed: list[int] = []
+
+    def crashing(store, seed, table):
+        if len(committed) == 4:  # the third batch dies before its first part is written
+            raise _Crash
+        commit(store, seed, table)
+        committed.append(seed)
+
+    monkeypatch.setattr(RunStore, "commit_part", crashing)
+    engine = EngineConfig(stats_engine="local")
+    with pytest.raises(_Crash):
+        execute(prepare(CONFIG, args, run_id="resumed"), engine, output=str(tmp_path), serial=True)
+    parts = tmp_path / "inclusion_scale" / "resumed" / "replicates"
+    before = {p.name: p.stat().st_mtime_ns for p in parts.glob("part-*.parquet")}
+    assert sorted(before) == [f"part-{s}.parquet" for s in range(4)]
+    assert not (parts.parent / "_SUCCESS").exists()
+
+    monkeypatch.setattr(RunStore, "commit_part", commit)
+    evaluated.clear()
+    url = execute(prepare(CONFIG, args, run_id="resumed"), engine, output=str(tmp_path), serial=True)
+    assert evaluated == [[4, 5]]  # only the unfinished batch is evaluated again
+    after = {p.name: p.stat().st_mtime_ns for p in Path(url, "replicates").glob("part-*.parquet")}
+    assert len(after) == 6 and all(after[name] == stamp for name, stamp in before.items())
+    assert json.loads(Path(url, "manifest.json").read_text())["resumed_replicates"] == 4
+    evaluated.clear()  # a finished run is returned as is: nothing is evaluated
+    assert execute(prepare(CONFIG, args, run_id="resumed"), engine, output=str(tmp_path), serial=True) == url
+    assert evaluated == []
+    fresh = execute(prepare(CONFIG, args, run_id="fresh"), engine, output=str(tmp_path), serial=True)
+    a, b = (json.loads(Path(u, "summary.json").read_text())["results"] for u in (url, fresh))
+    assert a == b  # batches change nothing: each replicate's numbers depend on its seed alone
