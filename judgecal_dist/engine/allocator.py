@@ -3,9 +3,11 @@
 glibc serves blocks above ``M_MMAP_THRESHOLD`` (128 KiB at start, adjusted upward dynamically) with fresh
 ``mmap`` pages and trims the heap top above ``M_TRIM_THRESHOLD``, so a loop that allocates and frees the same
 few-hundred-KiB tensors thousands of times pays a page fault per 4 KiB page on every allocation. The flow's
-training step is such a loop: measured on this machine, 267 minor page faults per drift evaluation at 1500
-anchors and about a quarter of its CPU time; with the thresholds raised, none. Raising them keeps the process's
-peak heap resident instead of returning it to the OS between steps, which is what a training task wants.
+training step is such a loop: measured on this machine, up to 267 minor page faults per drift evaluation at
+1500 anchors; with the thresholds raised, none. What that buys depends on the machine's memory pressure
+(``benchmarks/flow.py``, side by side): 1.3-1.5x on the training step while other jobs ran, no difference on a
+quiet machine. Raising them keeps the process's peak heap resident instead of returning it to the OS between
+steps, which is what a training task wants.
 
 The setting is process-wide and only changes where glibc puts memory, never what a computation returns. On a
 libc without ``mallopt`` (musl, macOS) :func:`retain_freed_memory` does nothing.
