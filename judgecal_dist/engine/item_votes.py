@@ -27,7 +27,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from judgecal_dist.engine.local import category_codes
-from judgecal_dist.engine.spark import _category_code
+from judgecal_dist.engine.spark import category_code
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.schema import MISSING_CODE, VERDICT_CODES
 
@@ -124,7 +124,7 @@ def binary_votes(column: pa.Array, n_judges: int) -> npt.NDArray[np.int8]:
 
 def label_codes_spark(labels: DataFrame) -> DataFrame:
     """``dataset, item_id, label_code`` (byte: 1 = A, 0 = B, -1 = tie or null) of a labels table."""
-    code = _category_code("label", table="labels")
+    code = category_code("label", table="labels")
     return labels.select(
         "dataset", "item_id", F.when(code.isin(VOTE_A, VOTE_B), code).otherwise(F.lit(-1)).cast("byte").alias("label")
     )
@@ -150,7 +150,7 @@ def item_votes_spark(
     spark = verdicts.sparkSession
     rows = [(j, i // JUDGES_PER_BLOCK, 4 ** (i % JUDGES_PER_BLOCK)) for i, j in enumerate(judge_ids)]
     index = spark.createDataFrame(rows, "judge_id string, block int, weight long")
-    code = _category_code("verdict", table="verdicts")
+    code = category_code("verdict", table="verdicts")
     digit = F.when(code.isin(VOTE_A, VOTE_B), (code + 1).cast("long") * F.col("weight"))
     names = block_columns(len(judge_ids))
     voted = (

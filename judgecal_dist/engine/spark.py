@@ -49,6 +49,7 @@ __all__ = [
     "item_vote_counts_spark",
     "pattern_cells_spark",
     "group_sizes_spark",
+    "category_code",
 ]
 
 log = logging.getLogger(__name__)
@@ -259,7 +260,7 @@ def _first_line(err: Exception) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
-def _category_code(column: str, *, table: str) -> Column:
+def category_code(column: str, *, table: str) -> Column:
     """``VERDICT_CODES`` of a category column, -1 for null; a category outside the alphabet fails the job."""
     code = F.when(F.col(column).isNull(), F.lit(MISSING_CODE))
     for name, value in VERDICT_CODES.items():
@@ -271,12 +272,12 @@ def _category_code(column: str, *, table: str) -> Column:
 def _verdict_slot() -> Column:
     """Verdict slot of the count tensors: the category code, or N_LABELS (3) for a missing verdict."""
     return F.when(F.col("verdict").isNull(), F.lit(counts.N_LABELS)).otherwise(
-        _category_code("verdict", table="verdicts")
+        category_code("verdict", table="verdicts")
     )
 
 
 def _collect(frame: DataFrame) -> pd.DataFrame:
-    # A category rejected by _category_code surfaces here, when the job runs; pyspark's warning that Arrow
+    # A category rejected by category_code surfaces here, when the job runs; pyspark's warning that Arrow
     # could not finish repeats the same error, which is raised below as an InputError.
     try:
         with warnings.catch_warnings():
@@ -307,7 +308,7 @@ def judge_cells_spark(verdicts: DataFrame, labels: DataFrame, seeds: Sequence[in
         raise RunError(f"verdicts: judge_id: two of {len(judge_ids)} judge ids share an xxhash64 value")
     index = spark.createDataFrame([(int(k), i) for i, k in enumerate(judge_keys)], "judge_key long, judge_idx int")
     labelled = labels.where(F.col("label").isNotNull()).select(
-        "dataset", "item_id", _category_code("label", table="labels").alias("label")
+        "dataset", "item_id", category_code("label", table="labels").alias("label")
     )
     # The flat cell index of counts.cell_codes, computed in the JVM: two columns cross into Python, not four.
     cell = F.col("judge_idx") * counts.CELLS_PER_JUDGE + F.col("label") * counts.N_VERDICT_SLOTS + _verdict_slot()
@@ -329,7 +330,7 @@ def judge_cells_spark(verdicts: DataFrame, labels: DataFrame, seeds: Sequence[in
 def item_vote_counts_spark(verdicts: DataFrame) -> DataFrame:
     """:func:`judgecal_dist.engine.stats.item_vote_counts` in Spark (lazy; item-level, so never collected here)."""
     coded = verdicts.select(
-        "dataset", "item_id", "judge_id", _category_code("verdict", table="verdicts").alias("code"), "score"
+        "dataset", "item_id", "judge_id", category_code("verdict", table="verdicts").alias("code"), "score"
     )
     votes = [F.count_if(F.col("code") == VERDICT_CODES[name]).alias(f"n_{name}") for name in VERDICT_CATEGORIES]
     return coded.groupBy("dataset", "item_id", "judge_id").agg(
@@ -376,7 +377,7 @@ def pattern_cells_spark(
     )
     items = pivot.join(labels.select("dataset", "item_id", "label"), on=["dataset", "item_id"], how="left").select(
         (F.coalesce(F.col("delta"), F.lit(0)) + F.lit(4 ** len(judges) - 1)).alias("pattern"),
-        _category_code("label", table="labels").alias("label"),
+        category_code("label", table="labels").alias("label"),
         "group_key",
     )
     if blocks is not None:
