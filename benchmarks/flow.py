@@ -13,9 +13,9 @@ Prints, measured side by side in one run:
   Ray task of the flow engine (``engine/flow_tasks.run_flows``: one core and one torch thread per task on CPU,
   ``num_gpus=1`` on a GPU cluster): GFLOP/s vs ``--threads`` x the one-thread peak and the projected wall time of
   all 100 full fits (one torch process on 2 threads loses to two 1-thread tasks: OpenMP barriers stall whenever
-  the other core is busy). Memory: back-propagating through 40 drift
-  evaluations keeps ~250 MB of float32 activations per 1500-anchor member (measured: 12.6 GB for 50 in one model;
-  fine on a GPU, too much for a shared 24 GB CPU box): the default stacks 10 seeds per model;
+  the other core is busy). Memory: back-propagating through 40 drift evaluations keeps ~90 MB per 1500-anchor
+  member with the fused step (measured peak RSS; the plain-autograd drift kept ~250 MB, 12.6 GB for 50 in one
+  model): the default stacks 10 seeds per model;
 * MC-dropout inference latency per item (K = 40, 200 items in one tensor).
 
 Usage (from the repository root)::

@@ -221,7 +221,8 @@ def fit_flow_stack(
 
     ``rubric`` holds integer rubric codes (M, N) in ``range(n_rubrics)``. Each epoch is one full-batch Adam step on
     :math:`\\sum_m \\frac1{n_m}\\sum_i (\\hat y_{mi} - y_{mi})^2` (spec §4.4). ``fused=False`` evaluates the drift
-    with plain autograd ops instead of :mod:`judgecal_dist.methods.flow_drift`'s fused step (same map, ~2x slower).
+    with plain autograd ops instead of :mod:`judgecal_dist.methods.flow_drift`'s fused step (the same map, 1.6x
+    slower on one core).
     ``mask_policy`` (``"evaluation"`` | ``"trajectory"``, spec §4.5) applies in training and in ``predict_mc``.
     """
     if mask_policy not in MASK_POLICIES:
