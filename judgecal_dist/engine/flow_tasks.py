@@ -92,9 +92,7 @@ def fit_predict_flows(job: FlowJob, *, use_ray: bool | None = None) -> FlowOutpu
     """Train and predict ``job``: as a Ray task with ``num_gpus=1`` on GPU clusters (or when ``use_ray``), else here."""
     if use_ray is None:
         use_ray = gpu_available()
-    if not use_ray:
-        return _run(job)
-    return ray.get(_flow_task.options(**flow_task_options()).remote(job))
+    return run_flows([job])[0] if use_ray else _run(job)
 
 
 def run_flows(jobs: list[FlowJob]) -> list[FlowOutput]:
