@@ -12,7 +12,7 @@ help:
 	@echo "make demo        create .venv, install, run the flagship study on a generated panel (local Spark + Ray)"
 	@echo "make test        create/update .venv, install .[test,continuous], run the test suite (reduced replicate counts)"
 	@echo "make test-heavy  the same with full replicate counts for the end-to-end studies"
-	@echo "make lint        ruff check + format check"
+	@echo "make lint        ruff check + format check + mypy"
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,7 @@ test-heavy: $(STAMP) java
 lint: $(STAMP)
 	$(VENV)/bin/ruff check judgecal_dist tests benchmarks jobs
 	$(VENV)/bin/ruff format --check judgecal_dist tests benchmarks jobs
+	$(VENV)/bin/mypy
 
 format: $(STAMP)
 	$(VENV)/bin/ruff format judgecal_dist tests benchmarks jobs

@@ -71,7 +71,10 @@ class Cells:
             )
         uniq, inverse = np.unique(arr, axis=0, return_inverse=True)
         inverse = inverse.ravel()
-        sums = [np.bincount(inverse, weights=v, minlength=len(uniq)) for v in (np.ones(len(target)), target, target**2)]
+        sums = [
+            np.bincount(inverse, weights=v, minlength=len(uniq)).astype(np.float64, copy=False)
+            for v in (np.ones(len(target)), target, target**2)
+        ]
         return cls(uniq, *sums)
 
     @property
@@ -234,11 +237,19 @@ class FCPSSelector(BaseEstimator):
     """
 
     def __init__(
-        self, *, paths: tuple[str, ...] = ("information_first", "complexity_penalised", "random"),
-        families: tuple[str, ...] = FAMILY_LADDER, max_k: int | None = None, budget: int | None = None,
-        alpha: float = 1.0, fallback: str = "global", lam: float = 0.25, ridge_lam: float = 1.0, C: float = 1.0,
+        self,
+        *,
+        paths: tuple[str, ...] = ("information_first", "complexity_penalised", "random"),
+        families: tuple[str, ...] = FAMILY_LADDER,
+        max_k: int | None = None,
+        budget: int | None = None,
+        alpha: float = 1.0,
+        fallback: str = "global",
+        lam: float = 0.25,
+        ridge_lam: float = 1.0,
+        C: float = 1.0,
         random_state: int | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.paths = paths
         self.families = families
         self.max_k = max_k
@@ -259,7 +270,12 @@ class FCPSSelector(BaseEstimator):
             .path_
             for rule in self.paths
         }
-        options = {"alpha": self.alpha, "fallback": self.fallback, "ridge_lam": self.ridge_lam, "C": self.C}
+        options: dict[str, Any] = {
+            "alpha": self.alpha,
+            "fallback": self.fallback,
+            "ridge_lam": self.ridge_lam,
+            "C": self.C,
+        }
         self.candidates_ = evaluate_candidates(
             self.paths_, cal, val, families=self.families, max_k=self.max_k, **options
         )

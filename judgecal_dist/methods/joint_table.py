@@ -261,7 +261,7 @@ class HybridResidualShrinkage(RegressorMixin, BaseEstimator):
 
 
 def _find(
-    keys: npt.NDArray[np.int64], query: npt.NDArray[np.int64], *values: npt.NDArray[np.float64]
+    keys: npt.NDArray[np.int64], query: npt.NDArray[np.int64], *values: npt.NDArray[Any]
 ) -> tuple[npt.NDArray[np.float64], ...]:
     """``values`` at the positions of ``query`` in sorted ``keys``; 0 where a query key is absent."""
     if not len(keys):

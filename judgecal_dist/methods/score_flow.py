@@ -56,6 +56,15 @@ class StackedDrift(torch.nn.Module):
     H = 64 without a rubric embedding. Initialised member by member as ``torch.nn.Linear``/``Embedding`` would be,
     from each member's own seed."""
 
+    # registered by name in __init__ (register_parameter), declared here so they type as tensors
+    w1: torch.Tensor
+    b1: torch.Tensor
+    w2: torch.Tensor
+    b2: torch.Tensor
+    w3: torch.Tensor
+    b3: torch.Tensor
+    emb: torch.Tensor
+
     def __init__(
         self, seeds: Sequence[int], *, hidden: int = 64, n_rubrics: int = 1, embed_dim: int = 8, dropout: float = 0.1
     ) -> None:

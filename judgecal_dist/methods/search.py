@@ -27,6 +27,7 @@ import math
 import numbers
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import pandas as pd
 
@@ -101,11 +102,11 @@ class SubsetScorer:
                 raise InputError(f"score_fn: subset {o}: expected non-empty indices in [0, {self.n_judges})")
         if ordered:
             if self.batched:
-                values = [float(v) for v in self.score_fn(ordered)]  # type: ignore[arg-type]
+                values = [float(v) for v in cast(BatchScoreFn, self.score_fn)(ordered)]
                 if len(values) != len(ordered):
                     raise InputError(f"score_fn: returned {len(values)} scores for {len(ordered)} subsets")
             else:
-                values = [float(self.score_fn(o)) for o in ordered]  # type: ignore[arg-type]
+                values = [float(cast(ScoreFn, self.score_fn)(o)) for o in ordered]
             for key, o, value in zip(new, ordered, values, strict=True):
                 if math.isnan(value) or value == -math.inf:
                     raise InputError(

@@ -61,7 +61,7 @@ def _nested_schema(fs: Any, path: str, url: str) -> pa.Schema:
         with open_input(fs, path) as fh:
             first = fh.readline()
         record = json.loads(first) if first.strip() else None
-    except (json.JSONDecodeError, *DECODE_ERRORS) as err:
+    except DECODE_ERRORS as err:  # json.JSONDecodeError is a ValueError
         raise InputError(f"{url}: (file): cannot read JSON lines (line 1: {type(err).__name__}: {err})") from err
     if not isinstance(record, dict):
         raise InputError(f"{url}: (all columns): empty file or first line not a JSON object")
