@@ -30,7 +30,6 @@ import functools
 import logging
 import time
 import uuid
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,15 +40,13 @@ import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from sklearn.exceptions import ConvergenceWarning
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.item_votes import binary_votes, dense_votes_spark, item_votes_spark
 from judgecal_dist.engine.spark import get_session, read_table, spark_url
 from judgecal_dist.engine.store import RunStore
 from judgecal_dist.errors import InputError
-from judgecal_dist.methods.dawid_skene import UNLABELLED, DawidSkene, _indicators
-from judgecal_dist.methods.votes import MISSING
+from judgecal_dist.methods.dawid_skene import UNLABELLED, DawidSkene, vote_indicators
 
 __all__ = ["DSResult", "dawid_skene_spark"]
 
@@ -129,45 +126,45 @@ class DSResult:
 
 
 def _batch(batch: pa.RecordBatch, n_judges: int, semi: bool) -> tuple[Any, ...]:
+    """Indicators ``Ht`` of a batch's votes, and its label codes when semi-supervised."""
     votes = binary_votes(batch.column("votes"), n_judges)
     labels = batch.column("label").to_numpy(zero_copy_only=False).astype(np.int64) if semi else None
-    known = None if labels is None else np.flatnonzero(labels != UNLABELLED)
-    return votes, _indicators(votes), labels, known
+    return vote_indicators(votes), labels
 
 
 def _posteriors(
-    model: DawidSkene, Ht: npt.NDArray[np.float64], labels: Any, known: Any, params: Params | None
+    model: DawidSkene, Ht: npt.NDArray[np.float64], labels: Any, params: Params | None
 ) -> tuple[npt.NDArray[np.float64], float]:
-    """``(T, loglik)`` of a batch under ``params``; the clamped vote-fraction initialisation when None."""
+    """``(T, loglik)`` of a batch: the E-step under ``params``, or EM's start (and no likelihood) when None."""
     if params is None:
-        # DawidSkene.fit's initialisation: vote fraction, 1/2 without verdicts, then clamped.
-        J = Ht.shape[0] // 2
-        n_a, n_voted = Ht[J:].sum(axis=0), Ht.sum(axis=0)
-        T1 = np.divide(n_a, n_voted, out=np.full(n_a.shape, 0.5), where=n_voted > 0)
-        return model._clamp(np.column_stack([1.0 - T1, T1]), labels, known), 0.0
-    return model._e_step(model._log_joint(Ht, params[0], params[1]), labels, known)
+        return model.initial_posteriors(Ht, labels), 0.0
+    return model.e_step(Ht, params[0], params[1], labels)
 
 
 def _pass_partition(
-    batches: Iterator[pa.RecordBatch], *, current: Params | None, previous: Params | None, n_judges: int,
-    semi: bool, eps: float, smoothing: float,
-) -> Iterator[pa.RecordBatch]:  # fmt: skip
+    batches: Iterator[pa.RecordBatch],
+    *,
+    model: DawidSkene,
+    current: Params | None,
+    previous: Params | None,
+    n_judges: int,
+    semi: bool,
+) -> Iterator[pa.RecordBatch]:
     """M-step sums of :math:`T^{(t)}` = E-step(current) and the scalars of the pass, for one partition."""
-    model = DawidSkene(eps=eps, smoothing=smoothing)
     counts = np.zeros((2 * n_judges, 2))
     t1 = ll = delta = 0.0
     n = n_known = 0
     for batch in batches:
         if not batch.num_rows:
             continue
-        _, Ht, labels, known = _batch(batch, n_judges, semi)
-        T, ll_batch = _posteriors(model, Ht, labels, known, current)
+        Ht, labels = _batch(batch, n_judges, semi)
+        T, ll_batch = _posteriors(model, Ht, labels, current)
         if current is not None:
-            T_prev, _ = _posteriors(model, Ht, labels, known, previous)
+            T_prev, _ = _posteriors(model, Ht, labels, previous)
             delta = max(delta, float(np.max(np.abs(T[:, 1] - T_prev[:, 1]))))
-        counts += Ht @ T  # rows v*J + j, columns y: sum_i T_iy 1(V_ij = v)
+        counts += Ht @ T  # rows v*J + j, columns y: the M-step counts of DawidSkene.m_step_from_counts
         t1, ll, n = t1 + float(T[:, 1].sum()), ll + ll_batch, n + batch.num_rows
-        n_known += 0 if known is None else int(known.size)
+        n_known += 0 if labels is None else int((labels != UNLABELLED).sum())
     slots = np.arange(-1, 2 * n_judges, dtype=np.int32)
     zeros = np.zeros(2 * n_judges)
     yield pa.RecordBatch.from_pydict(
@@ -179,18 +176,22 @@ def _pass_partition(
             "delta": np.r_[delta, zeros],
             "n": np.r_[n, zeros].astype(np.int64),
             "n_known": np.r_[n_known, zeros].astype(np.int64),
-        }  # fmt: skip
+        }
     )
 
 
 def _posterior_partition(
-    batches: Iterator[pa.RecordBatch], *, params: Params | None, swap: bool, n_judges: int, semi: bool, eps: float,
-    smoothing: float,
-) -> Iterator[pa.RecordBatch]:  # fmt: skip
-    model = DawidSkene(eps=eps, smoothing=smoothing)
+    batches: Iterator[pa.RecordBatch],
+    *,
+    model: DawidSkene,
+    params: Params | None,
+    swap: bool,
+    n_judges: int,
+    semi: bool,
+) -> Iterator[pa.RecordBatch]:
     for batch in batches:
-        _, Ht, labels, known = _batch(batch, n_judges, semi)
-        T, _ = _posteriors(model, Ht, labels, known, params)
+        Ht, labels = _batch(batch, n_judges, semi)
+        T, _ = _posteriors(model, Ht, labels, params)
         posterior = T[:, 0] if swap else T[:, 1]
         yield pa.RecordBatch.from_arrays(
             [batch.column("dataset"), batch.column("item_id"), batch.column("label"), pa.array(posterior)],
@@ -218,17 +219,14 @@ def _run_pass(votes: DataFrame, **kernel: Any) -> _PassStats:
         .sort_index()
     )
     scalars = sums.loc[-1]
-    return _PassStats(counts=sums.loc[0:, ["t0", "t1"]].to_numpy(), t1=float(scalars["t1"]), ll=float(scalars["ll"]),
-                      delta=float(scalars["delta"]), n=int(scalars["n"]), n_known=int(scalars["n_known"]))  # fmt: skip
-
-
-def _m_step(stats: _PassStats, n_judges: int, smoothing: float) -> Params:
-    """:meth:`DawidSkene._m_step` from the summed counts: smoothed, row-normalised confusion and the mean prior."""
-    counts = stats.counts.reshape(2, n_judges, 2).transpose(1, 2, 0)  # [j, y, v]
-    num = counts + float(smoothing)
-    den = num.sum(axis=2, keepdims=True)
-    confusion = np.divide(num, den, out=np.full(num.shape, 0.5), where=den > 0)
-    return stats.t1 / stats.n, confusion
+    return _PassStats(
+        counts=sums.loc[0:, ["t0", "t1"]].to_numpy(),
+        t1=float(scalars["t1"]),
+        ll=float(scalars["ll"]),
+        delta=float(scalars["delta"]),
+        n=int(scalars["n"]),
+        n_known=int(scalars["n_known"]),
+    )
 
 
 def _votes_table(source: str | SparkSession, config: EngineConfig, sample: int) -> tuple[DataFrame, list[str]]:
@@ -299,13 +297,21 @@ def dawid_skene_spark(
         No stopping rule met within ``n_iter`` (unless ``fixed_iter``).
     """
     config = engine or EngineConfig()
-    checker = DawidSkene(n_iter=n_iter, tol=tol, tol_posterior=tol_posterior, smoothing=smoothing,
-                         semi_supervised=semi_supervised, fixed_iter=fixed_iter, eps=eps)  # fmt: skip
-    checker._check_params("dawid_skene_spark")
+    where = "dawid_skene_spark"
+    model = DawidSkene(
+        n_iter=n_iter,
+        tol=tol,
+        tol_posterior=tol_posterior,
+        smoothing=smoothing,
+        semi_supervised=semi_supervised,
+        fixed_iter=fixed_iter,
+        eps=eps,
+    )
+    model.check_params(where)
     votes, judge_ids = _votes_table(source, config, sample)
     votes = votes.persist(StorageLevel.MEMORY_AND_DISK)
     J = len(judge_ids)
-    kernel = {"n_judges": J, "semi": semi_supervised, "eps": float(eps), "smoothing": float(smoothing)}
+    kernel = {"model": model, "n_judges": J, "semi": semi_supervised}
     timings: list[float] = []
 
     def run(current: Params | None, previous: Params | None) -> _PassStats:
@@ -314,34 +320,46 @@ def dawid_skene_spark(
         timings.append(time.perf_counter() - start)
         return stats
 
+    def m_step(stats: _PassStats) -> Params:
+        return model.m_step_from_counts(stats.counts, stats.t1, stats.n)
+
     stats = run(None, None)  # the initialisation's M-step sums (also materialises the persisted votes)
     if stats.n == 0:
         votes.unpersist()
         raise InputError(f"{source}: verdicts: no items with sample={sample}")
-    voted = stats.counts.reshape(2, J, 2).sum(axis=(0, 2)) > 0
-    params, previous, ll_prev = _m_step(stats, J, smoothing), None, None
+    voted = stats.counts.reshape(2, J, 2).sum(axis=(0, 2)) > 0  # judges with a verdict
+    params, previous, ll_prev = m_step(stats), None, None
     losses: list[float] = []
     converged, it = False, 0
     for it in range(1, int(n_iter) + 1):
         stats = run(params, previous)
         previous = params
         losses.append(-stats.ll / stats.n)
-        rel_change = np.inf if ll_prev is None else abs(stats.ll - ll_prev) / max(abs(ll_prev), np.finfo(float).tiny)
-        converged = bool(stats.delta < tol_posterior or rel_change < tol)
-        params = _m_step(stats, J, smoothing)
+        converged = model.meets_stopping_rule(stats.delta, stats.ll, ll_prev)
+        params = m_step(stats)
         log.info("dawid-skene: iteration %d loss %.10g change %.3g (%.2fs)", it, losses[-1], stats.delta, timings[-1])
         if converged and not fixed_iter:
             break
         ll_prev = stats.ll
     if not converged and not fixed_iter:
-        warnings.warn(f"dawid_skene_spark: EM stopped after n_iter={n_iter} iterations without meeting tol={tol} "
-                      f"or tol_posterior={tol_posterior}; increase n_iter", ConvergenceWarning, stacklevel=2)  # fmt: skip
+        model.warn_not_converged(where)
     prior, confusion = params
-    fake_votes = np.where(voted, 1, MISSING)[None, :]  # _needs_swap only asks which judges have a verdict
-    switched = bool(stats.n_known == 0 and DawidSkene._needs_swap(confusion, fake_votes))
+    switched = stats.n_known == 0 and model.needs_label_swap(confusion, voted)
     if switched:
         prior, confusion = 1.0 - prior, confusion[:, ::-1, :].copy()
-    return DSResult(judge_ids=judge_ids, confusion_=confusion, prior_=float(prior), n_iter_=it, converged_=converged,
-                    loss_history_=losses, label_switched_=switched, n_items=stats.n, n_labelled=stats.n_known,
-                    passes=len(timings), seconds_per_pass=timings, _votes=votes, _kernel=kernel,
-                    _last=previous)  # fmt: skip
+    return DSResult(
+        judge_ids=judge_ids,
+        confusion_=confusion,
+        prior_=float(prior),
+        n_iter_=it,
+        converged_=converged,
+        loss_history_=losses,
+        label_switched_=switched,
+        n_items=stats.n,
+        n_labelled=stats.n_known,
+        passes=len(timings),
+        seconds_per_pass=timings,
+        _votes=votes,
+        _kernel=kernel,
+        _last=previous,
+    )

@@ -42,8 +42,12 @@ def fit_platt(model: Any, k: int, m: int, n_pos: int, lo: np.ndarray, hi: np.nda
     if penalty == 0.0 and np.nanmin(lo) == np.nanmax(hi):
         free[0], theta0[0], fallback = False, 0.0, "constant_scores"
     elif penalty == 0.0 and _classes_separated(lo, hi):
-        warnings.warn("PlattCalibrator (one-pass): a threshold on s separates the classes: the unpenalised fit has "
-                      "no finite optimum", ConvergenceWarning, stacklevel=2)  # fmt: skip
+        warnings.warn(
+            "PlattCalibrator (one-pass): a threshold on s separates the classes: the unpenalised fit has "
+            "no finite optimum",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
     cache: dict[bytes, tuple[float, np.ndarray, np.ndarray]] = {}
 
     def stats(theta_free: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
@@ -75,15 +79,19 @@ def fit_platt(model: Any, k: int, m: int, n_pos: int, lo: np.ndarray, hi: np.nda
 
 def fit_beta(model: Any, k: int, m: int, n_pos: int, lo: np.ndarray, hi: np.ndarray, evaluate: Any) -> tuple:
     """BetaCalibration.fit; ``((a, b, c), fallback, n_iter)``."""
-    lam, l1_ratio = model._check_params("BetaCalibration (one-pass)")
+    lam, l1_ratio = model.check_params("BetaCalibration (one-pass)")
     if lam == 0.0 and n_pos in (0, m):
         return (1.0, 1.0, 0.0), "constant_labels", 0
     if lam == 0.0 and np.nanmin(lo) == np.nanmax(hi):
         mean_y = np.clip(n_pos / m, model.eps, 1.0 - model.eps)
         return (0.0, 0.0, float(logit(mean_y))), "constant_scores", 0
     if lam == 0.0 and _classes_separated(lo, hi):
-        warnings.warn("BetaCalibration (one-pass): a threshold on s separates the classes: unregularised beta "
-                      "calibration has no finite optimum", ConvergenceWarning, stacklevel=2)  # fmt: skip
+        warnings.warn(
+            "BetaCalibration (one-pass): a threshold on s separates the classes: unregularised beta "
+            "calibration has no finite optimum",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
     if model.penalty_scale == "sum":
         lam = lam / m
 

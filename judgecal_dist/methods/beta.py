@@ -29,10 +29,10 @@ from judgecal_dist.stats.checks import DEFAULT_EPS, check_param
 
 __all__ = ["BetaCalibration", "objective", "IDENTITY", "GTOL", "MAX_ITER"]
 
-_MAX_ITER = 1000
-_GTOL = 1e-10  # L-BFGS-B target on the projected gradient (spec §3.3)
+MAX_ITER = 1000  # optimiser iterations (public: the one-pass engine runs the same optimiser on summed data)
+GTOL = 1e-10  # L-BFGS-B target on the projected gradient (spec §3.3)
 _GTOL_ACCEPT = 1e-7  # converged if the final projected gradient is this small when round-off stopped the search
-_IDENTITY = np.array([1.0, 1.0, 0.0])  # (a, b, c) of the identity map
+IDENTITY = np.array([1.0, 1.0, 0.0])  # (a, b, c) of the identity map
 
 
 def _features(log_s: npt.NDArray[np.float64], log_1ms: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -40,7 +40,7 @@ def _features(log_s: npt.NDArray[np.float64], log_1ms: npt.NDArray[np.float64]) 
     return np.column_stack([log_s, -log_1ms, np.ones_like(log_s)])
 
 
-def _objective(
+def objective(
     v: npt.NDArray[np.float64],
     F: npt.NDArray[np.float64],
     y: npt.NDArray[np.float64],
@@ -55,17 +55,13 @@ def _objective(
     """
     u_pos, u_neg = v[:3], v[3:]
     u = u_pos - u_neg
-    t = F @ (_IDENTITY + u)
+    t = F @ (IDENTITY + u)
     loss = np.dot(w, logistic_loss(t, y))
     penalty = lam * (l1_ratio * np.sum(u_pos + u_neg) + 0.5 * (1.0 - l1_ratio) * np.dot(u, u))
     g = F.T @ (w * (expit(t) - y))
     ridge = lam * (1.0 - l1_ratio) * u
     grad = np.concatenate([g + lam * l1_ratio + ridge, -g + lam * l1_ratio - ridge])
     return float(loss + penalty), grad
-
-
-# Public names for engines that evaluate the same objective from distributed sums (engine/replicates.py).
-objective, IDENTITY, GTOL, MAX_ITER = _objective, _IDENTITY, _GTOL, _MAX_ITER
 
 
 def _projected_gradient(
@@ -204,9 +200,9 @@ class BetaCalibration(ScoreCalibrator):
             If a hyperparameter is invalid.
         """
         where = "BetaCalibration.fit"
-        lam, l1_ratio = self._check_params(where)
+        lam, l1_ratio = self.check_params(where)
         scores, labels, weights = self._check_fit_input(s, y, sample_weight, where)
-        self.a_, self.b_, self.c_ = (float(v) for v in _IDENTITY)
+        self.a_, self.b_, self.c_ = (float(v) for v in IDENTITY)
         self.fallback_: str | None = None
         self.n_iter_ = 0
         self.loss_history_: list[float] = []
@@ -249,14 +245,14 @@ class BetaCalibration(ScoreCalibrator):
 
         upper = np.array([np.inf, np.inf, np.inf, 1.0, 1.0, np.inf])  # u-_a <= 1, u-_b <= 1  <=>  a, b >= 0
         res = minimize(
-            _objective,
+            objective,
             x0=np.zeros(6),  # u = 0: the identity map
             args=(F, y, w, lam, l1_ratio),
             jac=True,
             method="L-BFGS-B",
             bounds=list(zip(np.zeros(6), upper, strict=True)),
             callback=record,
-            options={"gtol": _GTOL, "ftol": 0.0, "maxiter": _MAX_ITER},
+            options={"gtol": GTOL, "ftol": 0.0, "maxiter": MAX_ITER},
         )
         if not res.success and _projected_gradient(res.x, res.jac, upper) > _GTOL_ACCEPT:
             warnings.warn(
@@ -264,11 +260,18 @@ class BetaCalibration(ScoreCalibrator):
                 ConvergenceWarning,
                 stacklevel=3,
             )
-        a, b, c = _IDENTITY + res.x[:3] - res.x[3:]
+        a, b, c = IDENTITY + res.x[:3] - res.x[3:]
         self.a_, self.b_, self.c_ = max(float(a), 0.0), max(float(b), 0.0), float(c)  # exact 0 at the bound
         self.n_iter_ = int(res.nit)
 
-    def _check_params(self, where: str) -> tuple[float, float]:
+    def check_params(self, where: str) -> tuple[float, float]:
+        """The checked ``(penalty, l1_ratio)``, naming ``where`` in the error (what :meth:`fit` does first).
+
+        Raises
+        ------
+        ConfigError
+            If ``penalty``, ``l1_ratio`` or ``penalty_scale`` is out of range.
+        """
         lam = float(check_param(self.penalty, where=where, name="penalty", target_type=numbers.Real, min_val=0.0))
         l1_ratio = float(
             check_param(self.l1_ratio, where=where, name="l1_ratio", target_type=numbers.Real, min_val=0.0, max_val=1.0)

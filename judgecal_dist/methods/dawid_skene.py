@@ -28,12 +28,12 @@ from judgecal_dist.errors import InputError
 from judgecal_dist.methods.votes import MISSING, VOTE_A, VOTE_B, check_votes
 from judgecal_dist.stats.checks import DEFAULT_EPS, check_eps, check_param, check_same_length
 
-__all__ = ["DawidSkene"]
+__all__ = ["DawidSkene", "UNLABELLED", "vote_indicators"]
 
 UNLABELLED: int = -1  # code of an item without a known label in ``y`` (semi-supervised fits)
 
 
-def _indicators(votes: npt.NDArray[np.int8]) -> npt.NDArray[np.float64]:
+def vote_indicators(votes: npt.NDArray[np.int8]) -> npt.NDArray[np.float64]:
     """Transposed one-hot verdicts ``H.T``, shape (2J, n): row ``v*J + j`` is :math:`\\mathbb 1[V_{ij} = v]`.
 
     Stored item-last (C-contiguous, one row per judge and verdict) because both EM products then read it as a
@@ -52,6 +52,14 @@ def _normalise(log_joint: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     is computed directly, so a posterior near 0 keeps full relative precision."""
     d = log_joint[:, 1] - log_joint[:, 0]
     return np.column_stack([expit(-d), expit(d)])
+
+
+def _clamp(T: npt.NDArray[np.float64], labels: npt.NDArray[np.int64] | None) -> npt.NDArray[np.float64]:
+    """Labelled items' soft labels set to their label (one-hot), in place."""
+    if labels is not None:
+        known = np.flatnonzero(labels != UNLABELLED)
+        T[known] = np.eye(2)[labels[known]]
+    return T
 
 
 def _check_partial_labels(y: npt.ArrayLike | None, n_items: int, where: str) -> npt.NDArray[np.int64]:
@@ -223,40 +231,30 @@ class DawidSkene(ClassifierMixin, BaseEstimator):
             If a hyperparameter is invalid.
         """
         where = "DawidSkene.fit"
-        self._check_params(where)
+        self.check_params(where)
         votes = check_votes(V, where=where)
         labels = _check_partial_labels(y, votes.shape[0], where) if self.semi_supervised else None
-        known = None if labels is None else np.flatnonzero(labels != UNLABELLED)
-        Ht = _indicators(votes)
-        n_a = Ht[votes.shape[1] :].sum(axis=0)
-        n_voted = Ht.sum(axis=0)
-        T1 = np.divide(n_a, n_voted, out=np.full(n_a.shape, 0.5), where=n_voted > 0)  # vote-fraction init
-        T = self._clamp(np.column_stack([1.0 - T1, T1]), labels, known)
+        Ht = vote_indicators(votes)
+        T = self.initial_posteriors(Ht, labels)
         self.loss_history_: list[float] = []
         self.converged_ = False
         ll_prev = None
         for it in range(1, int(self.n_iter) + 1):
-            prior, confusion = self._m_step(Ht, T)
-            log_joint = self._log_joint(Ht, prior, confusion)
-            T_new, ll = self._e_step(log_joint, labels, known)
+            prior, confusion = self.m_step(Ht, T)
+            T_new, ll = self.e_step(Ht, prior, confusion, labels)
             delta = float(np.max(np.abs(T_new[:, 1] - T[:, 1])))
             T = T_new
             self.loss_history_.append(-ll / T.shape[0])
             self.n_iter_ = it
-            rel_change = np.inf if ll_prev is None else abs(ll - ll_prev) / max(abs(ll_prev), np.finfo(float).tiny)
-            self.converged_ = bool(delta < self.tol_posterior or rel_change < self.tol)
+            self.converged_ = self.meets_stopping_rule(delta, ll, ll_prev)
             if self.converged_ and not self.fixed_iter:
                 break
             ll_prev = ll
         if not self.converged_ and not self.fixed_iter:
-            warnings.warn(
-                f"{where}: EM stopped after n_iter={self.n_iter} iterations without meeting tol={self.tol} or "
-                f"tol_posterior={self.tol_posterior}; increase n_iter",
-                ConvergenceWarning,
-                stacklevel=2,
-            )
-        prior, confusion = self._m_step(Ht, T)
-        self.label_switched_ = bool((known is None or known.size == 0) and self._needs_swap(confusion, votes))
+            self.warn_not_converged(where)
+        prior, confusion = self.m_step(Ht, T)
+        anchored = labels is not None and bool((labels != UNLABELLED).any())
+        self.label_switched_ = not anchored and self.needs_label_swap(confusion, (votes != MISSING).any(axis=0))
         if self.label_switched_:
             T, prior, confusion = T[:, ::-1].copy(), 1.0 - prior, confusion[:, ::-1, :].copy()
         self.posteriors_, self.prior_, self.confusion_ = T, prior, confusion
@@ -276,63 +274,143 @@ class DawidSkene(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self)
         votes = check_votes(V, where="DawidSkene.predict_proba", n_judges=self.n_features_in_)
-        return _normalise(self._log_joint(_indicators(votes), self.prior_, self.confusion_))
+        return _normalise(self._log_joint(vote_indicators(votes), self.prior_, self.confusion_))
 
     def predict(self, V: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """Hard labels: 1 iff :math:`P(Y=1 \\mid V_i) > 1/2`; an exact 1/2 gives 0."""
         return (self.predict_proba(V)[:, 1] > 0.5).astype(np.int64)
 
     # ------------------------------------------------------------------ EM steps
+    # Public so that an engine holding the votes elsewhere (Spark: engine/ds_spark.py) runs this very EM, batch by
+    # batch: the E-step per batch of items, the M-step from counts summed over batches.
 
-    def _m_step(self, Ht: npt.NDArray[np.float64], T: npt.NDArray[np.float64]) -> tuple[float, npt.NDArray[np.float64]]:
-        J = Ht.shape[0] // 2
-        counts = (Ht @ T).reshape(2, J, 2).transpose(1, 2, 0)  # [j, y, v] = sum_i T_iy 1(V_ij = v)
-        num = counts + float(self.smoothing)
+    def initial_posteriors(
+        self, Ht: npt.NDArray[np.float64], labels: npt.NDArray[np.int64] | None = None
+    ) -> npt.NDArray[np.float64]:
+        """EM's start: soft labels :math:`T_{i1}` = the fraction of A votes (1/2 without verdicts), labels clamped.
+
+        Parameters
+        ----------
+        Ht : ndarray of shape (2 * n_judges, n_items)
+            :func:`vote_indicators` of the items' votes.
+        labels : ndarray of shape (n_items,), optional
+            Codes 0, 1 or -1 (no label); labelled items are clamped (semi-supervised fits).
+
+        Returns
+        -------
+        ndarray of shape (n_items, 2)
+        """
+        n_a = Ht[Ht.shape[0] // 2 :].sum(axis=0)
+        n_voted = Ht.sum(axis=0)
+        T1 = np.divide(n_a, n_voted, out=np.full(n_a.shape, 0.5), where=n_voted > 0)
+        return _clamp(np.column_stack([1.0 - T1, T1]), labels)
+
+    def e_step(
+        self,
+        Ht: npt.NDArray[np.float64],
+        prior: float,
+        confusion: npt.NDArray[np.float64],
+        labels: npt.NDArray[np.int64] | None = None,
+    ) -> tuple[npt.NDArray[np.float64], float]:
+        r"""Soft labels of the items under :math:`(\pi, \Pi)` and their observed-data log-likelihood.
+
+        Parameters
+        ----------
+        Ht : ndarray of shape (2 * n_judges, n_items)
+            :func:`vote_indicators` of the items' votes.
+        prior, confusion
+            :math:`\pi` and :math:`\Pi^{(j)}_{yv}` (``[j, y, v]``), as :meth:`m_step` returns them.
+        labels : ndarray of shape (n_items,), optional
+            Codes 0, 1 or -1; a labelled item is clamped and contributes its label's term to the likelihood.
+
+        Returns
+        -------
+        T : ndarray of shape (n_items, 2)
+        loglik : float
+            :math:`\ell` summed over the items (sums over batches of items add up).
+        """
+        log_joint = self._log_joint(Ht, prior, confusion)
+        lse = np.logaddexp(log_joint[:, 0], log_joint[:, 1])  # the two-class log-sum-exp, per item
+        T = _normalise(log_joint)
+        if labels is not None:
+            known = np.flatnonzero(labels != UNLABELLED)
+            lse[known] = log_joint[known, labels[known]]
+            T = _clamp(T, labels)
+        return T, float(lse.sum())
+
+    def m_step(self, Ht: npt.NDArray[np.float64], T: npt.NDArray[np.float64]) -> tuple[float, npt.NDArray[np.float64]]:
+        r""":math:`(\pi, \Pi)` from soft labels: :meth:`m_step_from_counts` of ``Ht @ T``."""
+        return self.m_step_from_counts(Ht @ T, float(T[:, 1].sum()), T.shape[0])
+
+    def m_step_from_counts(
+        self, counts: npt.NDArray[np.float64], t1: float, n_items: int
+    ) -> tuple[float, npt.NDArray[np.float64]]:
+        r"""The M-step from its sufficient statistics, which add up over batches of items.
+
+        Parameters
+        ----------
+        counts : ndarray of shape (2 * n_judges, 2)
+            ``Ht @ T``: row ``v*J + j``, column ``y`` holds :math:`\sum_i T_{iy}\,\mathbb 1[V_{ij} = v]`.
+        t1 : float
+            :math:`\sum_i T_{i1}`.
+        n_items : int
+
+        Returns
+        -------
+        prior : float
+            :math:`\pi = t_1 / n`.
+        confusion : ndarray of shape (n_judges, 2, 2)
+            Smoothed, row-normalised :math:`\Pi^{(j)}_{yv}`, ``[j, y, v]``.
+        """
+        J = counts.shape[0] // 2
+        by_judge = counts.reshape(2, J, 2).transpose(1, 2, 0)  # [j, y, v]
+        num = by_judge + float(self.smoothing)
         den = num.sum(axis=2, keepdims=True)
         confusion = np.divide(num, den, out=np.full(num.shape, 0.5), where=den > 0)  # 0/0 only if eta = 0
-        return float(T[:, 1].mean()), confusion
+        return t1 / n_items, confusion
+
+    def meets_stopping_rule(self, delta: float, ll: float, ll_prev: float | None) -> bool:
+        """Whether an iteration converged: largest posterior change below ``tol_posterior``, or relative change of
+        the log-likelihood below ``tol`` (never on the first iteration, ``ll_prev=None``)."""
+        rel_change = np.inf if ll_prev is None else abs(ll - ll_prev) / max(abs(ll_prev), np.finfo(float).tiny)
+        return bool(delta < self.tol_posterior or rel_change < self.tol)
+
+    def warn_not_converged(self, where: str) -> None:
+        """The :class:`~sklearn.exceptions.ConvergenceWarning` of a fit that met no stopping rule."""
+        warnings.warn(
+            f"{where}: EM stopped after n_iter={self.n_iter} iterations without meeting tol={self.tol} or "
+            f"tol_posterior={self.tol_posterior}; increase n_iter",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
+
+    @staticmethod
+    def needs_label_swap(confusion: npt.NDArray[np.float64], voted: npt.NDArray[np.bool_]) -> bool:
+        """Whether the classes came out swapped: the mean balanced accuracy of the judges with a verdict
+        (``voted``, one flag per judge) is below 1/2 (see Notes of the class)."""
+        if not voted.any():
+            return False
+        balanced = 0.5 * (confusion[voted, 1, 1] + confusion[voted, 0, 0])
+        return bool(balanced.mean() < 0.5)
 
     def _log_joint(
         self, Ht: npt.NDArray[np.float64], prior: float, confusion: npt.NDArray[np.float64]
     ) -> npt.NDArray[np.float64]:
-        """:math:`\\log\\pi_y + \\sum_{j \\in S_i} \\log\\Pi^{(j)}_{y,V_{ij}}` for y = 0, 1: shape (n, 2)."""
+        r""":math:`\log\pi_y + \sum_{j \in S_i} \log\Pi^{(j)}_{y,V_{ij}}` for y = 0, 1: shape (n, 2)."""
         eps = float(self.eps)
         log_conf = np.log(np.clip(confusion, eps, 1.0 - eps))  # [j, y, v]
         W = log_conf.transpose(2, 0, 1).reshape(-1, 2)  # row v*J + j, column y: matches the rows of Ht
         log_prior = np.log(np.clip([1.0 - prior, prior], eps, 1.0 - eps))
         return np.asarray((W.T @ Ht).T + log_prior, dtype=np.float64)
 
-    @staticmethod
-    def _e_step(
-        log_joint: npt.NDArray[np.float64],
-        labels: npt.NDArray[np.int64] | None,
-        known: npt.NDArray[np.intp] | None,
-    ) -> tuple[npt.NDArray[np.float64], float]:
-        """Normalised soft labels and the observed-data log-likelihood (clamped items count their label's term)."""
-        lse = np.logaddexp(log_joint[:, 0], log_joint[:, 1])  # the two-class log-sum-exp, per item
-        T = _normalise(log_joint)
-        if labels is not None and known is not None and known.size:
-            lse[known] = log_joint[known, labels[known]]
-            T = DawidSkene._clamp(T, labels, known)
-        return T, float(lse.sum())
+    def check_params(self, where: str) -> None:
+        """Check the hyperparameters (what :meth:`fit` does first), naming ``where`` in the error.
 
-    @staticmethod
-    def _clamp(
-        T: npt.NDArray[np.float64], labels: npt.NDArray[np.int64] | None, known: npt.NDArray[np.intp] | None
-    ) -> npt.NDArray[np.float64]:
-        if labels is not None and known is not None and known.size:
-            T[known] = np.eye(2)[labels[known]]
-        return T
-
-    @staticmethod
-    def _needs_swap(confusion: npt.NDArray[np.float64], votes: npt.NDArray[np.int8]) -> bool:
-        voted = (votes != MISSING).any(axis=0)
-        if not voted.any():
-            return False
-        balanced = 0.5 * (confusion[voted, 1, 1] + confusion[voted, 0, 0])
-        return bool(balanced.mean() < 0.5)
-
-    def _check_params(self, where: str) -> None:
+        Raises
+        ------
+        ConfigError
+            If a hyperparameter is out of range or of the wrong type.
+        """
         check_param(self.n_iter, where=where, name="n_iter", target_type=numbers.Integral, min_val=1)
         for name in ("tol", "tol_posterior", "smoothing"):
             check_param(getattr(self, name), where=where, name=name, target_type=numbers.Real, min_val=0.0)

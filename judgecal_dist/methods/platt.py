@@ -32,12 +32,12 @@ from judgecal_dist.stats.checks import DEFAULT_EPS, check_param, check_same_leng
 
 __all__ = ["PlattCalibrator", "objective", "hessian", "GTOL", "MAX_ITER"]
 
-_MAX_ITER = 1000
-_GTOL = 1e-10  # Newton's target: stop once the gradient's largest entry is below this
+MAX_ITER = 1000  # optimiser iterations (public: the one-pass engine runs the same optimiser on summed data)
+GTOL = 1e-10  # Newton's target: stop once the gradient's largest entry is below this
 _GTOL_ACCEPT = 1e-7  # converged if the final gradient is this small, even when float round-off stopped Newton
 
 
-def _objective(
+def objective(
     theta: npt.NDArray[np.float64],
     X: npt.NDArray[np.float64],
     y: npt.NDArray[np.float64],
@@ -55,7 +55,7 @@ def _objective(
     return float(loss), grad
 
 
-def _hessian(
+def hessian(
     theta: npt.NDArray[np.float64],
     X: npt.NDArray[np.float64],
     y: npt.NDArray[np.float64],
@@ -63,13 +63,10 @@ def _hessian(
     penalty: float,
     theta0: npt.NDArray[np.float64],
 ) -> npt.NDArray[np.float64]:
+    """Hessian of :func:`objective` in ``theta`` (same arguments)."""
     t = X @ theta
     h = w * expit(t) * expit(-t)  # sigma(t) (1 - sigma(t)), both factors exact in the tails
     return np.asarray((X.T * h) @ X + 2.0 * penalty * np.eye(theta.size), dtype=np.float64)
-
-
-# Public names for engines that evaluate the same objective from distributed sums (engine/replicates.py).
-objective, hessian, GTOL, MAX_ITER = _objective, _hessian, _GTOL, _MAX_ITER
 
 
 class PlattCalibrator(ScoreCalibrator):
@@ -263,14 +260,14 @@ class PlattCalibrator(ScoreCalibrator):
             self.loss_history_.append(float(intermediate_result.fun))
 
         res = minimize(
-            _objective,
+            objective,
             x0=theta0,  # start at the identity map
             args=(X, y, w, penalty, theta0),
             jac=True,
-            hess=_hessian,
+            hess=hessian,
             method="trust-exact",
             callback=record,
-            options={"gtol": _GTOL, "maxiter": _MAX_ITER},
+            options={"gtol": GTOL, "maxiter": MAX_ITER},
         )
         if not res.success and np.max(np.abs(res.jac)) > _GTOL_ACCEPT:
             warnings.warn(

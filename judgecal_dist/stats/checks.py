@@ -24,6 +24,8 @@ __all__ = [
     "check_same_length",
     "check_eps",
     "check_param",
+    "check_labels_and_probabilities",
+    "check_rng",
 ]
 
 #: Probability clipping floor of spec 000 §3.4 (Lemma 1): every probability entering a log or a logit is
@@ -164,3 +166,35 @@ def check_eps(eps: float, *, where: str) -> float:
             include_boundaries="neither",
         )
     )
+
+
+def check_labels_and_probabilities(
+    y: npt.ArrayLike, p: npt.ArrayLike, *, where: str
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """Binary labels ``y`` and probabilities ``p`` of the same length, as the metrics take them.
+
+    Raises
+    ------
+    InputError
+        As :func:`check_binary_labels`, :func:`check_probabilities` and :func:`check_same_length`.
+    """
+    y_arr = check_binary_labels(y, where=where, name="y")
+    p_arr = check_probabilities(p, where=where, name="p")
+    check_same_length(("y", y_arr), ("p", p_arr), where=where)
+    return y_arr, p_arr
+
+
+def check_rng(rng: np.random.Generator, *, where: str) -> np.random.Generator:
+    """``rng`` itself when it is a :class:`numpy.random.Generator` (resampling never touches global state).
+
+    Raises
+    ------
+    ConfigError
+        If ``rng`` is anything else (a seed, a ``RandomState``, None).
+    """
+    if not isinstance(rng, np.random.Generator):
+        raise ConfigError(
+            f"{where}: rng: expected a numpy.random.Generator (e.g. np.random.default_rng(seed)), "
+            f"got {type(rng).__name__}"
+        )
+    return rng

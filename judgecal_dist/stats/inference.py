@@ -24,7 +24,7 @@ import pandas as pd
 from scipy.stats import bootstrap
 
 from judgecal_dist.errors import ConfigError, InputError
-from judgecal_dist.stats.checks import check_param
+from judgecal_dist.stats.checks import check_param, check_rng
 
 __all__ = ["BootstrapCI", "bootstrap_ci", "summarise_over_splits"]
 
@@ -34,15 +34,6 @@ class BootstrapCI(NamedTuple):
 
     low: float
     high: float
-
-
-def _check_rng(rng: np.random.Generator, where: str) -> np.random.Generator:
-    if not isinstance(rng, np.random.Generator):
-        raise ConfigError(
-            f"{where}: rng: expected a numpy.random.Generator (e.g. np.random.default_rng(seed)), "
-            f"got {type(rng).__name__}"
-        )
-    return rng
 
 
 def bootstrap_ci(
@@ -136,7 +127,7 @@ def bootstrap_ci(
     n_resamples = int(
         check_param(n_resamples, where="bootstrap_ci", name="n_resamples", target_type=numbers.Integral, min_val=1)
     )
-    rng = _check_rng(rng, "bootstrap_ci")
+    rng = check_rng(rng, where="bootstrap_ci")
     mean = float(arr.mean())
     if arr.size < 2 or np.ptp(arr) == 0.0:
         return BootstrapCI(mean, mean)
@@ -218,7 +209,7 @@ def summarise_over_splits(
     not_numeric = [m for m in metrics if not pd.api.types.is_numeric_dtype(results[m])]
     if not_numeric:
         raise InputError(f"{where}: results: metric columns must be numeric: {not_numeric}")
-    rng = _check_rng(rng, where)
+    rng = check_rng(rng, where=where)
     seed = int(rng.integers(2**63))
     groups = results.groupby(by, sort=True, dropna=False) if by else [((), results)]
     rows = []

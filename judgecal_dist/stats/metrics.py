@@ -26,25 +26,16 @@ from scipy.special import xlogy
 
 from judgecal_dist.stats.checks import (
     DEFAULT_EPS,
-    check_binary_labels,
     check_eps,
+    check_labels_and_probabilities,
     check_param,
-    check_probabilities,
-    check_same_length,
 )
 
 __all__ = ["pointwise_nll", "nll", "brier", "accuracy", "ece", "ece_positive", "reliability_bins", "metric_table"]
-__all__ += ["bin_index", "correctness"]
+__all__ += ["bin_index", "correctness"]  # public: engines compute the same metrics from distributed sums
 
 
-def _check(y: npt.ArrayLike, p: npt.ArrayLike, where: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-    y_arr = check_binary_labels(y, where=where, name="y")
-    p_arr = check_probabilities(p, where=where, name="p")
-    check_same_length(("y", y_arr), ("p", p_arr), where=where)
-    return y_arr, p_arr
-
-
-def _bin_index(values: npt.NDArray[np.float64], n_bins: int) -> npt.NDArray[np.intp]:
+def bin_index(values: npt.NDArray[np.float64], n_bins: int) -> npt.NDArray[np.intp]:
     """Index ``b - 1`` of the equal-width bin :math:`((b-1)/K, b/K]` holding each value; 0 goes to the first bin.
 
     ``searchsorted(..., side="left")`` puts a value lying exactly on an inner edge into the bin it closes, as in
@@ -114,7 +105,7 @@ def pointwise_nll(y: npt.ArrayLike, p: npt.ArrayLike, *, eps: float = DEFAULT_EP
     >>> pointwise_nll([1, 0], [0.5, 0.5]).round(6).tolist()
     [0.693147, 0.693147]
     """
-    y_arr, p_arr = _check(y, p, "pointwise_nll")
+    y_arr, p_arr = check_labels_and_probabilities(y, p, where="pointwise_nll")
     eps = check_eps(eps, where="pointwise_nll")
     q = np.clip(p_arr, eps, 1.0 - eps)
     return -(xlogy(y_arr, q) + xlogy(1 - y_arr, 1.0 - q))
@@ -151,19 +142,15 @@ def brier(y: npt.ArrayLike, p: npt.ArrayLike) -> float:
     >>> brier([1, 0], [0.75, 0.5])
     0.15625
     """
-    y_arr, p_arr = _check(y, p, "brier")
+    y_arr, p_arr = check_labels_and_probabilities(y, p, where="brier")
     # The binary Brier score directly (sklearn's brier_score_loss is the test oracle; its per-call validation
     # costs ~1.3 ms, a third of a replicate of the inclusion study).
     return float(np.mean((p_arr - y_arr) ** 2))
 
 
-def _correctness(y: npt.NDArray[np.int64], p: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+def correctness(y: npt.NDArray[np.int64], p: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """Per-item correctness of :math:`\\hat y = 1[\\hat p > 1/2]`, with half credit at exactly 1/2 (spec §4)."""
     return np.where(p == 0.5, 0.5, ((p > 0.5) == (y == 1)).astype(np.float64))
-
-
-# Public names for engines that compute the same metrics from distributed sums (engine/replicate_kernels.py).
-bin_index, correctness = _bin_index, _correctness
 
 
 def accuracy(y: npt.ArrayLike, p: npt.ArrayLike) -> float:
@@ -202,8 +189,8 @@ def accuracy(y: npt.ArrayLike, p: npt.ArrayLike) -> float:
     >>> accuracy([1, 0, 1, 0], [0.9, 0.2, 0.5, 0.7])
     0.625
     """
-    y_arr, p_arr = _check(y, p, "accuracy")
-    return float(_correctness(y_arr, p_arr).mean())
+    y_arr, p_arr = check_labels_and_probabilities(y, p, where="accuracy")
+    return float(correctness(y_arr, p_arr).mean())
 
 
 def ece(y: npt.ArrayLike, p: npt.ArrayLike, *, n_bins: int = 10) -> float:
@@ -259,10 +246,10 @@ def ece(y: npt.ArrayLike, p: npt.ArrayLike, *, n_bins: int = 10) -> float:
     >>> round(ece([1, 0], [0.9, 0.9]), 6)  # one bin: conf 0.9, accuracy 0.5
     0.4
     """
-    y_arr, p_arr = _check(y, p, "ece")
+    y_arr, p_arr = check_labels_and_probabilities(y, p, where="ece")
     n_bins = _check_n_bins(n_bins, "ece")
     conf = np.maximum(p_arr, 1.0 - p_arr)
-    return _binned_gap(conf, _correctness(y_arr, p_arr), n_bins)
+    return _binned_gap(conf, correctness(y_arr, p_arr), n_bins)
 
 
 def ece_positive(y: npt.ArrayLike, p: npt.ArrayLike, *, n_bins: int = 10) -> float:
@@ -305,14 +292,14 @@ def ece_positive(y: npt.ArrayLike, p: npt.ArrayLike, *, n_bins: int = 10) -> flo
     >>> round(ece_positive([1, 1, 1], [0.9, 0.6, 0.6]), 6)  # = 1 - mean(p)
     0.3
     """
-    y_arr, p_arr = _check(y, p, "ece_positive")
+    y_arr, p_arr = check_labels_and_probabilities(y, p, where="ece_positive")
     n_bins = _check_n_bins(n_bins, "ece_positive")
     return _binned_gap(p_arr, y_arr.astype(np.float64), n_bins)
 
 
 def _binned_gap(score: npt.NDArray[np.float64], target: npt.NDArray[np.float64], n_bins: int) -> float:
     """:math:`\\sum_b |B_b|/n \\cdot |\\bar t_b - \\bar s_b| = \\frac1n \\sum_b |\\sum_{B_b} (t - s)|`."""
-    gap_sums = np.bincount(_bin_index(score, n_bins), weights=target - score, minlength=n_bins)
+    gap_sums = np.bincount(bin_index(score, n_bins), weights=target - score, minlength=n_bins)
     return float(np.abs(gap_sums).sum() / score.size)
 
 
@@ -354,9 +341,9 @@ def reliability_bins(y: npt.ArrayLike, p: npt.ArrayLike, *, n_bins: int = 10) ->
     0    0    0.0    0.5      1    0.10       0.0
     1    1    0.5    1.0      2    0.85       1.0
     """
-    y_arr, p_arr = _check(y, p, "reliability_bins")
+    y_arr, p_arr = check_labels_and_probabilities(y, p, where="reliability_bins")
     n_bins = _check_n_bins(n_bins, "reliability_bins")
-    idx = _bin_index(p_arr, n_bins)
+    idx = bin_index(p_arr, n_bins)
     count = np.bincount(idx, minlength=n_bins)
     sum_p = np.bincount(idx, weights=p_arr, minlength=n_bins)
     sum_y = np.bincount(idx, weights=y_arr.astype(np.float64), minlength=n_bins)

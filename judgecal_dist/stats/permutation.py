@@ -26,8 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from judgecal_dist.errors import InputError
-from judgecal_dist.stats.checks import check_param
-from judgecal_dist.stats.inference import _check_rng
+from judgecal_dist.stats.checks import check_param, check_rng
 
 __all__ = ["PermutationResult", "PermutationSummary", "paired_permutation_test", "paired_permutation_test_many"]
 
@@ -182,7 +181,7 @@ def paired_permutation_test(
     n_resamples = int(
         check_param(n_resamples, where=where, name="n_resamples", target_type=numbers.Integral, min_val=1)
     )
-    rng = _check_rng(rng, where)
+    rng = check_rng(rng, where=where)
     return _test_one(arr, n_resamples, rng)
 
 
@@ -254,7 +253,7 @@ def paired_permutation_test_many(
     n_resamples = int(
         check_param(n_resamples, where=where, name="n_resamples", target_type=numbers.Integral, min_val=1)
     )
-    rng = _check_rng(rng, where)
+    rng = check_rng(rng, where=where)
     checked = []
     for s, split in enumerate(splits):
         try:

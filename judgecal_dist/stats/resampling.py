@@ -24,8 +24,7 @@ import numpy.typing as npt
 from scipy.stats import bootstrap, norm
 
 from judgecal_dist.errors import ConfigError, InputError
-from judgecal_dist.stats.checks import check_param
-from judgecal_dist.stats.inference import _check_rng
+from judgecal_dist.stats.checks import check_param, check_rng
 
 __all__ = ["PairedBootstrapCI", "MaxTResult", "paired_bootstrap_ci", "multiplier_max_t"]
 
@@ -159,7 +158,7 @@ def paired_bootstrap_ci(
     n_resamples = int(
         check_param(n_resamples, where=where, name="n_resamples", target_type=numbers.Integral, min_val=1)
     )
-    rng = _check_rng(rng, where)
+    rng = check_rng(rng, where=where)
     estimate = float(np.mean([split.mean() for split in splits]))
     if all(np.ptp(split) == 0.0 for split in splits):
         return PairedBootstrapCI(estimate, estimate, estimate, 0.0)
@@ -277,7 +276,7 @@ def multiplier_max_t(
     )
     if alternative not in ("greater", "two-sided"):
         raise ConfigError(f"{where}: alternative: must be 'greater' or 'two-sided', got {alternative!r}")
-    rng = _check_rng(rng, where)
+    rng = check_rng(rng, where=where)
 
     n_splits, n_budgets = arr.shape
     mean = arr.mean(axis=0)

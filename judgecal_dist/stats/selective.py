@@ -18,8 +18,8 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from judgecal_dist.stats.checks import check_param
-from judgecal_dist.stats.metrics import _check, _correctness
+from judgecal_dist.stats.checks import check_labels_and_probabilities, check_param
+from judgecal_dist.stats.metrics import correctness
 
 __all__ = ["SelectiveResult", "auac", "accuracy_at_confidence"]
 
@@ -75,9 +75,9 @@ def auac(y: npt.ArrayLike, p: npt.ArrayLike) -> float:
     >>> round(auac([1, 1, 1, 1], [0.9, 0.8, 0.2, 0.6]), 6)
     0.791667
     """
-    y_arr, p_arr = _check(y, p, "auac")
+    y_arr, p_arr = check_labels_and_probabilities(y, p, where="auac")
     conf = np.maximum(p_arr, 1.0 - p_arr)
-    correct = _correctness(y_arr, p_arr)
+    correct = correctness(y_arr, p_arr)
     order = np.argsort(-conf, kind="stable")
     conf, correct = conf[order], correct[order]
     n = conf.size
@@ -120,11 +120,11 @@ def accuracy_at_confidence(y: npt.ArrayLike, p: npt.ArrayLike, *, tau: float = 0
     >>> accuracy_at_confidence([1, 0, 1, 0], [0.95, 0.05, 0.6, 0.92], tau=0.9)
     SelectiveResult(coverage=0.75, accuracy=0.6666666666666666, n_retained=3)
     """
-    y_arr, p_arr = _check(y, p, "accuracy_at_confidence")
+    y_arr, p_arr = check_labels_and_probabilities(y, p, where="accuracy_at_confidence")
     tau = float(
         check_param(tau, where="accuracy_at_confidence", name="tau", target_type=numbers.Real, min_val=0.5, max_val=1.0)
     )
     kept = np.maximum(p_arr, 1.0 - p_arr) >= tau
     n_kept = int(kept.sum())
-    acc = float(_correctness(y_arr[kept], p_arr[kept]).mean()) if n_kept else float("nan")
+    acc = float(correctness(y_arr[kept], p_arr[kept]).mean()) if n_kept else float("nan")
     return SelectiveResult(n_kept / p_arr.size, acc, n_kept)
