@@ -34,7 +34,6 @@ import time
 import uuid
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -47,6 +46,7 @@ from judgecal_dist.engine.item_votes_scan import ScanTally, item_votes_scan
 from judgecal_dist.engine.stats import choose_engine
 from judgecal_dist.engine.store import RunStore
 from judgecal_dist.errors import InputError
+from judgecal_dist.io.records import json_records
 from judgecal_dist.io.schema import VERDICT_CATEGORIES
 from judgecal_dist.progress import Progress
 from judgecal_dist.scoring import summary as summ
@@ -129,7 +129,7 @@ def score_dataset(
         "counts": counts,
         "items_url": store.url_of("items"),
         "seconds": round(time.perf_counter() - started, 3),
-    } | {name: _records(table) for name, table in tables.items()}
+    } | {name: json_records(table) for name, table in tables.items()}
     for name, table in tables.items():
         store.write_table(f"summary/{name}.parquet", table)
     store.write_bytes("figures/win_rates.png", summ.figure(tables["datasets"], tables.get("models")))
@@ -138,14 +138,6 @@ def score_dataset(
     log.info("score: %d items of %d dataset(s) on %s -> %s", counts["items"], len(tables["datasets"]), chosen,
              output_url)  # fmt: skip
     return record
-
-
-def _records(table: pd.DataFrame) -> list[dict[str, Any]]:
-    def plain(value: Any) -> Any:
-        value = value.item() if isinstance(value, np.generic) else value
-        return None if isinstance(value, float) and not np.isfinite(value) else value
-
-    return [{k: plain(v) for k, v in row.items()} for row in table.to_dict("records")]
 
 
 def _clear_stale(store: RunStore) -> None:

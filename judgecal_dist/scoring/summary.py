@@ -22,21 +22,17 @@ References
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 
-import matplotlib
+import numpy as np
+import pandas as pd
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from scipy.stats import norm
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402 - the backend is chosen first
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from pyspark.sql import Column, DataFrame  # noqa: E402
-from pyspark.sql import functions as F  # noqa: E402
-from scipy.stats import norm  # noqa: E402
-
-from judgecal_dist.scoring.kernel import set_column  # noqa: E402
-from judgecal_dist.stats.metrics import pointwise_nll  # noqa: E402
+from judgecal_dist.io.figures import png, pyplot
+from judgecal_dist.scoring.kernel import set_column
+from judgecal_dist.stats.metrics import pointwise_nll
 
 __all__ = ["set_column", "item_terms", "sums_pandas", "sums_spark", "finalise", "model_rows_pandas",
            "model_rows_spark", "figure"]  # fmt: skip
@@ -164,7 +160,7 @@ def finalise(sums: pd.DataFrame, alphas: Sequence[float], *, confidence: float =
 def figure(datasets: pd.DataFrame, models: pd.DataFrame | None) -> bytes:
     """PNG: calibrated win rate of A per dataset (and per response model when known), with Wilson intervals."""
     panels = [("dataset", datasets)] + ([("model", models)] if models is not None and not models.empty else [])
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 0.4 * max(len(datasets), 6) + 1.5))
+    fig, axes = pyplot().subplots(1, len(panels), figsize=(5.5 * len(panels), 0.4 * max(len(datasets), 6) + 1.5))
     for ax, (key, table) in zip(np.atleast_1d(axes), panels, strict=True):
         table = table.head(40)
         labels = table[key].astype(str) if key == "dataset" else table["dataset"] + ": " + table["model"].astype(str)
@@ -178,8 +174,4 @@ def figure(datasets: pd.DataFrame, models: pd.DataFrame | None) -> bytes:
         ax.set_xlim(0, 1)
         ax.set_xlabel("calibrated win rate (mean P(A); model: P(model wins))")
         ax.set_title(f"per {key} (95% Wilson interval)")
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    return buf.getvalue()
+    return png(fig, dpi=110, tight_layout=True)

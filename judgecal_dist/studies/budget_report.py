@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import io
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
+from judgecal_dist.io.figures import png, pyplot
+from judgecal_dist.io.records import json_records, plain
 from judgecal_dist.stats.inference import bootstrap_ci, summarise_over_splits
 from judgecal_dist.stats.resampling import MaxTResult, multiplier_max_t
 from judgecal_dist.studies.base import StudyResult
@@ -24,16 +25,6 @@ MAX_T_CAVEAT = (
     "of Delta as i.i.d. is optimistic: the critical value and p-value are summaries, not exact tests "
     "(spec 000 §5.5(d), §7 pitfall 12; Appendix F of the paper)."
 )
-
-
-def _plain(value: Any) -> Any:
-    # JSON has no NaN or infinity: an undefined figure is null.
-    value = value.item() if isinstance(value, np.generic) else value
-    return None if isinstance(value, float) and not np.isfinite(value) else value
-
-
-def _records(summary: pd.DataFrame) -> list[dict[str, Any]]:
-    return [{k: _plain(v) for k, v in row.items()} for row in summary.to_dict("records")]
 
 
 def _over_splits(config: Config, parts: pd.DataFrame, by: list[str]) -> pd.DataFrame:
@@ -66,11 +57,11 @@ def _max_t_section(config: Config, delta: pd.DataFrame, budgets: list[int], res:
         "budgets": budgets,
         "K": res.n_budgets,
         "n_splits": res.n_splits,
-        "t_by_budget": [_plain(float(t)) for t in res.statistics],
-        "t_obs": _plain(res.statistic),
-        "critical_value": _plain(res.critical_value),
+        "t_by_budget": [plain(float(t)) for t in res.statistics],
+        "t_obs": plain(res.statistic),
+        "critical_value": plain(res.critical_value),
         "level": 1.0 - config.max_t_alpha,
-        "margin": _plain(res.margin),
+        "margin": plain(res.margin),
         "bonferroni_z": res.bonferroni,
         "pvalue": res.pvalue,
         "reject": res.reject,
@@ -120,7 +111,7 @@ def summarise_budgets(config: Config, parts: pd.DataFrame, data: BudgetInput) ->
         "calibration_half_max": int(data.cal_sizes.max()),
     }
     return StudyResult(
-        records=_records(summary),
+        records=json_records(summary),
         summary=summary,
         report=_budget_report(config, summary, max_t, grid, panel),
         figures={"nll_vs_budget.png": _budget_figure(config, summary, max_t)},
@@ -150,7 +141,7 @@ def summarise_fractions(config: Config, parts: pd.DataFrame, data: BudgetInput) 
     summary = _sorted(summary[lead + [c for c in summary.columns if c not in lead]], "fraction")
     panel = data.panel
     return StudyResult(
-        records=_records(summary),
+        records=json_records(summary),
         summary=summary,
         report=_fraction_report(config, summary, panel),
         figures={"nll_vs_fraction.png": _fraction_figure(summary)},
@@ -276,23 +267,6 @@ def _fraction_report(config: Config, summary: pd.DataFrame, panel: Any) -> str:
     return "\n".join(lines)
 
 
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _png(fig: Any) -> bytes:
-    plt = _pyplot()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return buf.getvalue()
-
-
 def _line(ax: Any, rows: pd.DataFrame, x: str, label: str, metric: str = "nll", style: str = "-") -> None:
     rows = rows.sort_values(x)
     line = ax.plot(rows[x], rows[metric], style, marker="o", ms=3, label=label)
@@ -300,7 +274,7 @@ def _line(ax: Any, rows: pd.DataFrame, x: str, label: str, metric: str = "nll", 
 
 
 def _budget_figure(config: Config, summary: pd.DataFrame, max_t: dict[str, Any]) -> bytes:
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), dpi=110)
     topk = f"top{config.top_k}"
     for panel_name in ("all", topk):
@@ -329,11 +303,11 @@ def _budget_figure(config: Config, summary: pd.DataFrame, max_t: dict[str, Any])
     axes[2].set_title(f"max-t: T_obs={max_t['t_obs']:.2f}, c={max_t['critical_value']:.2f}, p={max_t['pvalue']:.3g}")
     axes[2].grid(alpha=0.3)
     fig.tight_layout()
-    return _png(fig)
+    return png(fig)
 
 
 def _fraction_figure(summary: pd.DataFrame) -> bytes:
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.0), dpi=110)
     for cal in ("none", "beta"):
         rows = summary[summary["calibrator"] == cal]
@@ -348,4 +322,4 @@ def _fraction_figure(summary: pd.DataFrame) -> bytes:
         ax.legend(fontsize=8)
     fig.suptitle("All-judges one-coin: raw vs beta-calibrated over the calibration fraction")
     fig.tight_layout()
-    return _png(fig)
+    return png(fig)

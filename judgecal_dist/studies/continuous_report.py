@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import io
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
+from judgecal_dist.io.figures import png, pyplot
+from judgecal_dist.io.records import json_records
 from judgecal_dist.stats.continuous_metrics import kde_on_grid
 from judgecal_dist.stats.inference import bootstrap_ci
 from judgecal_dist.studies.base import StudyResult
@@ -20,11 +21,6 @@ __all__ = ["summarise", "summary_table", "crossover", "canary", "METRICS"]
 METRICS = ("mean_error", "mae", "pearson", "spearman", "kl", "kl_sym", "w1")
 KEYS = ["rubric", "judge", "corrector", "budget"]
 ORDER = {"raw": 0, "linear_hb": 1, "flow": 2, "ot": 3}
-
-
-def _plain(value: Any) -> Any:
-    value = value.item() if isinstance(value, np.generic) else value
-    return None if isinstance(value, float) and not np.isfinite(value) else value  # JSON: undefined -> null
 
 
 def _usable(parts: pd.DataFrame) -> pd.DataFrame:
@@ -110,23 +106,6 @@ def canary(config: Config, parts: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
-def _mpl() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _png(fig: Any) -> bytes:
-    buf = io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buf, format="png", dpi=90)
-    _mpl().close(fig)
-    return buf.getvalue()
-
-
 def _item_rows(parts: pd.DataFrame, budget: int) -> pd.DataFrame:
     items = parts[parts["y_items"].notna()]
     items = items[(items["budget"] == budget) | (items["corrector"] == "raw")]
@@ -134,7 +113,7 @@ def _item_rows(parts: pd.DataFrame, budget: int) -> pd.DataFrame:
 
 
 def figures(config: Config, parts: pd.DataFrame, table: pd.DataFrame, data: ContinuousInput) -> dict[str, bytes]:
-    plt = _mpl()
+    plt = pyplot()
     figs: dict[str, bytes] = {}
     budget = max(config.budgets)
     items = _item_rows(parts, budget)
@@ -173,7 +152,7 @@ def figures(config: Config, parts: pd.DataFrame, table: pd.DataFrame, data: Cont
         ax2.set(xlabel="score", ylabel="KDE mass on grid", title=f"{arm}: KDEs vs reference (all rubrics)")
         ax1.legend(fontsize=7)
         ax2.legend(fontsize=7)
-        figs[f"calibration_{arm}.png"] = _png(fig)
+        figs[f"calibration_{arm}.png"] = png(fig, dpi=90, tight_layout=True)
     fig, axes = plt.subplots(2, len(data.arms), figsize=(4.2 * len(data.arms), 7), squeeze=False)
     mean = table.groupby(["judge", "corrector", "budget"])[["mae", "kl"]].mean().reset_index()
     for c, arm in enumerate(data.arms):
@@ -191,7 +170,7 @@ def figures(config: Config, parts: pd.DataFrame, table: pd.DataFrame, data: Cont
             ax.set_xscale("log")
             ax.set(xlabel="anchor budget n", ylabel=f"{metric} (mean over rubrics)", title=f"{arm}: {metric} vs budget")
             ax.legend(fontsize=7)
-    figs["metric_vs_budget.png"] = _png(fig)
+    figs["metric_vs_budget.png"] = png(fig, dpi=90, tight_layout=True)
     return figs
 
 
@@ -241,7 +220,7 @@ def summarise(config: Config, parts: pd.DataFrame, data: ContinuousInput) -> Stu
     canaries = canary(config, parts)
     usable = _usable(parts)
     failed = int(len(parts) - len(usable))
-    records = [{k: _plain(v) for k, v in row.items()} for row in table.to_dict("records")]
+    records = json_records(table)
     flows = parts[parts["corrector"] == "flow"]
     overall = (
         table.groupby(["judge", "corrector", "budget"])[["mean_error", "mae", "pearson", "kl", "w1"]]

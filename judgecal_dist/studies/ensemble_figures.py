@@ -3,11 +3,12 @@ dispersion vs error."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
+from judgecal_dist.io.figures import png, pyplot
 from judgecal_dist.methods import ensemble as ens
 
 if TYPE_CHECKING:
@@ -16,19 +17,8 @@ if TYPE_CHECKING:
 __all__ = ["figures"]
 
 
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _accuracy_vs_k(overall: pd.DataFrame) -> bytes:
-    from judgecal_dist.studies.ensemble_report import png
-
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=110)
     for (tier, variant, dataset), rows in overall.groupby(["tier", "prompt_variant", "dataset"], sort=True):
         rows = rows.sort_values("k")
@@ -50,9 +40,7 @@ def _accuracy_vs_k(overall: pd.DataFrame) -> bytes:
 
 
 def _pareto(config: Config, overall: pd.DataFrame, parts: pd.DataFrame) -> bytes:
-    from judgecal_dist.studies.ensemble_report import png
-
-    plt = _pyplot()
+    plt = pyplot()
     sweep = parts[parts["section"] == "escalation"]
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=110)
     for (dataset, variant), rows in sweep.groupby(["dataset", "prompt_variant"], sort=True):
@@ -82,9 +70,7 @@ def _pareto(config: Config, overall: pd.DataFrame, parts: pd.DataFrame) -> bytes
 
 
 def _variance_vs_error(data: EnsembleInput, n_bins: int = 8) -> bytes:
-    from judgecal_dist.studies.ensemble_report import png
-
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=110)
     for c in data.collections:
         for tier, s in sorted(c.tiers.items()):

@@ -8,13 +8,13 @@ convergence analyses; ``statistics`` the correlations of spec 004 §3.13; ``inte
 
 from __future__ import annotations
 
-import io
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 from scipy.stats import pearsonr
 
+from judgecal_dist.io.records import json_records, plain
 from judgecal_dist.methods import ensemble as ens
 from judgecal_dist.studies.base import StudyResult
 from judgecal_dist.studies.score_collections import attach_tier
@@ -26,15 +26,6 @@ __all__ = ["summarise"]
 
 _KEYS = ["dataset", "tier", "prompt_variant", "join", "source"]
 _CURVE = ["k", "rows", "n", "correct", "accuracy", "ci_low", "ci_high", "half_width", "n_tied", "cost_per_example"]
-
-
-def _plain(value: Any) -> Any:
-    value = value.item() if isinstance(value, np.generic) else value
-    return None if isinstance(value, float) and not np.isfinite(value) else value
-
-
-def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    return [{k: _plain(v) for k, v in row.items()} for row in frame.to_dict("records")]
 
 
 _COUNTS = (
@@ -109,13 +100,15 @@ def _routing_sections(parts: pd.DataFrame) -> dict[str, list[dict[str, Any]]]:
             dict(
                 zip(
                     keys,
-                    [_plain(v) for v in (*key, rows["cost_cheap"].iloc[0], rows["cost_full"].iloc[0])],
+                    [plain(v) for v in (*key, rows["cost_cheap"].iloc[0], rows["cost_full"].iloc[0])],
                     strict=True,
                 )
             )
             | {
-                "frontier": _records(rows[rows["on_frontier"].astype(bool)].sort_values("cost", kind="stable")[cols]),
-                "thresholds": _records(rows[cols]),
+                "frontier": json_records(
+                    rows[rows["on_frontier"].astype(bool)].sort_values("cost", kind="stable")[cols]
+                ),
+                "thresholds": json_records(rows[cols]),
             }
         )
     for name in ("blend", "variance_informed"):
@@ -123,7 +116,7 @@ def _routing_sections(parts: pd.DataFrame) -> dict[str, list[dict[str, Any]]]:
         for key, rows in table.groupby(keys[:4], sort=True) if len(table) else []:
             fits = {
                 r.pop("fit"): {k: v for k, v in r.items() if v is not None}
-                for r in _records(rows.drop(columns=keys, errors="ignore"))
+                for r in json_records(rows.drop(columns=keys, errors="ignore"))
             }
             out[name].append(dict(zip(keys[:4], key, strict=True)) | fits)
     return out
@@ -273,9 +266,9 @@ def summarise(config: Config, parts: pd.DataFrame, data: EnsembleInput) -> Study
     routing = _routing_sections(parts)
     agreement = _section(parts, "agreement")
     extra = {
-        "by_subset": _records(by_subset),
+        "by_subset": json_records(by_subset),
         **routing,
-        "agreement": _records(agreement),
+        "agreement": json_records(agreement),
         "statistics": _statistics(data, config),
         "intersection": _intersection(data, config),
         "derived": _derived(overall, config),
@@ -292,7 +285,7 @@ def summarise(config: Config, parts: pd.DataFrame, data: EnsembleInput) -> Study
         "choices": _choices(config),
     }
     return StudyResult(
-        records=_records(overall),
+        records=json_records(overall),
         summary=overall,
         report=_report(config, overall, by_subset, extra),
         figures=ensemble_figures.figures(config, overall, parts, data),
@@ -410,12 +403,3 @@ def _report(config: Config, overall: pd.DataFrame, by_subset: pd.DataFrame, extr
         "",
     ]
     return "\n".join(lines)
-
-
-def png(fig: Any) -> bytes:
-    import matplotlib.pyplot as plt
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return buf.getvalue()

@@ -30,6 +30,7 @@ from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.panel import ORIENTATIONS, Panel, load_panel
 from judgecal_dist.engine.stats import judge_cells, judge_summary
 from judgecal_dist.errors import ConfigError
+from judgecal_dist.io.records import json_records
 from judgecal_dist.splits import calibration_mask
 from judgecal_dist.stats.inference import summarise_over_splits
 from judgecal_dist.stats.metrics import metric_table, pointwise_nll, reliability_bins
@@ -45,7 +46,6 @@ from judgecal_dist.studies.inclusion_model import (
     choices,
     conformal_rows,
     fit_model,
-    plain,
     summarise_conformal,
 )
 from judgecal_dist.studies.inclusion_pipeline import (
@@ -125,8 +125,10 @@ class Config:
             raise ConfigError(f"replicates: must be >= 1, got {self.replicates}")
         if not 0.0 < self.calib_fraction < 1.0:
             raise ConfigError(f"calib_fraction: must be in (0, 1), got {self.calib_fraction}")
-        for key, value, known in (("aggregators", self.aggregators, AGGREGATORS),
-                                  ("calibrators", self.calibrators, CALIBRATORS)):  # fmt: skip
+        for key, value, known in (
+            ("aggregators", self.aggregators, AGGREGATORS),
+            ("calibrators", self.calibrators, CALIBRATORS),
+        ):
             bad = sorted(set(value) - set(known))
             if bad or not value:
                 raise ConfigError(f"{key}: unknown or empty {bad or list(value)}; known: {list(known)}")
@@ -159,8 +161,12 @@ class Config:
 
     @property
     def search(self) -> SearchSettings:
-        return SearchSettings(beam_width=self.search_beam_width, max_additions=self.search_max_additions,
-                              inner_fraction=self.search_inner_fraction, folds=self.search_folds)  # fmt: skip
+        return SearchSettings(
+            beam_width=self.search_beam_width,
+            max_additions=self.search_max_additions,
+            inner_fraction=self.search_inner_fraction,
+            folds=self.search_folds,
+        )
 
 
 @dataclass(frozen=True)
@@ -252,26 +258,37 @@ def run_replicate(data: InclusionInput, rep: Replicate) -> pd.DataFrame:
     in_cal = calibration_mask(panel.group_keys, [rep.seed], rep.calib_fraction)[0]
     v_cal, y_cal, keys_cal = panel.votes[in_cal], panel.labels[in_cal], panel.group_keys[in_cal]
     v_eval, y_eval = panel.votes[~in_cal], panel.labels[~in_cal]
-    roles = protocol_roles(rep.calib_scores, keys_cal, rep.seed, nested_fraction=rep.nested_fraction,
-                           folds=rep.crossfit_folds)  # fmt: skip
+    roles = protocol_roles(
+        rep.calib_scores, keys_cal, rep.seed, nested_fraction=rep.nested_fraction, folds=rep.crossfit_folds
+    )
     rank = roles == 0 if rep.calib_scores == "nested" else slice(None)  # counts of the aggregator's items
     curated = tuple(p for p in rep.panels if p not in SEARCHES)
     panels = choose_panels(curated, v_cal[rank], y_cal[rank], panel.judge_ids, panel.families, settings)
-    searched, search_rows = run_searches(rep.panels, v_cal, y_cal, keys_cal, v_eval, y_eval, rep.seed, settings,
-                                         rep.search)  # fmt: skip
+    searched, search_rows = run_searches(
+        rep.panels, v_cal, y_cal, keys_cal, v_eval, y_eval, rep.seed, settings, rep.search
+    )
     panels |= searched
     base = {"seed": rep.seed, "n_cal": int(in_cal.sum()), "n_eval": int((~in_cal).sum())}
     rows, losses, full_p = [], {}, {}
     for agg_name in rep.aggregators:
         for panel_name, cols in panels.items():
-            s_train, y_train, s_eval = protocol_scores(agg_name, settings, v_cal[:, cols], y_cal, v_eval[:, cols],
-                                                       rep.calib_scores, roles)  # fmt: skip
+            s_train, y_train, s_eval = protocol_scores(
+                agg_name, settings, v_cal[:, cols], y_cal, v_eval[:, cols], rep.calib_scores, roles
+            )
             for cal_name in rep.calibrators:
                 p = calibrate(cal_name, settings, s_train, y_train, {"eval": s_eval})["eval"]
                 losses[agg_name, cal_name, panel_name] = pointwise_nll(y_eval, p, eps=settings.eps)
-                rows.append(base | {"kind": "metrics", "aggregator": agg_name, "calibrator": cal_name,
-                                    "panel": panel_name, "panel_size": len(cols)}
-                            | metric_table(y_eval, p, eps=settings.eps, n_bins=rep.n_bins))  # fmt: skip
+                rows.append(
+                    base
+                    | {
+                        "kind": "metrics",
+                        "aggregator": agg_name,
+                        "calibrator": cal_name,
+                        "panel": panel_name,
+                        "panel_size": len(cols),
+                    }
+                    | metric_table(y_eval, p, eps=settings.eps, n_bins=rep.n_bins)
+                )
                 if panel_name == "all":
                     full_p[f"{agg_name}|{cal_name}"] = p
                 if agg_name == DEFAULT_AGGREGATOR and panel_name == "all" and cal_name in ("none", DEFAULT_CALIBRATOR):
@@ -291,16 +308,36 @@ def _tercile_rows(full_p: dict[str, np.ndarray], v_eval: np.ndarray, y_eval: np.
     out = []
     for r in table.itertuples():
         agg_name, cal_name = str(r.method).split("|")
-        out.append({"kind": "tercile", "aggregator": agg_name, "calibrator": cal_name, "panel": "all",
-                    "stratum": r.stratum, "stratum_items": int(r.n_items), "nll": float(r.nll)})  # fmt: skip
+        out.append(
+            {
+                "kind": "tercile",
+                "aggregator": agg_name,
+                "calibrator": cal_name,
+                "panel": "all",
+                "stratum": r.stratum,
+                "stratum_items": int(r.n_items),
+                "nll": float(r.nll),
+            }
+        )
     return out
 
 
 def _reliability_rows(base: dict, cal_name: str, y: np.ndarray, p: np.ndarray, n_bins: int) -> list[dict]:
     bins = reliability_bins(y, p, n_bins=n_bins)
-    return [base | {"kind": "reliability", "aggregator": DEFAULT_AGGREGATOR, "calibrator": cal_name, "panel": "all",
-                    "bin": int(r.bin), "count": int(r.count), "sum_p": float(r.mean_p * r.count) if r.count else 0.0,
-                    "sum_y": float(r.frac_pos * r.count) if r.count else 0.0} for r in bins.itertuples()]  # fmt: skip
+    return [
+        base
+        | {
+            "kind": "reliability",
+            "aggregator": DEFAULT_AGGREGATOR,
+            "calibrator": cal_name,
+            "panel": "all",
+            "bin": int(r.bin),
+            "count": int(r.count),
+            "sum_p": float(r.mean_p * r.count) if r.count else 0.0,
+            "sum_y": float(r.frac_pos * r.count) if r.count else 0.0,
+        }
+        for r in bins.itertuples()
+    ]
 
 
 def _attach_paired_tests(table: pd.DataFrame, losses: dict, rep: Replicate) -> None:
@@ -326,8 +363,9 @@ def summarise(config: Config, parts: pd.DataFrame, data: InclusionInput) -> Stud
     rng = np.random.default_rng(config.seed)
     by = ["aggregator", "calibrator", "panel"]
     metrics = parts[parts["kind"] == "metrics"]
-    summary = summarise_over_splits(metrics, by=by, metrics=[*METRICS, "panel_size"], confidence=config.ci_level,
-                                    rng=rng)  # fmt: skip
+    summary = summarise_over_splits(
+        metrics, by=by, metrics=[*METRICS, "panel_size"], confidence=config.ci_level, rng=rng
+    )
     summary = summary.rename(columns={f"{m}_mean": m for m in (*METRICS, "panel_size")} | {"n_splits": "replicates"})
     summary = summary.drop(columns=["panel_size_ci_low", "panel_size_ci_high"])
     curated = metrics[metrics["panel"] != "all"]
@@ -339,11 +377,18 @@ def summarise(config: Config, parts: pd.DataFrame, data: InclusionInput) -> Stud
     order = {name: i for i, name in enumerate((*config.aggregators, *config.calibrators, *config.panels))}
     summary = summary.sort_values(by, key=lambda col: col.map(order), kind="stable").reset_index(drop=True)
     conformal = summarise_conformal(parts, config, rng)
-    terciles = _summarise_kind(parts, "tercile", ["aggregator", "calibrator", "stratum"], ["nll", "stratum_items"],
-                               config, rng)  # fmt: skip
-    search = _summarise_kind(parts, "search", ["panel"], ["panel_size", "inner_nll", "nested_nll", "nested_nll_all",
-                             "nested_delta", "evaluations"], config, rng)  # fmt: skip
-    records = [{k: plain(v) for k, v in row.items()} for row in summary.to_dict("records")]
+    terciles = _summarise_kind(
+        parts, "tercile", ["aggregator", "calibrator", "stratum"], ["nll", "stratum_items"], config, rng
+    )
+    search = _summarise_kind(
+        parts,
+        "search",
+        ["panel"],
+        ["panel_size", "inner_nll", "nested_nll", "nested_nll_all", "nested_delta", "evaluations"],
+        config,
+        rng,
+    )
+    records = json_records(summary)
     reliability = parts[parts["kind"] == "reliability"]
     diagnostics = diagnose(panel, seed=config.seed, calib_fraction=config.calib_fraction)
     made = choices(config)
@@ -352,23 +397,24 @@ def summarise(config: Config, parts: pd.DataFrame, data: InclusionInput) -> Stud
         summary=summary,
         report=inclusion_report.report(
             config, summary, conformal, panel, data.judges, made, diagnostics, terciles=terciles, search=search
-        ),  # fmt: skip
+        ),
         figures=inclusion_report.figures(metrics, summary, reliability, config),
         model={"calibration.json": fit_model(config, panel)},
         extra={
             "panel": {"dataset": panel.dataset, "items": panel.n_items, "judges": panel.n_judges} | panel.info,
             "choices": made,
             "diagnostics": diagnostics,
-            "conformal": [{k: plain(v) for k, v in r.items()} for r in conformal.to_dict("records")],
-            "terciles": [{k: plain(v) for k, v in r.items()} for r in terciles.to_dict("records")],
-            "search": [{k: plain(v) for k, v in r.items()} for r in search.to_dict("records")],
-            "judges": [{k: plain(v) for k, v in r.items()} for r in data.judges.to_dict("records")],
+            "conformal": json_records(conformal),
+            "terciles": json_records(terciles),
+            "search": json_records(search),
+            "judges": json_records(data.judges),
         },
     )
 
 
-def _summarise_kind(parts: pd.DataFrame, kind: str, by: list[str], stats: list[str], config: Config,
-                    rng: np.random.Generator) -> pd.DataFrame:  # fmt: skip
+def _summarise_kind(
+    parts: pd.DataFrame, kind: str, by: list[str], stats: list[str], config: Config, rng: np.random.Generator
+) -> pd.DataFrame:
     """Means over splits with bootstrap CIs of the ``kind`` rows (empty frame when there are none)."""
     rows = parts[parts["kind"] == kind] if "kind" in parts else parts.iloc[:0]
     if rows.empty:

@@ -21,8 +21,16 @@ from judgecal_dist.studies.inclusion_pipeline import aggregate, calibrator, step
 if TYPE_CHECKING:
     from judgecal_dist.studies.inclusion import Config, Replicate
 
-__all__ = ["MODEL_FORMAT", "DEFAULT_AGGREGATOR", "DEFAULT_CALIBRATOR", "CONFORMAL_SEED_OFFSET", "conformal_rows",
-           "summarise_conformal", "plain", "choices", "fit_model"]  # fmt: skip
+__all__ = [
+    "MODEL_FORMAT",
+    "DEFAULT_AGGREGATOR",
+    "DEFAULT_CALIBRATOR",
+    "CONFORMAL_SEED_OFFSET",
+    "conformal_rows",
+    "summarise_conformal",
+    "choices",
+    "fit_model",
+]
 
 MODEL_FORMAT = "judgecal.calibration/v2"
 #: The default pipeline of spec 000 §1: integrated one-coin, then beta calibration with the elastic net.
@@ -31,8 +39,9 @@ DEFAULT_AGGREGATOR, DEFAULT_CALIBRATOR = "one_coin", "beta"
 CONFORMAL_SEED_OFFSET = 1_000_003
 
 
-def conformal_rows(panel: Panel, in_cal: np.ndarray, v_eval: np.ndarray, y_eval: np.ndarray,
-                    rep: Replicate) -> list[dict]:  # fmt: skip
+def conformal_rows(
+    panel: Panel, in_cal: np.ndarray, v_eval: np.ndarray, y_eval: np.ndarray, rep: Replicate
+) -> list[dict]:
     """Split-conformal sets of the default pipeline: calibration part cut 60/20/20 (aggregator / calibrator /
     conformal slice, spec §5.2), coverage and set size on the evaluation part."""
     if not rep.conformal_alphas:
@@ -50,8 +59,16 @@ def conformal_rows(panel: Panel, in_cal: np.ndarray, v_eval: np.ndarray, y_eval:
     rows = []
     for alpha in rep.conformal_alphas:
         sets = SplitConformal(alpha=alpha).fit(p_slice, parts[2][1]).predict_set(p_eval)
-        rows.append({"kind": "conformal", "aggregator": DEFAULT_AGGREGATOR, "calibrator": DEFAULT_CALIBRATOR,
-                     "panel": "all", "alpha": alpha} | set_metrics(y_eval, sets))  # fmt: skip
+        rows.append(
+            {
+                "kind": "conformal",
+                "aggregator": DEFAULT_AGGREGATOR,
+                "calibrator": DEFAULT_CALIBRATOR,
+                "panel": "all",
+                "alpha": alpha,
+            }
+            | set_metrics(y_eval, sets)
+        )
     return rows
 
 
@@ -62,12 +79,6 @@ def summarise_conformal(parts: pd.DataFrame, config: Config, rng: np.random.Gene
     stats = ["coverage", "set_size", "empty_rate", "both_rate"]
     out = summarise_over_splits(rows, by=["alpha"], metrics=stats, confidence=config.ci_level, rng=rng)
     return out.rename(columns={f"{m}_mean": m for m in stats} | {"n_splits": "replicates"})
-
-
-def plain(value: Any) -> Any:
-    # JSON has no NaN: an undefined figure (e.g. accuracy of a judge that never voted) is null.
-    value = value.item() if isinstance(value, np.generic) else value
-    return None if isinstance(value, float) and not np.isfinite(value) else value
 
 
 def choices(config: Config) -> dict[str, Any]:
@@ -129,8 +140,9 @@ def fit_model(config: Config, panel: Panel) -> dict[str, Any]:
     settings = config.settings
     blocks = assign_blocks(panel.group_keys, config.seed + CONFORMAL_SEED_OFFSET, [0.8, 0.2])
     fit, slice_ = blocks == 0, blocks == 1
-    s_fit, s_slice, agg = aggregate(DEFAULT_AGGREGATOR, settings, panel.votes[fit], panel.labels[fit],
-                                    panel.votes[slice_])  # fmt: skip
+    s_fit, s_slice, agg = aggregate(
+        DEFAULT_AGGREGATOR, settings, panel.votes[fit], panel.labels[fit], panel.votes[slice_]
+    )
     beta = calibrator(DEFAULT_CALIBRATOR, settings).fit(s_fit, panel.labels[fit])
     p_slice = beta.predict_proba(s_slice)[:, 1]
     conformal = [SplitConformal(alpha=a).fit(p_slice, panel.labels[slice_]).to_dict() for a in config.conformal_alphas]

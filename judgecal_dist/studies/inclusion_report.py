@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from judgecal_dist.engine.panel import Panel
+from judgecal_dist.io.figures import png, pyplot
 
 __all__ = ["report", "figures"]
 
@@ -69,15 +69,22 @@ def _tercile_lines(terciles: pd.DataFrame) -> list[str]:
     if terciles is None or terciles.empty:
         return []
     t = terciles[terciles["calibrator"].isin(["none", "beta"])]
-    lines = ["## NLL by difficulty (full panel, agreement terciles of the evaluation items)", "",
-             "Agreement |2 p_MV − 1| of all judges; hard = bottom tercile, easy = top (spec §3.10).", "",
-             "| aggregator | calibrator | hard | middle | easy |", "| --- | --- | --- | --- | --- |"]  # fmt: skip
+    lines = [
+        "## NLL by difficulty (full panel, agreement terciles of the evaluation items)",
+        "",
+        "Agreement |2 p_MV − 1| of all judges; hard = bottom tercile, easy = top (spec §3.10).",
+        "",
+        "| aggregator | calibrator | hard | middle | easy |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     for (agg, cal), rows in t.groupby(["aggregator", "calibrator"], sort=False):
         by = rows.set_index("stratum")
         cells = [
             f"{by.loc[k, 'nll']:.4f} [{by.loc[k, 'nll_ci_low']:.4f}, {by.loc[k, 'nll_ci_high']:.4f}]"
-            if k in by.index else "n/a" for k in ("hard", "middle", "easy")
-        ]  # fmt: skip
+            if k in by.index
+            else "n/a"
+            for k in ("hard", "middle", "easy")
+        ]
         lines.append(f"| {agg} | {cal} | " + " | ".join(cells) + " |")
     return [*lines, ""]
 
@@ -86,13 +93,18 @@ def _search_lines(search: pd.DataFrame) -> list[str]:
     """Spec Table 3: searched subset vs all judges through the identical nested fit, winner by CI overlap."""
     if search is None or search.empty:
         return []
-    lines = ["## Same-pipeline subset search (spec Table 3; one-coin + beta, nested fit)", "",
-             "Inner protocol: the calibration half cut 70/30 (one-coin counts / inner calibration); a candidate's "
-             "score is the 5-fold CV NLL of beta on the inner part. Test NLL: one-coin on the 70%, beta refitted "
-             "on the 30%, on the evaluation half; the all-judges arm uses the identical fit. Winner: 'inclusion' "
-             "if the 95% CIs do not overlap and favour all judges, 'search' if they favour the subset, else 'tie'.",
-             "", "| search | retained size | inner CV NLL | test NLL (search) | test NLL (all) | Δ (search − all) | "
-             "winner | subsets scored |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    lines = [
+        "## Same-pipeline subset search (spec Table 3; one-coin + beta, nested fit)",
+        "",
+        "Inner protocol: the calibration half cut 70/30 (one-coin counts / inner calibration); a candidate's "
+        "score is the 5-fold CV NLL of beta on the inner part. Test NLL: one-coin on the 70%, beta refitted "
+        "on the 30%, on the evaluation half; the all-judges arm uses the identical fit. Winner: 'inclusion' "
+        "if the 95% CIs do not overlap and favour all judges, 'search' if they favour the subset, else 'tie'.",
+        "",
+        "| search | retained size | inner CV NLL | test NLL (search) | test NLL (all) | Δ (search − all) | "
+        "winner | subsets scored |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in search.itertuples():
         if r.nested_nll_ci_low > r.nested_nll_all_ci_high:
             winner = "inclusion"
@@ -109,9 +121,18 @@ def _search_lines(search: pd.DataFrame) -> list[str]:
     return [*lines, ""]
 
 
-def report(config: Any, summary: pd.DataFrame, conformal: pd.DataFrame, panel: Panel, judges: pd.DataFrame,
-           choices: dict[str, Any], diagnostics: dict[str, Any], *, terciles: pd.DataFrame | None = None,
-           search: pd.DataFrame | None = None) -> str:  # fmt: skip
+def report(
+    config: Any,
+    summary: pd.DataFrame,
+    conformal: pd.DataFrame,
+    panel: Panel,
+    judges: pd.DataFrame,
+    choices: dict[str, Any],
+    diagnostics: dict[str, Any],
+    *,
+    terciles: pd.DataFrame | None = None,
+    search: pd.DataFrame | None = None,
+) -> str:
     """``report.md``: full-panel grid, curated and searched panels vs all, difficulty terciles, conformal sets,
     judges, and the choices made."""
     lines = [
@@ -185,8 +206,9 @@ def report(config: Any, summary: pd.DataFrame, conformal: pd.DataFrame, panel: P
         "| --- | --- | --- | --- |",
     ]
     shown = judges if len(judges) <= 12 else pd.concat([judges.head(6), judges.tail(6)])
-    lines += [f"| {r.judge_id} | {r.votes:.1f} | {_num(r.accuracy, '.3f')} | {r.parse_rate:.3f} |"
-              for r in shown.itertuples()]  # fmt: skip
+    lines += [
+        f"| {r.judge_id} | {r.votes:.1f} | {_num(r.accuracy, '.3f')} | {r.parse_rate:.3f} |" for r in shown.itertuples()
+    ]
     if len(judges) > 12:
         lines.append(f"| ... {len(judges) - 12} more in summary.json `judges` | | | |")
     shares = diagnostics["irt_variance_shares"]
@@ -214,27 +236,16 @@ def report(config: Any, summary: pd.DataFrame, conformal: pd.DataFrame, panel: P
     return "\n".join(lines)
 
 
-def _png(fig: Any) -> bytes:
-    import matplotlib.pyplot as plt
-
-    buf = io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return buf.getvalue()
-
-
 def figures(metrics: pd.DataFrame, summary: pd.DataFrame, reliability: pd.DataFrame, config: Any) -> dict[str, bytes]:
     """Three PNGs: NLL grid of the full panel, NLL vs retained panel size, reliability before/after."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     out = {}
     full = summary[summary["panel"] == "all"].pivot(index="aggregator", columns="calibrator", values="nll")
-    full = full.reindex(index=[a for a in config.aggregators if a in full.index],
-                        columns=[c for c in config.calibrators if c in full.columns])  # fmt: skip
+    full = full.reindex(
+        index=[a for a in config.aggregators if a in full.index],
+        columns=[c for c in config.calibrators if c in full.columns],
+    )
     fig, ax = plt.subplots(figsize=(1.6 + 1.3 * full.shape[1], 1.2 + 0.55 * full.shape[0]), dpi=110)
     image = ax.imshow(np.log10(full.to_numpy(dtype=float)), cmap="viridis_r", aspect="auto")
     ax.set_xticks(range(full.shape[1]), full.columns)
@@ -243,7 +254,7 @@ def figures(metrics: pd.DataFrame, summary: pd.DataFrame, reliability: pd.DataFr
         ax.text(j, i, f"{value:.3f}", ha="center", va="center", fontsize=8, color="white")
     fig.colorbar(image, ax=ax, label="log10 NLL")
     ax.set_title("Full-panel evaluation NLL (mean over splits)")
-    out["nll_grid.png"] = _png(fig)
+    out["nll_grid.png"] = png(fig, tight_layout=True)
 
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=110)
     for cal, style in (("none", "--"), ("beta", "-"), ("platt", ":")):
@@ -265,7 +276,7 @@ def figures(metrics: pd.DataFrame, summary: pd.DataFrame, reliability: pd.DataFr
     ax.set_yscale("log")
     ax.legend()
     ax.set_title("NLL vs retained panel size")
-    out["nll_vs_panel_size.png"] = _png(fig)
+    out["nll_vs_panel_size.png"] = png(fig, tight_layout=True)
 
     if not reliability.empty:
         fig, ax = plt.subplots(figsize=(4.6, 4.4), dpi=110)
@@ -283,5 +294,5 @@ def figures(metrics: pd.DataFrame, summary: pd.DataFrame, reliability: pd.DataFr
         ax.set_ylabel("observed frequency of A")
         ax.legend()
         ax.set_title("Reliability (pooled over splits)")
-        out["reliability.png"] = _png(fig)
+        out["reliability.png"] = png(fig, tight_layout=True)
     return out

@@ -40,6 +40,7 @@ from judgecal_dist.engine.replicates import ONEPASS_CALIBRATORS, evaluate_replic
 from judgecal_dist.engine.spark import get_session, read_table
 from judgecal_dist.engine.stats import choose_engine
 from judgecal_dist.errors import ConfigError, InputError
+from judgecal_dist.io.records import json_records
 from judgecal_dist.progress import Progress
 from judgecal_dist.splits import calibration_mask
 from judgecal_dist.stats.inference import summarise_over_splits
@@ -48,8 +49,18 @@ from judgecal_dist.studies import inclusion_scale_report
 from judgecal_dist.studies.base import StudyResult
 from judgecal_dist.studies.inclusion_pipeline import Settings, aggregate, calibrate, choose_panels
 
-__all__ = ["NAME", "Config", "Replicate", "ScaleInput", "load", "plan", "run_shared", "run_replicate", "summarise",
-           "EXECUTIONS"]  # fmt: skip
+__all__ = [
+    "NAME",
+    "Config",
+    "Replicate",
+    "ScaleInput",
+    "load",
+    "plan",
+    "run_shared",
+    "run_replicate",
+    "summarise",
+    "EXECUTIONS",
+]
 
 NAME = "inclusion_scale"
 METRICS = ("nll", "brier", "ece", "accuracy")
@@ -164,8 +175,9 @@ def load(config: Config, engine: EngineConfig) -> ScaleInput:
     rows = local.count_rows(config.data, "verdicts", dict(engine.storage_options))
     execution, reason = choose_execution(config, rows)
     if execution == "dense" or choose_engine(config.data, None, engine) == "local":
-        panel = load_panel(config.data, sample=config.sample, dataset=config.dataset,
-                           storage_options=dict(engine.storage_options))  # fmt: skip
+        panel = load_panel(
+            config.data, sample=config.sample, dataset=config.dataset, storage_options=dict(engine.storage_options)
+        )
         classes = np.unique(panel.labels)
     else:
         panel = None
@@ -182,15 +194,22 @@ def load(config: Config, engine: EngineConfig) -> ScaleInput:
         found = labels.where((F.col("dataset") == dataset) & F.col("label").isin("A", "B"))
         classes = np.array([r.label for r in found.select("label").distinct().collect()])
     if len(classes) < 2:
-        raise InputError(f"{config.data}: labels: label: labelled items have {len(classes)} class(es) "
-                         f"{classes.tolist()}; calibration needs both A and B")  # fmt: skip
+        raise InputError(
+            f"{config.data}: labels: label: labelled items have {len(classes)} class(es) "
+            f"{classes.tolist()}; calibration needs both A and B"
+        )
     return ScaleInput(execution=execution, verdict_rows=rows, engine=engine, panel=panel, reason=reason)
 
 
 def plan(config: Config, data: ScaleInput) -> list[Replicate]:
     """One replicate per seed; under ``onepass`` their rows are computed by :func:`run_shared`, batch by batch."""
-    base = dict(calib_fraction=config.calib_fraction, calibrators=tuple(config.calibrators),
-                panels=tuple(config.panels), settings=config.settings, n_bins=config.n_bins)  # fmt: skip
+    base = dict(
+        calib_fraction=config.calib_fraction,
+        calibrators=tuple(config.calibrators),
+        panels=tuple(config.panels),
+        settings=config.settings,
+        n_bins=config.n_bins,
+    )
     return [Replicate(seed=s, **base) for s in config.seeds]
 
 
@@ -222,8 +241,13 @@ def _onepass_source(config: Config, data: ScaleInput) -> PanelSource | SparkItem
     if data.panel is not None:  # stats_engine local: the same passes over the in-memory panel
         return PanelSource(data.panel)
     session = get_session(data.engine.spark_master, conf=dict(data.engine.spark_conf))
-    return spark_items_source(read_table(session, config.data, "verdicts"), read_table(session, config.data, "labels"),
-                              dataset=config.dataset, sample=config.sample, where=config.data)  # fmt: skip
+    return spark_items_source(
+        read_table(session, config.data, "verdicts"),
+        read_table(session, config.data, "labels"),
+        dataset=config.dataset,
+        sample=config.sample,
+        where=config.data,
+    )
 
 
 def run_replicate(data: ScaleInput, rep: Replicate) -> pd.DataFrame:
@@ -247,10 +271,19 @@ def run_replicate(data: ScaleInput, rep: Replicate) -> pd.DataFrame:
         s_cal, s_eval, _ = aggregate(AGGREGATOR, settings, v_cal[:, cols], y_cal, v_eval[:, cols])
         for cal_name in rep.calibrators:
             p = calibrate(cal_name, settings, s_cal, y_cal, {"eval": s_eval})["eval"]
-            rows.append({"seed": rep.seed, "kind": "metrics", "aggregator": AGGREGATOR, "calibrator": cal_name,
-                         "panel": panel_name, "panel_size": len(cols), "n_cal": int(in_cal.sum()),
-                         "n_eval": int((~in_cal).sum())}
-                        | metric_table(y_eval, p, eps=settings.eps, n_bins=rep.n_bins))  # fmt: skip
+            rows.append(
+                {
+                    "seed": rep.seed,
+                    "kind": "metrics",
+                    "aggregator": AGGREGATOR,
+                    "calibrator": cal_name,
+                    "panel": panel_name,
+                    "panel_size": len(cols),
+                    "n_cal": int(in_cal.sum()),
+                    "n_eval": int((~in_cal).sum()),
+                }
+                | metric_table(y_eval, p, eps=settings.eps, n_bins=rep.n_bins)
+            )
     return pd.DataFrame(rows)
 
 
@@ -258,13 +291,18 @@ def summarise(config: Config, parts: pd.DataFrame, data: ScaleInput) -> StudyRes
     """Means over splits with bootstrap CIs (same record keys as the inclusion study), a figure and the report."""
     by = ["aggregator", "calibrator", "panel"]
     metrics = parts[parts["kind"] == "metrics"]
-    summary = summarise_over_splits(metrics, by=by, metrics=[*METRICS, "panel_size"], confidence=config.ci_level,
-                                    rng=np.random.default_rng(config.seed))  # fmt: skip
+    summary = summarise_over_splits(
+        metrics,
+        by=by,
+        metrics=[*METRICS, "panel_size"],
+        confidence=config.ci_level,
+        rng=np.random.default_rng(config.seed),
+    )
     summary = summary.rename(columns={f"{m}_mean": m for m in (*METRICS, "panel_size")} | {"n_splits": "replicates"})
     summary = summary.drop(columns=["panel_size_ci_low", "panel_size_ci_high"])
     order = {name: i for i, name in enumerate((AGGREGATOR, *config.calibrators, *config.panels))}
     summary = summary.sort_values(by, key=lambda col: col.map(order), kind="stable").reset_index(drop=True)
-    records = [{k: _plain(v) for k, v in row.items()} for row in summary.to_dict("records")]
+    records = json_records(summary)
     execution = {"execution": data.execution, "reason": data.reason, "verdict_rows": data.verdict_rows}
     return StudyResult(
         records=records,
@@ -273,9 +311,3 @@ def summarise(config: Config, parts: pd.DataFrame, data: ScaleInput) -> StudyRes
         figures=inclusion_scale_report.figures(summary, config),
         extra={"execution": execution, "calibrator_input": config.calibrator_input},
     )
-
-
-def _plain(value: Any) -> Any:
-    # JSON has no NaN: an undefined figure is null.
-    value = value.item() if isinstance(value, np.generic) else value
-    return None if isinstance(value, float) and not np.isfinite(value) else value

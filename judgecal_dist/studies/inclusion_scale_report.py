@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from judgecal_dist.io.figures import png, pyplot
 
 __all__ = ["report", "figures"]
 
@@ -41,10 +42,7 @@ def _ci(row: Any, metric: str) -> str:
 
 def figures(summary: pd.DataFrame, config: Any) -> dict[str, bytes]:
     """One PNG: evaluation NLL per panel, one bar per calibrator, with the bootstrap intervals."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     panels = [p for p in config.panels if p in set(summary["panel"])]
     calibrators = [c for c in config.calibrators if c in set(summary["calibrator"])]
@@ -59,8 +57,4 @@ def figures(summary: pd.DataFrame, config: Any) -> dict[str, bytes]:
     ax.set_ylabel("evaluation NLL (mean over splits)")
     ax.set_title(f"One-coin + calibrator, {config.replicates} splits")
     ax.legend(title="calibrator", fontsize=8)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return {"nll_by_panel.png": buf.getvalue()}
+    return {"nll_by_panel.png": png(fig, tight_layout=True)}

@@ -10,13 +10,14 @@ by mean (MAE ascending, PA descending) join rank 1 until the first that differs 
 
 from __future__ import annotations
 
-import io
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
+from judgecal_dist.io.figures import png, pyplot
+from judgecal_dist.io.records import json_records
 from judgecal_dist.methods.davidson import DavidsonAggregator
 from judgecal_dist.studies.base import StudyResult
 
@@ -58,11 +59,6 @@ def top_cluster(means: dict[str, float], pvalue: Any, *, lower_is_better: bool, 
             break
         cluster.append(method)
     return cluster
-
-
-def _plain(value: Any) -> Any:
-    value = value.item() if isinstance(value, np.generic) else value
-    return None if isinstance(value, float) and not np.isfinite(value) else value
 
 
 def _summary(config: Config, parts: pd.DataFrame) -> pd.DataFrame:
@@ -239,7 +235,7 @@ def _choices(config: Config, data: ItcInput) -> dict[str, Any]:
 def summarise(config: Config, parts: pd.DataFrame, data: ItcInput) -> StudyResult:
     summary = _clusters(config, parts, _summary(config, parts))
     skipped = sorted(set(config.methods) - set(summary["method"]))
-    records = [{k: _plain(v) for k, v in r.items()} for r in summary.to_dict("records")]
+    records = json_records(summary)
     findings = _findings(summary)
     extra = {
         "findings": findings,
@@ -317,10 +313,7 @@ def _brief(value: Any) -> str:
 
 
 def _figures(summary: pd.DataFrame) -> dict[str, bytes]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     out = {}
     for judge, rows in summary.groupby("judge_id", sort=True):
@@ -345,9 +338,6 @@ def _figures(summary: pd.DataFrame) -> dict[str, bytes]:
         axes[0][-1].legend(fontsize=6)
         fig.suptitle(f"MAE vs n: {judge}", fontsize=10)
         fig.tight_layout()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png")
-        plt.close(fig)
         safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in judge)
-        out[f"mae_vs_n_{safe}.png"] = buf.getvalue()
+        out[f"mae_vs_n_{safe}.png"] = png(fig)
     return out

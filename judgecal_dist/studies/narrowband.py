@@ -35,7 +35,6 @@ References
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -46,6 +45,8 @@ from scipy.special import logit
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.errors import ConfigError
+from judgecal_dist.io.figures import png, pyplot
+from judgecal_dist.io.records import json_records
 from judgecal_dist.methods.aggregate import MajorityVote, log_odds_proba
 from judgecal_dist.methods.curate import top_k
 from judgecal_dist.methods.votes import count_judge_votes
@@ -240,12 +241,8 @@ def summarise(config: Config, parts: pd.DataFrame, data: NarrowbandInput) -> Stu
     summary = summary.rename(columns={f"{m}_mean": m for m in METRICS} | {"n_splits": "replicates"})
     summary["exponent_gap_nominal"] = 2.0 * config.n_judges * summary["spread"] ** 2  # 2 J sigma_p^2
     summary["gap_positive_share"] = summary["spread"].map((parts["gap"] > 0).groupby(parts["spread"]).mean())
-    records = [
-        {k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()}
-        for row in summary.to_dict("records")
-    ]
     return StudyResult(
-        records=records,
+        records=json_records(summary),
         summary=summary,
         report=_report(config, summary),
         figures={"gap_vs_spread.png": _figure(config, summary)},
@@ -302,22 +299,29 @@ def _report(config: Config, summary: pd.DataFrame) -> str:
 
 
 def _figure(config: Config, summary: pd.DataFrame) -> bytes:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.0), dpi=110)
     x = summary["spread"]
     for metric, label in (("gap", "LO (estimated)"), ("oracle_gap", "LO (oracle)")):
         line = axes[0].plot(x, 100 * summary[metric], marker="o", ms=3, label=label)
-        axes[0].fill_between(x, 100 * summary[f"{metric}_ci_low"], 100 * summary[f"{metric}_ci_high"],
-                             color=line[0].get_color(), alpha=0.15)  # fmt: skip
+        axes[0].fill_between(
+            x,
+            100 * summary[f"{metric}_ci_low"],
+            100 * summary[f"{metric}_ci_high"],
+            color=line[0].get_color(),
+            alpha=0.15,
+        )
     axes[0].axhline(0.0, color="grey", lw=0.8)
     axes[0].set_ylabel("acc(LO) - max(top-half, top-third), points")
     axes[0].set_title("Weighting vs pruning gap")
-    labels = {"log_odds": "LO (estimated)", "top_half": "top-half MV", "top_third": "top-third MV",
-              "oracle": "LO (oracle)", "majority": "MV (all)"}  # fmt: skip
+    labels = {
+        "log_odds": "LO (estimated)",
+        "top_half": "top-half MV",
+        "top_third": "top-third MV",
+        "oracle": "LO (oracle)",
+        "majority": "MV (all)",
+    }
     for method, label in labels.items():
         axes[1].plot(x, 100 * summary[f"acc_{method}"], marker="o", ms=3, label=label)
     axes[1].set_ylabel("evaluation accuracy %")
@@ -326,8 +330,4 @@ def _figure(config: Config, summary: pd.DataFrame) -> bytes:
         ax.set_xlabel("accuracy spread sigma_p")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return buf.getvalue()
+    return png(fig, tight_layout=True)

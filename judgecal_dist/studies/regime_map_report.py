@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +10,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from judgecal_dist.errors import RunError
+from judgecal_dist.io.figures import png, pyplot
 from judgecal_dist.methods.fcps_paths import PATH_RULES
 from judgecal_dist.methods.fcps_select import FAMILY_LADDER, MENUS, menu_families, selection_penalty
 from judgecal_dist.studies.base import StudyResult
@@ -94,26 +94,20 @@ def _winners(records: list[dict[str, Any]], paired: list[dict[str, Any]]) -> lis
         winner = "scalar" if row["delta"] < 0 else "table"
         decisive = row["ci_high"] < 0 or row["ci_low"] > 0
         u = union[row["budget"]]
-        out.append({"budget": row["budget"], "winner": winner, "ci_excludes_zero": bool(decisive),
-                    "union_family": u["selected_family"], "union_family_share": u["selected_family_share"]})  # fmt: skip
+        out.append(
+            {
+                "budget": row["budget"],
+                "winner": winner,
+                "ci_excludes_zero": bool(decisive),
+                "union_family": u["selected_family"],
+                "union_family_share": u["selected_family_share"],
+            }
+        )
     return out
 
 
-def _png(fig: Any) -> bytes:
-    import matplotlib.pyplot as plt
-
-    buf = io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    return buf.getvalue()
-
-
 def _figures(config: Config, parts: pd.DataFrame, paired: list[dict[str, Any]]) -> dict[str, bytes]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     budgets = sorted(parts["budget"].unique())
     union = _selected(parts, "union")
@@ -134,7 +128,7 @@ def _figures(config: Config, parts: pd.DataFrame, paired: list[dict[str, Any]]) 
     bx.set(xscale="log", xlabel="budget B", ylabel="scalar MSE - table MSE", title="table vs scalar (paired CI)")
     bx.set_xticks(budgets, [str(b) for b in budgets])
     bx.minorticks_off()
-    figures = {"regime_map.png": _png(fig)}
+    figures = {"regime_map.png": png(fig, dpi=110, tight_layout=True)}
 
     table = parts[parts["family"] == "table"]
     paths = sorted(table["path"].unique())
@@ -145,7 +139,7 @@ def _figures(config: Config, parts: pd.DataFrame, paired: list[dict[str, Any]]) 
             ax.plot(risk.index, risk[b], marker=".", label=f"B={b}")
         ax.set(title=f"joint table, path {path}", xlabel="prefix k", ylabel="test MSE")
     axes[0][0].legend(fontsize=7)
-    figures["risk_vs_k.png"] = _png(fig)
+    figures["risk_vs_k.png"] = png(fig, dpi=110, tight_layout=True)
 
     fig, ax = plt.subplots(figsize=(5, 3.5))
     chosen = _selected(parts, "table").groupby("budget")["unseen_rate"].mean()
@@ -156,15 +150,18 @@ def _figures(config: Config, parts: pd.DataFrame, paired: list[dict[str, Any]]) 
     ax.set_xticks(budgets, [str(b) for b in budgets])
     ax.minorticks_off()
     ax.legend()
-    figures["unseen_rate.png"] = _png(fig)
+    figures["unseen_rate.png"] = png(fig, dpi=110, tight_layout=True)
     return figures
 
 
 def _report(config: Config, records: list[dict[str, Any]], paired: list[dict[str, Any]], winners: list) -> str:
     lines = [f"# FCPS regime map: {config.data}", ""]
-    lines += [f"{config.replicates} grouped splits; budgets {list(config.budgets)}; paths {list(config.paths)}; "
-              f"scalar families {list(config.families)}; alpha={config.alpha}, fallback={config.fallback}, "
-              f"lambda={config.lam}, ridge lambda={config.ridge_lam}, logistic C={config.logistic_c}.", ""]  # fmt: skip
+    lines += [
+        f"{config.replicates} grouped splits; budgets {list(config.budgets)}; paths {list(config.paths)}; "
+        f"scalar families {list(config.families)}; alpha={config.alpha}, fallback={config.fallback}, "
+        f"lambda={config.lam}, ridge lambda={config.ridge_lam}, logistic C={config.logistic_c}.",
+        "",
+    ]
     lines += ["| B | menu | path | mean k | family (share) | test MSE [CI] | S_eff/B | seen term | unseen | C |"]
     lines += ["|---|---|---|---|---|---|---|---|---|---|"]
     for r in records:
@@ -177,13 +174,19 @@ def _report(config: Config, records: list[dict[str, Any]], paired: list[dict[str
     lines += ["", "## Table vs scalar (delta = scalar MSE - table MSE, paired over splits)", ""]
     lines += ["| B | delta | CI | winner | union-menu family (share) |", "|---|---|---|---|---|"]
     for p, w in zip(paired, winners, strict=True):
-        lines.append(f"| {p['budget']} | {p['delta']:+.4f} | [{p['ci_low']:+.4f}, {p['ci_high']:+.4f}] | "
-                     f"{w['winner']}{' (CI excludes 0)' if w['ci_excludes_zero'] else ''} | "
-                     f"{w['union_family']} ({w['union_family_share']:.2f}) |")  # fmt: skip
+        lines.append(
+            f"| {p['budget']} | {p['delta']:+.4f} | [{p['ci_low']:+.4f}, {p['ci_high']:+.4f}] | "
+            f"{w['winner']}{' (CI excludes 0)' if w['ci_excludes_zero'] else ''} | "
+            f"{w['union_family']} ({w['union_family_share']:.2f}) |"
+        )
     n_scalar = sum(w["winner"] == "scalar" for w in winners)
-    lines += ["", f"Scalar family wins {n_scalar}/{len(winners)} budgets "
-              f"({sum(w['winner'] == 'scalar' and w['ci_excludes_zero'] for w in winners)} with the CI excluding 0).",
-              "", "Figures: `figures/regime_map.png`, `figures/risk_vs_k.png`, `figures/unseen_rate.png`."]  # fmt: skip
+    lines += [
+        "",
+        f"Scalar family wins {n_scalar}/{len(winners)} budgets "
+        f"({sum(w['winner'] == 'scalar' and w['ci_excludes_zero'] for w in winners)} with the CI excluding 0).",
+        "",
+        "Figures: `figures/regime_map.png`, `figures/risk_vs_k.png`, `figures/unseen_rate.png`.",
+    ]
     return "\n".join(lines) + "\n"
 
 
