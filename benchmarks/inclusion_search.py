@@ -23,10 +23,10 @@ from judgecal_dist.engine.panel import load_panel
 from judgecal_dist.engine.ray import single_threaded_blas
 from judgecal_dist.methods.aggregate import OneCoin
 from judgecal_dist.methods.beta import BetaCalibration
+from judgecal_dist.methods.pipeline import Settings
 from judgecal_dist.splits import calibration_mask
 from judgecal_dist.stats.metrics import nll
 from judgecal_dist.studies import inclusion
-from judgecal_dist.studies.inclusion_pipeline import Settings
 from judgecal_dist.studies.inclusion_search import InnerProblem, SearchSettings
 
 

@@ -1,4 +1,4 @@
-"""One-pass replicate evaluation equals the in-memory pipeline (inclusion_pipeline + metric_table) to 1e-9.
+"""One-pass replicate evaluation equals the in-memory pipeline (methods.pipeline + metric_table) to 1e-9.
 
 The reference is computed here, split by split, with the inclusion study's own functions on the dense panel;
 the one-pass path only ever sees per-replicate sums. Both engines (the in-memory panel source and a persisted
@@ -23,9 +23,9 @@ from judgecal_dist.engine.replicates import evaluate_replicates
 from judgecal_dist.engine.spark import read_table
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.synthetic import generate_panel
+from judgecal_dist.methods.pipeline import Settings, aggregate, calibrate, choose_panels
 from judgecal_dist.splits import calibration_mask, group_keys
 from judgecal_dist.stats.metrics import metric_table
-from judgecal_dist.studies.inclusion_pipeline import Settings, aggregate, calibrate, choose_panels
 
 FULL = os.environ.get("JUDGECAL_FULL") == "1"
 SEEDS = list(range(20 if FULL else 4))

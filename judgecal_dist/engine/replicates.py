@@ -3,12 +3,12 @@ r"""One-pass replicate evaluation of the one-coin pipeline: all R splits share e
 For every replicate seed ``r`` (split by :func:`judgecal_dist.splits.calibration_mask`), every panel (all judges
 and the top-k by posterior mean accuracy, chosen on the calibration part) and every calibrator (``none``,
 ``platt``, ``beta``), this computes the evaluation-part NLL, Brier score, ECE and accuracy that
-:func:`judgecal_dist.studies.inclusion_pipeline.aggregate` / ``calibrate`` and
-:func:`judgecal_dist.stats.metrics.metric_table` give in memory, from a handful of passes over the items:
+:func:`judgecal_dist.methods.pipeline.fit_pipelines` and :func:`judgecal_dist.stats.metrics.metric_table` give
+in memory, from a handful of passes over the items:
 
 1. **Counts** (one pass): per replicate the calibration-side ``n``, positives and per-judge votes and correct
-   votes; the one-coin weights of every panel follow exactly (:meth:`OneCoin.fit_counts`), and the top-k panels
-   (:func:`judgecal_dist.methods.curate.top_k`).
+   votes; the panels and their one-coin weights follow exactly, from those counts
+   (:func:`judgecal_dist.methods.pipeline.panels_from_counts` and :func:`~judgecal_dist.methods.pipeline.aggregate_counts`).
 2. **Patterns and ranges** (one pass): panels of at most ``max_pattern_judges`` judges (the top-k panels) are
    counted per (side, label, vote pattern) cell (:mod:`judgecal_dist.engine.replicate_patterns`); their Platt
    and beta fits and their metrics then follow on the driver from the weighted cells, with no further pass.
@@ -40,10 +40,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pyspark.sql import functions as F
 from scipy.special import logit
 from threadpoolctl import threadpool_limits
 
+from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.lockstep import run_lockstep
+from judgecal_dist.engine.panel import Panel
 from judgecal_dist.engine.replicate_fits import fit_beta, fit_platt
 from judgecal_dist.engine.replicate_kernels import (
     BETA_STATS,
@@ -63,13 +66,13 @@ from judgecal_dist.engine.replicate_patterns import (
     PatternTable,
     patterns_kernel,
 )
-from judgecal_dist.engine.replicate_sources import Kernel, PanelSource, SparkItemsSource
+from judgecal_dist.engine.replicate_sources import Kernel, PanelSource, SparkItemsSource, spark_items_source
+from judgecal_dist.engine.spark import get_session, read_table
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.methods.aggregate import OneCoin
-from judgecal_dist.methods.curate import top_k
-from judgecal_dist.studies.inclusion_pipeline import Settings, calibrator
+from judgecal_dist.methods.pipeline import Settings, aggregate_counts, calibrator, panels_from_counts
 
-__all__ = ["ONEPASS_CALIBRATORS", "evaluate_replicates", "panel_columns"]
+__all__ = ["ONEPASS_CALIBRATORS", "evaluate_replicates", "panel_columns", "onepass_source", "spark_label_classes"]
 
 log = logging.getLogger(__name__)
 
@@ -94,26 +97,51 @@ def panel_columns(
     judge_ids: np.ndarray,
     settings: Settings,
 ) -> dict[str, tuple[np.ndarray, OneCoin]]:
-    """Columns and fitted one-coin model of every panel of one replicate, from its calibration counts.
-
-    Mirrors :func:`judgecal_dist.studies.inclusion_pipeline.choose_panels` (a top-k panel with k >= J is skipped)
-    and ``OneCoin.fit`` on the panel's columns, which equals ``fit_counts`` of the same counts.
+    """Columns and fitted one-coin model of every panel of one replicate, from its calibration counts: the
+    pipeline's :func:`~judgecal_dist.methods.pipeline.panels_from_counts` and
+    :func:`~judgecal_dist.methods.pipeline.aggregate_counts` (a top-k panel with k >= J is skipped).
     """
-    out: dict[str, tuple[np.ndarray, OneCoin]] = {}
-    for name in panels:
-        if name == "all":
-            cols = np.arange(len(judge_ids))
-        elif name.startswith("top") and name[3:].isdigit():
-            k = int(name[3:])
-            if k >= len(judge_ids):
-                continue
-            cols = np.sort(top_k(n_votes, n_correct, judge_ids, k, alpha0=settings.alpha0, beta0=settings.beta0))
-        else:
-            raise ConfigError(f"panels: the one-pass path supports 'all' and topK panels, got {name!r}")
-        model = OneCoin(alpha0=settings.alpha0, beta0=settings.beta0, prior=settings.class_prior)
-        model.fit_counts(n_votes[cols], n_correct[cols], n_items=n_cal, n_positive=n_pos)
-        out[name] = (cols, model)
-    return out
+    unsupported = [p for p in panels if p != "all" and not (p.startswith("top") and p[3:].isdigit())]
+    if unsupported:
+        raise ConfigError(f"panels: the one-pass path supports 'all' and topK panels, got {unsupported[0]!r}")
+    chosen = panels_from_counts(panels, n_votes, n_correct, judge_ids, None, settings)
+    return {
+        name: (cols, aggregate_counts(AGGREGATOR, settings, n_votes[cols], n_correct[cols], n_cal, n_pos))
+        for name, cols in chosen.items()
+    }
+
+
+def onepass_source(
+    url: str, engine: EngineConfig, *, dataset: str | None, sample: int, panel: Panel | None = None
+) -> PanelSource | SparkItemsSource:
+    """The labelled items the one-pass passes read: ``panel`` in memory when given (``stats_engine: local``),
+    else a persisted Spark table of the dataset at ``url`` (release it with ``source.release()``)."""
+    if panel is not None:
+        return PanelSource(panel)
+    session = get_session(engine.spark_master, conf=dict(engine.spark_conf))
+    verdicts, labels = read_table(session, url, "verdicts"), read_table(session, url, "labels")
+    return spark_items_source(verdicts, labels, dataset=dataset, sample=sample, where=url)
+
+
+def spark_label_classes(url: str, engine: EngineConfig, dataset: str | None) -> np.ndarray:
+    """The label classes (``A``, ``B``) among the labelled items of ``dataset`` at ``url``, by one Spark aggregate
+    (one row per class reaches the driver): the input check of a one-pass run, before anything is written.
+
+    Raises
+    ------
+    InputError
+        Several datasets and none chosen, or an unknown dataset.
+    """
+    session = get_session(engine.spark_master, conf=dict(engine.spark_conf))
+    labels = read_table(session, url, "labels")
+    names = sorted(r.dataset for r in labels.select("dataset").distinct().collect())
+    if dataset is None and len(names) != 1:
+        raise InputError(f"{url}: labels: dataset: {len(names)} datasets {names[:5]}; choose one with dataset=")
+    dataset = dataset or names[0]
+    if dataset not in names:
+        raise InputError(f"{url}: labels: dataset: {dataset!r} not found (have {names[:5]})")
+    found = labels.where((F.col("dataset") == dataset) & F.col("label").isin("A", "B"))
+    return np.array([r.label for r in found.select("label").distinct().collect()])
 
 
 def evaluate_replicates(
@@ -188,8 +216,9 @@ def evaluate_replicates(
     token = uuid.uuid4().hex  # names this evaluation's calibration-side cache entries on the workers
     columns, weights, prior_logit, pattern_panels, pattern_models = [], [], [], [], []
     for r, seed in enumerate(spec.seeds):
-        chosen = panel_columns(panels, n_votes[r], n_correct[r], int(n_cal[r]), int(n_pos[r]), source.judge_ids,
-                               settings)  # fmt: skip
+        chosen = panel_columns(
+            panels, n_votes[r], n_correct[r], int(n_cal[r]), int(n_pos[r]), source.judge_ids, settings
+        )
         for name, (judges, model) in chosen.items():
             if len(judges) <= max_pattern_judges:
                 pattern_panels.append((r, judges))
@@ -200,11 +229,20 @@ def evaluate_replicates(
             columns.append(_Column(seed, r, name, len(judges)))
             weights.append(w)
             prior_logit.append(float(logit(model.prior_)))
-    cols = Columns(np.column_stack(weights) if weights else np.zeros((n_judges, 0)), np.array(prior_logit),
-                   np.array([c.replicate for c in columns], dtype=np.intp), token=token)  # fmt: skip
+    cols = Columns(
+        np.column_stack(weights) if weights else np.zeros((n_judges, 0)),
+        np.array(prior_logit),
+        np.array([c.replicate for c in columns], dtype=np.intp),
+        token=token,
+    )
     pat = PatternColumns.of(pattern_panels, n_judges)
-    log.info("one-pass: counts of %d replicates in %.2fs; %d pattern panels, %d pass panels", n_seeds,
-             time.perf_counter() - t0, len(pattern_panels), len(columns))  # fmt: skip
+    log.info(
+        "one-pass: counts of %d replicates in %.2fs; %d pattern panels, %d pass panels",
+        n_seeds,
+        time.perf_counter() - t0,
+        len(pattern_panels),
+        len(columns),
+    )
 
     second = source.map_reduce(functools.partial(_patterns_and_ranges, spec=spec, cols=cols, pat=pat))
     with threadpool_limits(limits=1, user_api="blas"):  # L-BFGS-B's tiny BLAS calls crawl when split over threads
@@ -223,8 +261,9 @@ def evaluate_replicates(
     n_passes = 2
     if jobs:
         with threadpool_limits(limits=1, user_api="blas"):
-            fitted, n_fit = run_lockstep(jobs, functools.partial(_objective_pass, source, spec, cols),
-                                         label="one-pass fit")  # fmt: skip
+            fitted, n_fit = run_lockstep(
+                jobs, functools.partial(_objective_pass, source, spec, cols), label="one-pass fit"
+            )
         n_passes += n_fit
     params = dict(zip(keys, fitted, strict=True)) if jobs else {}
     pipelines = [(k, name) for k in range(len(columns)) for name in calibrators]
@@ -235,11 +274,17 @@ def evaluate_replicates(
         n_passes += 1
     order = {name: i for i, name in enumerate(panels)} | {name: i for i, name in enumerate(calibrators)}
     table = pd.DataFrame(rows)
-    table = table.sort_values(["seed", "panel", "calibrator"], key=lambda c: c.map(order) if c.name != "seed" else c,
-                              kind="stable").reset_index(drop=True)  # fmt: skip
+    table = table.sort_values(
+        ["seed", "panel", "calibrator"], key=lambda c: c.map(order) if c.name != "seed" else c, kind="stable"
+    ).reset_index(drop=True)
     table.attrs["passes"] = n_passes
-    log.info("one-pass: %d pipelines x %d replicates, %d passes, %.2fs", len(table) // max(n_seeds, 1), n_seeds,
-             n_passes, time.perf_counter() - t0)  # fmt: skip
+    log.info(
+        "one-pass: %d pipelines x %d replicates, %d passes, %.2fs",
+        len(table) // max(n_seeds, 1),
+        n_seeds,
+        n_passes,
+        time.perf_counter() - t0,
+    )
     return table
 
 
@@ -252,9 +297,15 @@ def _patterns_and_ranges(
 
 
 def _pattern_rows(
-    sums: np.ndarray, pat: PatternColumns, models: list[tuple[_Column, Any]], calibrators: Sequence[str],
-    settings: Settings, spec: PassSpec, n_cal: np.ndarray, n_pos: np.ndarray,
-) -> list[dict[str, Any]]:  # fmt: skip
+    sums: np.ndarray,
+    pat: PatternColumns,
+    models: list[tuple[_Column, Any]],
+    calibrators: Sequence[str],
+    settings: Settings,
+    spec: PassSpec,
+    n_cal: np.ndarray,
+    n_pos: np.ndarray,
+) -> list[dict[str, Any]]:
     """Fits and metric rows of every pattern panel, on the driver from its cell counts (no further pass)."""
     rows: list[dict[str, Any]] = []
     offsets = pat.offsets
@@ -275,18 +326,34 @@ def _pattern_rows(
 
 
 def _metric_rows(
-    sums: np.ndarray, pipelines: list[tuple[int, str]], columns: list[_Column], n_cal: np.ndarray,
+    sums: np.ndarray,
+    pipelines: list[tuple[int, str]],
+    columns: list[_Column],
+    n_cal: np.ndarray,
     params: Mapping[tuple[int, str], Any],
-) -> list[dict[str, Any]]:  # fmt: skip
+) -> list[dict[str, Any]]:
     rows = []
     for (k, name), s in zip(pipelines, sums, strict=True):
         col, n = columns[k], s[0]
         fallback, n_iter = params[k, name][1:] if name != "none" else (None, 0)
-        rows.append({"seed": col.seed, "kind": "metrics", "aggregator": AGGREGATOR, "calibrator": name,
-                     "panel": col.panel, "panel_size": col.size, "n_cal": int(n_cal[col.replicate]),
-                     "n_eval": int(n), "nll": s[1] / n, "brier": s[2] / n,
-                     "ece": float(np.abs(s[METRIC_STATS:]).sum() / n), "accuracy": s[3] / n,
-                     "fallback": fallback, "n_iter": n_iter})  # fmt: skip
+        rows.append(
+            {
+                "seed": col.seed,
+                "kind": "metrics",
+                "aggregator": AGGREGATOR,
+                "calibrator": name,
+                "panel": col.panel,
+                "panel_size": col.size,
+                "n_cal": int(n_cal[col.replicate]),
+                "n_eval": int(n),
+                "nll": s[1] / n,
+                "brier": s[2] / n,
+                "ece": float(np.abs(s[METRIC_STATS:]).sum() / n),
+                "accuracy": s[3] / n,
+                "fallback": fallback,
+                "n_iter": n_iter,
+            }
+        )
     return rows
 
 

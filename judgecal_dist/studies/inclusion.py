@@ -31,6 +31,16 @@ from judgecal_dist.engine.panel import ORIENTATIONS, Panel, load_panel
 from judgecal_dist.engine.stats import judge_cells, judge_summary
 from judgecal_dist.errors import ConfigError
 from judgecal_dist.io.records import json_records
+from judgecal_dist.methods.pipeline import (
+    AGGREGATORS,
+    CALIBRATORS,
+    PANELS,
+    PROTOCOLS,
+    Settings,
+    choose_panels,
+    fit_pipelines,
+    protocol_roles,
+)
 from judgecal_dist.splits import calibration_mask
 from judgecal_dist.stats.inference import summarise_over_splits
 from judgecal_dist.stats.metrics import metric_table, pointwise_nll, reliability_bins
@@ -47,17 +57,6 @@ from judgecal_dist.studies.inclusion_model import (
     conformal_rows,
     fit_model,
     summarise_conformal,
-)
-from judgecal_dist.studies.inclusion_pipeline import (
-    AGGREGATORS,
-    CALIBRATORS,
-    PANELS,
-    PROTOCOLS,
-    Settings,
-    calibrate,
-    choose_panels,
-    protocol_roles,
-    protocol_scores,
 )
 from judgecal_dist.studies.inclusion_search import SEARCHES, SearchSettings, run_searches
 
@@ -272,11 +271,10 @@ def run_replicate(data: InclusionInput, rep: Replicate) -> pd.DataFrame:
     rows, losses, full_p = [], {}, {}
     for agg_name in rep.aggregators:
         for panel_name, cols in panels.items():
-            s_train, y_train, s_eval = protocol_scores(
-                agg_name, settings, v_cal[:, cols], y_cal, v_eval[:, cols], rep.calib_scores, roles
+            probabilities = fit_pipelines(
+                agg_name, rep.calibrators, settings, v_cal[:, cols], y_cal, v_eval[:, cols], rep.calib_scores, roles
             )
-            for cal_name in rep.calibrators:
-                p = calibrate(cal_name, settings, s_train, y_train, {"eval": s_eval})["eval"]
+            for cal_name, p in probabilities.items():
                 losses[agg_name, cal_name, panel_name] = pointwise_nll(y_eval, p, eps=settings.eps)
                 rows.append(
                     base

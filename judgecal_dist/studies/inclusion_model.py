@@ -13,10 +13,10 @@ import pandas as pd
 
 from judgecal_dist.engine.panel import Panel
 from judgecal_dist.methods.conformal import SplitConformal
+from judgecal_dist.methods.pipeline import aggregate, calibrator, conformal_sets
 from judgecal_dist.splits import assign_blocks
 from judgecal_dist.stats.inference import summarise_over_splits
 from judgecal_dist.stats.sets import set_metrics
-from judgecal_dist.studies.inclusion_pipeline import aggregate, calibrator, step1_scores
 
 if TYPE_CHECKING:
     from judgecal_dist.studies.inclusion import Config, Replicate
@@ -52,13 +52,11 @@ def conformal_rows(
     parts = [(v_cal[blocks == b], y_cal[blocks == b]) for b in range(3)]
     if min(len(y) for _, y in parts) < 2 or len(np.unique(parts[1][1])) < 2:
         return []  # too few items for a disjoint slice: reported as absent, never as NaN
-    _, s_cal, model = aggregate(DEFAULT_AGGREGATOR, settings, parts[0][0], parts[0][1], parts[1][0])
-    fitted = calibrator(DEFAULT_CALIBRATOR, settings).fit(s_cal, parts[1][1])
-    p_slice = fitted.predict_proba(step1_scores(DEFAULT_AGGREGATOR, model, parts[2][0], settings))[:, 1]
-    p_eval = fitted.predict_proba(step1_scores(DEFAULT_AGGREGATOR, model, v_eval, settings))[:, 1]
+    sets_by_alpha = conformal_sets(
+        DEFAULT_AGGREGATOR, DEFAULT_CALIBRATOR, settings, parts, v_eval, rep.conformal_alphas
+    )
     rows = []
-    for alpha in rep.conformal_alphas:
-        sets = SplitConformal(alpha=alpha).fit(p_slice, parts[2][1]).predict_set(p_eval)
+    for alpha, sets in sets_by_alpha.items():
         rows.append(
             {
                 "kind": "conformal",

@@ -7,7 +7,7 @@ and the Platt and beta calibrators. Two executions give the same numbers (tested
 
 ``dense``
     the inclusion study's way: the item x judge int8 panel is put in Ray's object store once and every replicate
-    task runs :func:`~judgecal_dist.studies.inclusion_pipeline.aggregate` / ``calibrate`` on it.
+    task runs :func:`~judgecal_dist.methods.pipeline.fit_pipelines` on it.
 ``onepass``
     :func:`judgecal_dist.engine.replicates.evaluate_replicates`: all replicates share every scan of a persisted
     Spark table of items (or of the in-memory panel with ``stats_engine: local``); no item-level row reaches the
@@ -30,24 +30,26 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import functions as F
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine import local
 from judgecal_dist.engine.panel import Panel, load_panel
-from judgecal_dist.engine.replicate_sources import PanelSource, SparkItemsSource, spark_items_source
-from judgecal_dist.engine.replicates import ONEPASS_CALIBRATORS, evaluate_replicates
-from judgecal_dist.engine.spark import get_session, read_table
+from judgecal_dist.engine.replicates import (
+    ONEPASS_CALIBRATORS,
+    evaluate_replicates,
+    onepass_source,
+    spark_label_classes,
+)
 from judgecal_dist.engine.stats import choose_engine
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.records import json_records
+from judgecal_dist.methods.pipeline import Settings, choose_panels, fit_pipelines
 from judgecal_dist.progress import Progress
 from judgecal_dist.splits import calibration_mask
 from judgecal_dist.stats.inference import summarise_over_splits
 from judgecal_dist.stats.metrics import metric_table
 from judgecal_dist.studies import inclusion_scale_report
 from judgecal_dist.studies.base import StudyResult
-from judgecal_dist.studies.inclusion_pipeline import Settings, aggregate, calibrate, choose_panels
 
 __all__ = [
     "NAME",
@@ -174,25 +176,14 @@ def load(config: Config, engine: EngineConfig) -> ScaleInput:
     """
     rows = local.count_rows(config.data, "verdicts", dict(engine.storage_options))
     execution, reason = choose_execution(config, rows)
+    panel = None
     if execution == "dense" or choose_engine(config.data, None, engine) == "local":
         panel = load_panel(
             config.data, sample=config.sample, dataset=config.dataset, storage_options=dict(engine.storage_options)
         )
         classes = np.unique(panel.labels)
     else:
-        panel = None
-        session = get_session(engine.spark_master, conf=dict(engine.spark_conf))
-        labels = read_table(session, config.data, "labels")
-        names = sorted(r.dataset for r in labels.select("dataset").distinct().collect())
-        if config.dataset is None and len(names) != 1:
-            raise InputError(
-                f"{config.data}: labels: dataset: {len(names)} datasets {names[:5]}; choose one with dataset="
-            )
-        dataset = config.dataset or names[0]
-        if dataset not in names:
-            raise InputError(f"{config.data}: labels: dataset: {dataset!r} not found (have {names[:5]})")
-        found = labels.where((F.col("dataset") == dataset) & F.col("label").isin("A", "B"))
-        classes = np.array([r.label for r in found.select("label").distinct().collect()])
+        classes = spark_label_classes(config.data, engine, config.dataset)
     if len(classes) < 2:
         raise InputError(
             f"{config.data}: labels: label: labelled items have {len(classes)} class(es) "
@@ -225,7 +216,7 @@ def run_shared(
     seeds = [rep.seed for rep in todo]
     batches = [seeds[i : i + config.onepass_batch] for i in range(0, len(seeds), config.onepass_batch)]
     progress = Progress(len(seeds))
-    source = _onepass_source(config, data)
+    source = onepass_source(config.data, data.engine, dataset=config.dataset, sample=config.sample, panel=data.panel)
     try:
         for batch in batches:
             table = evaluate_replicates(source, batch, config.calib_fraction, **kwargs)
@@ -235,19 +226,6 @@ def run_shared(
     finally:
         source.release()
     return True
-
-
-def _onepass_source(config: Config, data: ScaleInput) -> PanelSource | SparkItemsSource:
-    if data.panel is not None:  # stats_engine local: the same passes over the in-memory panel
-        return PanelSource(data.panel)
-    session = get_session(data.engine.spark_master, conf=dict(data.engine.spark_conf))
-    return spark_items_source(
-        read_table(session, config.data, "verdicts"),
-        read_table(session, config.data, "labels"),
-        dataset=config.dataset,
-        sample=config.sample,
-        where=config.data,
-    )
 
 
 def run_replicate(data: ScaleInput, rep: Replicate) -> pd.DataFrame:
@@ -268,9 +246,8 @@ def run_replicate(data: ScaleInput, rep: Replicate) -> pd.DataFrame:
     panels = choose_panels(rep.panels, v_cal, y_cal, panel.judge_ids, panel.families, settings)
     rows = []
     for panel_name, cols in panels.items():
-        s_cal, s_eval, _ = aggregate(AGGREGATOR, settings, v_cal[:, cols], y_cal, v_eval[:, cols])
-        for cal_name in rep.calibrators:
-            p = calibrate(cal_name, settings, s_cal, y_cal, {"eval": s_eval})["eval"]
+        probabilities = fit_pipelines(AGGREGATOR, rep.calibrators, settings, v_cal[:, cols], y_cal, v_eval[:, cols])
+        for cal_name, p in probabilities.items():
             rows.append(
                 {
                     "seed": rep.seed,

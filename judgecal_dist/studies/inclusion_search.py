@@ -25,11 +25,11 @@ from scipy.special import expit, logit
 from judgecal_dist.errors import ConfigError
 from judgecal_dist.methods.aggregate import OneCoin
 from judgecal_dist.methods.batched_calibration import beta_cv_nll
+from judgecal_dist.methods.pipeline import Settings, calibrate
 from judgecal_dist.methods.search import SearchResult, backward_elimination, beam_search, exhaustive, greedy_forward
 from judgecal_dist.methods.votes import signed_votes
 from judgecal_dist.splits import assign_blocks
 from judgecal_dist.stats.metrics import pointwise_nll
-from judgecal_dist.studies.inclusion_pipeline import Settings, calibrate
 
 __all__ = ["SEARCHES", "SearchSettings", "InnerProblem", "run_searches"]
 

@@ -13,11 +13,11 @@ from judgecal_dist.methods.aggregate import MajorityVote, OneCoin
 from judgecal_dist.methods.beta import BetaCalibration
 from judgecal_dist.methods.dawid_skene import DawidSkene
 from judgecal_dist.methods.isotonic import IsotonicCalibrator
+from judgecal_dist.methods.pipeline import Settings, aggregate, calibrate, step1_scores
 from judgecal_dist.methods.platt import PlattCalibrator
 from judgecal_dist.methods.stacking import LogisticStacking
 from judgecal_dist.methods.temperature import TemperatureScaling
 from judgecal_dist.methods.weighted import AccuracyWeighted, LogOddsWeighted
-from judgecal_dist.studies.inclusion_pipeline import Settings, aggregate, calibrate, step1_scores
 
 CALIBRATORS = [PlattCalibrator, TemperatureScaling, BetaCalibration, IsotonicCalibrator]
 

@@ -1,4 +1,8 @@
-"""One split of the inclusion study: panels, aggregators and calibrators fitted on the calibration part.
+r"""The calibration pipeline, defined once: panel -> aggregator (Step 1) -> calibrator (Steps 2-3) -> conformal sets.
+
+Every engine runs this: the inclusion studies call it on dense arrays, the one-pass replicate engine
+(:mod:`judgecal_dist.engine.onepass`) on sufficient statistics (:func:`panels_from_counts`,
+:func:`aggregate_counts`, and the calibrators' own objectives fed with summed data).
 
 Spec 000 §5.1 main protocol: every aggregator is fitted on the calibration part and its in-sample scores there
 train the calibrator (stacking uses its out-of-fold scores, §3.1(f)); curated panels are chosen from
@@ -13,7 +17,7 @@ agree; only final probabilities are clipped, by the metrics.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -24,6 +28,7 @@ from scipy.special import expit, logit
 from judgecal_dist.errors import ConfigError
 from judgecal_dist.methods.aggregate import MajorityVote, OneCoin
 from judgecal_dist.methods.beta import BetaCalibration
+from judgecal_dist.methods.conformal import SplitConformal
 from judgecal_dist.methods.curate import dedup_by_family, top_k
 from judgecal_dist.methods.dawid_skene import DawidSkene
 from judgecal_dist.methods.isotonic import IsotonicCalibrator
@@ -42,8 +47,14 @@ __all__ = [
     "Settings",
     "PROTOCOLS",
     "choose_panels",
+    "panels_from_counts",
+    "aggregator",
     "aggregate",
+    "aggregate_counts",
+    "calibrator",
     "calibrate",
+    "fit_pipelines",
+    "conformal_sets",
     "step1_scores",
     "protocol_roles",
     "protocol_scores",
@@ -107,33 +118,55 @@ def choose_panels(
     families: npt.NDArray[Any],
     settings: Settings,
 ) -> dict[str, npt.NDArray[np.intp]]:
-    """Column indices of every requested panel, chosen from calibration data only.
+    """Column indices of every requested panel, chosen from calibration data only (:func:`panels_from_counts` of
+    the calibration part's per-judge counts)."""
+    n_votes, n_correct = count_judge_votes(v_cal, y_cal)
+    return panels_from_counts(names, n_votes, n_correct, judge_ids, families, settings)
+
+
+def panels_from_counts(
+    names: Sequence[str],
+    n_votes: npt.NDArray[np.int64],
+    n_correct: npt.NDArray[np.int64],
+    judge_ids: npt.NDArray[Any],
+    families: npt.NDArray[Any] | None,
+    settings: Settings,
+) -> dict[str, npt.NDArray[np.intp]]:
+    """Column indices of every requested panel from the calibration part's per-judge votes and correct votes.
 
     A top-k panel with k >= J, or a dedup panel when every judge is its own family, equals the full panel and is
     skipped (it would only repeat the ``all`` rows).
+
+    Raises
+    ------
+    ConfigError
+        An unknown panel name, or ``dedup`` without ``families``.
     """
-    n_judges = v_cal.shape[1]
-    n_votes, n_correct = count_judge_votes(v_cal, y_cal)
+    n_judges = len(n_votes)
     panels: dict[str, npt.NDArray[np.intp]] = {}
     for name in names:
         if name == "all":
             panels[name] = np.arange(n_judges)
-        elif name.startswith("top"):
+        elif name.startswith("top") and name[3:].isdigit():
             k = int(name[3:])
             if k < n_judges:
                 chosen = top_k(n_votes, n_correct, judge_ids, k, alpha0=settings.alpha0, beta0=settings.beta0)
                 panels[name] = np.sort(chosen)
-        elif name == "dedup":
+        elif name == "dedup" and families is not None:
             if len(set(families.tolist())) < n_judges:
-                chosen = dedup_by_family(n_votes, n_correct, judge_ids, families, alpha0=settings.alpha0,
-                                         beta0=settings.beta0)  # fmt: skip
+                chosen = dedup_by_family(
+                    n_votes, n_correct, judge_ids, families, alpha0=settings.alpha0, beta0=settings.beta0
+                )
                 panels[name] = np.sort(chosen)
+        elif name == "dedup":
+            raise ConfigError("panels: dedup needs the judges' families (this path has only vote counts)")
         else:
             raise ConfigError(f"panels: unknown panel {name!r}; known: {list(PANELS)} (topK for any K)")
     return panels
 
 
-def _aggregator(name: str, settings: Settings) -> Any:
+def aggregator(name: str, settings: Settings) -> Any:
+    """An unfitted Step-1 aggregator with the run's hyperparameters."""
     if name == "majority":
         return MajorityVote()
     if name == "accuracy_weighted":
@@ -157,7 +190,7 @@ def aggregate(
     Scores are P(Y=1) or log-odds as ``settings.calibrator_input`` says (see :func:`step1_scores`); stacking's fit
     scores are its out-of-fold scores.
     """
-    model = _aggregator(name, settings)
+    model = aggregator(name, settings)
     if name == "dawid_skene":
         model.fit(v_fit)  # unsupervised latent-class model: labels unused (spec §3.1(e))
     else:
@@ -168,6 +201,23 @@ def aggregate(
     else:
         s_fit = step1_scores(name, model, v_fit, settings)
     return s_fit, step1_scores(name, model, v_new, settings), model
+
+
+def aggregate_counts(
+    name: str, settings: Settings, n_votes: npt.ArrayLike, n_correct: npt.ArrayLike, n_items: int, n_positive: int
+) -> Any:
+    """Step 1 fitted from the fit items' sufficient statistics: per-judge votes and correct votes, the item count
+    and the positives; equals :func:`aggregate`'s model fitted on the votes they count.
+
+    Raises
+    ------
+    ConfigError
+        ``name`` is an aggregator that needs the vote matrix (only ``one_coin`` fits from counts).
+    """
+    if name != "one_coin":
+        raise ConfigError(f"aggregators: {name!r} needs the vote matrix; only 'one_coin' fits from counts")
+    model = aggregator(name, settings)
+    return model.fit_counts(n_votes, n_correct, n_items=n_items, n_positive=n_positive)
 
 
 def step1_scores(name: str, model: Any, votes: npt.NDArray[np.int8], settings: Settings) -> npt.NDArray[np.float64]:
@@ -218,18 +268,25 @@ def calibrator(name: str, settings: Settings) -> Any:
         bounds = _LOGIT_T_BOUNDS if score_input == "logit" else (0.01, 100.0)
         return TemperatureScaling(eps=settings.eps, score_input=score_input, t_bounds=bounds)
     if name == "beta":
-        return BetaCalibration(penalty=settings.beta_penalty, l1_ratio=settings.beta_l1_ratio,
-                               penalty_scale=settings.beta_penalty_scale, eps=settings.eps,
-                               score_input=score_input)  # fmt: skip
+        return BetaCalibration(
+            penalty=settings.beta_penalty,
+            l1_ratio=settings.beta_l1_ratio,
+            penalty_scale=settings.beta_penalty_scale,
+            eps=settings.eps,
+            score_input=score_input,
+        )
     if name == "isotonic":
         return IsotonicCalibrator(eps=settings.eps, score_input=score_input)
     raise ConfigError(f"calibrators: unknown calibrator {name!r}; known: {list(CALIBRATORS)}")
 
 
 def calibrate(
-    name: str, settings: Settings, s_fit: npt.NDArray[np.float64], y_fit: npt.NDArray[np.int8],
+    name: str,
+    settings: Settings,
+    s_fit: npt.NDArray[np.float64],
+    y_fit: npt.NDArray[np.int8],
     s_new: Mapping[str, npt.NDArray[np.float64]],
-) -> dict[str, npt.NDArray[np.float64]]:  # fmt: skip
+) -> dict[str, npt.NDArray[np.float64]]:
     """Calibrated probabilities of every score vector in ``s_new`` (clipped raw scores for ``none``).
 
     Scores are read on the scale of ``settings.calibrator_input`` (as :func:`aggregate` returns them).
@@ -240,6 +297,47 @@ def calibrate(
         return {key: np.clip(to_p(s), settings.eps, 1 - settings.eps) for key, s in s_new.items()}
     model.fit(s_fit, y_fit)
     return {key: model.predict_proba(s)[:, 1] for key, s in s_new.items()}
+
+
+def fit_pipelines(
+    aggregator_name: str,
+    calibrators: Sequence[str],
+    settings: Settings,
+    v_cal: npt.NDArray[np.int8],
+    y_cal: npt.NDArray[np.int8],
+    v_eval: npt.NDArray[np.int8],
+    protocol: str = "insample",
+    roles: npt.NDArray[np.int8] | None = None,
+) -> dict[str, npt.NDArray[np.float64]]:
+    """Evaluation-item probabilities of ``aggregator_name`` followed by each of ``calibrators``.
+
+    The aggregator is fitted once (under ``protocol``, see :func:`protocol_scores`); each calibrator is fitted on
+    its training scores and applied to the evaluation scores.
+    """
+    s_train, y_train, s_eval = protocol_scores(aggregator_name, settings, v_cal, y_cal, v_eval, protocol, roles)
+    return {name: calibrate(name, settings, s_train, y_train, {"eval": s_eval})["eval"] for name in calibrators}
+
+
+def conformal_sets(
+    aggregator_name: str,
+    calibrator_name: str,
+    settings: Settings,
+    parts: Sequence[tuple[npt.NDArray[np.int8], npt.NDArray[np.int8]]],
+    v_eval: npt.NDArray[np.int8],
+    alphas: Sequence[float],
+) -> dict[float, npt.NDArray[np.bool_]]:
+    """Split-conformal prediction sets of the evaluation items, one per miscoverage level (spec §3.5, §5.2).
+
+    ``parts`` holds three disjoint ``(votes, labels)`` slices of the calibration part: the aggregator is fitted on
+    the first, the calibrator on the aggregator's scores of the second, and the conformal threshold on the
+    calibrated probabilities of the third.
+    """
+    (v_agg, y_agg), (v_cal, y_cal), (v_conf, y_conf) = parts
+    _, s_cal, model = aggregate(aggregator_name, settings, v_agg, y_agg, v_cal)
+    fitted = calibrator(calibrator_name, settings).fit(s_cal, y_cal)
+    p_conf = fitted.predict_proba(step1_scores(aggregator_name, model, v_conf, settings))[:, 1]
+    p_eval = fitted.predict_proba(step1_scores(aggregator_name, model, v_eval, settings))[:, 1]
+    return {alpha: SplitConformal(alpha=alpha).fit(p_conf, y_conf).predict_set(p_eval) for alpha in alphas}
 
 
 def protocol_roles(
@@ -259,9 +357,14 @@ def protocol_roles(
 
 
 def protocol_scores(
-    name: str, settings: Settings, v_cal: npt.NDArray[np.int8], y_cal: npt.NDArray[np.int8],
-    v_eval: npt.NDArray[np.int8], protocol: str = "insample", roles: npt.NDArray[np.int8] | None = None,
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int8], npt.NDArray[np.float64]]:  # fmt: skip
+    name: str,
+    settings: Settings,
+    v_cal: npt.NDArray[np.int8],
+    y_cal: npt.NDArray[np.int8],
+    v_eval: npt.NDArray[np.int8],
+    protocol: str = "insample",
+    roles: npt.NDArray[np.int8] | None = None,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int8], npt.NDArray[np.float64]]:
     """(calibrator training scores, their labels, evaluation scores) of aggregator ``name`` under ``protocol``.
 
     ``insample`` (spec §5.1): aggregator fitted on all calibration items, its scores there train the calibrator.
