@@ -21,7 +21,7 @@ class Refuse:
             raise ImportError(f"No module named {{name!r}} (blocked by the test)")
         return None
 sys.meta_path.insert(0, Refuse())
-import judgecal_dist.cli, judgecal_dist.scoring.apply, judgecal_dist.engine.replicates
+import judgecal_dist.cli, judgecal_dist.scoring.apply, judgecal_dist.engine.onepass.replicates
 from judgecal_dist.errors import ConfigError
 from judgecal_dist.studies import STUDIES, STUDY_EXTRAS, get_study
 loaded = [n for n in STUDIES if n not in STUDY_EXTRAS and get_study(n)]

@@ -1,7 +1,7 @@
 """Where the one-pass replicate evaluation reads its items: a dense panel in memory, or a persisted Spark table.
 
 Both sources expose ``map_reduce(kernel) -> Partial``: ``kernel(votes, labels, group_keys)`` runs on every batch
-of labelled items and the per-batch :class:`~judgecal_dist.engine.replicate_kernels.Partial` results are
+of labelled items and the per-batch :class:`~judgecal_dist.engine.onepass.kernels.Partial` results are
 combined. On Spark each partition's combined partial crosses to the driver as one ``binary`` row, so a pass
 returns one row per partition, never one per item.
 
@@ -32,8 +32,8 @@ from judgecal_dist.engine.item_votes import (
     label_codes_spark,
     votes_from_blocks,
 )
+from judgecal_dist.engine.onepass.kernels import Partial
 from judgecal_dist.engine.panel import Panel
-from judgecal_dist.engine.replicate_kernels import Partial
 from judgecal_dist.errors import InputError
 
 __all__ = ["Kernel", "PanelSource", "SparkItemsSource", "spark_items_source"]

@@ -9,7 +9,7 @@ and the Platt and beta calibrators. Two executions give the same numbers (tested
     the inclusion study's way: the item x judge int8 panel is put in Ray's object store once and every replicate
     task runs :func:`~judgecal_dist.methods.pipeline.fit_pipelines` on it.
 ``onepass``
-    :func:`judgecal_dist.engine.replicates.evaluate_replicates`: all replicates share every scan of a persisted
+    :func:`judgecal_dist.engine.onepass.replicates.evaluate_replicates`: all replicates share every scan of a persisted
     Spark table of items (or of the in-memory panel with ``stats_engine: local``); no item-level row reaches the
     driver. :func:`run_shared` runs the replicates still to do in batches of ``onepass_batch`` seeds (each batch
     shares its passes) and commits each batch's parts as soon as it is done, so an interrupted run resumes from
@@ -33,13 +33,13 @@ import pandas as pd
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine import local
-from judgecal_dist.engine.panel import Panel, load_panel
-from judgecal_dist.engine.replicates import (
+from judgecal_dist.engine.onepass.replicates import (
     ONEPASS_CALIBRATORS,
     evaluate_replicates,
     onepass_source,
     spark_label_classes,
 )
+from judgecal_dist.engine.panel import Panel, load_panel
 from judgecal_dist.engine.stats import choose_engine
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.records import json_records

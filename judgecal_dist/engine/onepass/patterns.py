@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from judgecal_dist.engine.replicate_kernels import (
+from judgecal_dist.engine.onepass.kernels import (
     Partial,
     PassSpec,
     beta_logs,
@@ -61,8 +61,9 @@ class PatternColumns:
         return np.concatenate([[0], np.cumsum(4 * self.n_codes)])
 
 
-def patterns_kernel(votes: np.ndarray, labels: np.ndarray, keys: np.ndarray, spec: PassSpec,
-                    pat: PatternColumns) -> Partial:  # fmt: skip
+def patterns_kernel(
+    votes: np.ndarray, labels: np.ndarray, keys: np.ndarray, spec: PassSpec, pat: PatternColumns
+) -> Partial:
     """Item counts per (column, side: calibration 0 / evaluation 1, label, pattern code), flattened."""
     offsets = pat.offsets
     if not len(pat.replicate):

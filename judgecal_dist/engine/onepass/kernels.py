@@ -33,9 +33,24 @@ from judgecal_dist.methods.votes import signed_votes
 from judgecal_dist.splits import calibration_mask
 from judgecal_dist.stats.metrics import bin_index, correctness
 
-__all__ = ["Partial", "Columns", "PassSpec", "counts_kernel", "ranges_kernel", "objective_kernel", "metrics_kernel",
-           "calibrated", "platt_sums", "beta_sums", "metric_sums", "calibration_side", "calibrator_input",
-           "platt_input", "beta_logs", "row_chunks"]  # fmt: skip
+__all__ = [
+    "Partial",
+    "Columns",
+    "PassSpec",
+    "counts_kernel",
+    "ranges_kernel",
+    "objective_kernel",
+    "metrics_kernel",
+    "calibrated",
+    "platt_sums",
+    "beta_sums",
+    "metric_sums",
+    "calibration_side",
+    "calibrator_input",
+    "platt_input",
+    "beta_logs",
+    "row_chunks",
+]
 
 #: Cells of ``rows x columns`` float64 work arrays per sub-batch (about 16 MB each), bounding worker memory.
 _CELLS_PER_CHUNK = 2_000_000
@@ -167,8 +182,10 @@ def platt_sums(u: np.ndarray, y: np.ndarray, theta: np.ndarray, count: np.ndarra
     if count is not None:
         resid, h, loss = resid * count, h * count, loss * count
     hu = h * u
-    return np.stack([loss.sum(axis=0), _column_dot(resid, u), resid.sum(axis=0), _column_dot(hu, u),
-                     hu.sum(axis=0), h.sum(axis=0)], axis=1)  # fmt: skip
+    return np.stack(
+        [loss.sum(axis=0), _column_dot(resid, u), resid.sum(axis=0), _column_dot(hu, u), hu.sum(axis=0), h.sum(axis=0)],
+        axis=1,
+    )
 
 
 def beta_sums(
@@ -180,8 +197,9 @@ def beta_sums(
     resid = sig - y
     if count is not None:
         resid, loss = resid * count, loss * count
-    return np.stack([loss.sum(axis=0), _column_dot(resid, log_s), -_column_dot(resid, log_1ms),
-                     resid.sum(axis=0)], axis=1)  # fmt: skip
+    return np.stack(
+        [loss.sum(axis=0), _column_dot(resid, log_s), -_column_dot(resid, log_1ms), resid.sum(axis=0)], axis=1
+    )
 
 
 def calibrated(t: np.ndarray, kind: np.ndarray, params: np.ndarray, spec: PassSpec) -> np.ndarray:

@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import pytest
 
+from judgecal_dist.engine.onepass.replicates import evaluate_replicates
 from judgecal_dist.engine.replicate_sources import spark_items_source
-from judgecal_dist.engine.replicates import evaluate_replicates
 from judgecal_dist.engine.spark import read_table
 from judgecal_dist.io.synthetic import generate_panel
 
@@ -46,8 +46,9 @@ def _peak(fn: Callable[[], object]) -> int:
 
 
 def _onepass(spark, root: str) -> None:
-    source = spark_items_source(read_table(spark, root, "verdicts"), read_table(spark, root, "labels"), dataset=None,
-                                sample=0, where=root)  # fmt: skip
+    source = spark_items_source(
+        read_table(spark, root, "verdicts"), read_table(spark, root, "labels"), dataset=None, sample=0, where=root
+    )
     try:
         evaluate_replicates(source, [0, 1], 0.5, panels=("all",), calibrators=("none", "platt"))
     finally:

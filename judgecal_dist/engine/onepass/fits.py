@@ -3,8 +3,8 @@
 Each function runs exactly the optimiser of :class:`~judgecal_dist.methods.platt.PlattCalibrator` /
 :class:`~judgecal_dist.methods.beta.BetaCalibration` (same start, options, penalty and degenerate-case rules), but
 the data sums of every objective evaluation come from ``evaluate(("platt" | "beta", column, 1 / m, params))``:
-a shared data pass (:func:`judgecal_dist.engine.lockstep.run_lockstep`) or weighted vote-pattern cells
-(:class:`judgecal_dist.engine.replicate_patterns.PatternTable`). The penalty is added here, once.
+a shared data pass (:func:`judgecal_dist.engine.onepass.lockstep.run_lockstep`) or weighted vote-pattern cells
+(:class:`judgecal_dist.engine.onepass.patterns.PatternTable`). The penalty is added here, once.
 """
 
 from __future__ import annotations

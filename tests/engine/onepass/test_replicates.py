@@ -15,11 +15,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from judgecal_dist.engine import replicate_kernels
+from judgecal_dist.engine.onepass import kernels
+from judgecal_dist.engine.onepass.kernels import Partial, PassSpec, counts_kernel
+from judgecal_dist.engine.onepass.replicates import evaluate_replicates
 from judgecal_dist.engine.panel import Panel, load_panel
-from judgecal_dist.engine.replicate_kernels import Partial, PassSpec, counts_kernel
 from judgecal_dist.engine.replicate_sources import PanelSource, spark_items_source
-from judgecal_dist.engine.replicates import evaluate_replicates
 from judgecal_dist.engine.spark import read_table
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.synthetic import generate_panel
@@ -53,8 +53,10 @@ def reference(panel: Panel, seeds, settings: Settings, panels=PANELS, fraction: 
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     p = calibrate(cal_name, settings, s_cal, y_cal, {"ev": s_ev})["ev"]
-                rows.append({"seed": seed, "panel": name, "calibrator": cal_name, "n_eval": len(y_ev)}
-                            | metric_table(y_ev, p, eps=settings.eps))  # fmt: skip
+                rows.append(
+                    {"seed": seed, "panel": name, "calibrator": cal_name, "n_eval": len(y_ev)}
+                    | metric_table(y_ev, p, eps=settings.eps)
+                )
     return pd.DataFrame(rows)
 
 
@@ -92,8 +94,14 @@ def test_local_onepass_equals_in_memory_on_generated(generated, calibrator_input
     # 0: every panel fitted by passes; 3: top3 from vote-pattern counts, the rest by passes; 10: all by patterns.
     settings = Settings(calibrator_input=calibrator_input)
     panel = load_panel(generated)
-    got = evaluate_replicates(PanelSource(panel, batch_items=700), SEEDS, 0.5, panels=PANELS, settings=settings,
-                              max_pattern_judges=max_pattern_judges)  # fmt: skip
+    got = evaluate_replicates(
+        PanelSource(panel, batch_items=700),
+        SEEDS,
+        0.5,
+        panels=PANELS,
+        settings=settings,
+        max_pattern_judges=max_pattern_judges,
+    )
     assert_equal(got, reference(panel, SEEDS, settings))
     if max_pattern_judges < 10:
         assert got.attrs["passes"] >= 4  # counts, patterns + ranges, >= 1 fit pass, metrics: never one per replicate
@@ -106,11 +114,11 @@ def test_calibration_cache_gives_the_same_numbers_as_recomputing(generated, monk
     panel = load_panel(generated)
     kwargs = dict(panels=PANELS, settings=Settings(), max_pattern_judges=0)
     cached = evaluate_replicates(PanelSource(panel, batch_items=700), SEEDS[:2], 0.5, **kwargs)
-    assert replicate_kernels._CACHE  # the passes filled it
-    monkeypatch.setattr(replicate_kernels, "CACHE_MB", 0.0)
-    replicate_kernels._CACHE.clear()
+    assert kernels._CACHE  # the passes filled it
+    monkeypatch.setattr(kernels, "CACHE_MB", 0.0)
+    kernels._CACHE.clear()
     fresh = evaluate_replicates(PanelSource(panel, batch_items=700), SEEDS[:2], 0.5, **kwargs)
-    assert not replicate_kernels._CACHE
+    assert not kernels._CACHE
     pd.testing.assert_frame_equal(cached, fresh, check_exact=True)
 
 
@@ -129,8 +137,13 @@ def test_partial_bytes_round_trip_sparse_and_dense():
 @pytest.mark.heavy  # ~1-2 min on a contended 2-core machine: ~30 Spark passes of ~1-3 s job overhead each
 def test_spark_onepass_equals_in_memory_on_generated(spark, generated):
     settings = Settings(calibrator_input="logit", class_prior="empirical")
-    source = spark_items_source(read_table(spark, generated, "verdicts"), read_table(spark, generated, "labels"),
-                                dataset=None, sample=0, where=generated)  # fmt: skip
+    source = spark_items_source(
+        read_table(spark, generated, "verdicts"),
+        read_table(spark, generated, "labels"),
+        dataset=None,
+        sample=0,
+        where=generated,
+    )
     try:
         # top3 from pattern counts, the full panel and top5 by lockstep passes over the workers' cached inputs
         got = evaluate_replicates(source, SPARK_SEEDS, 0.4, panels=PANELS, settings=settings, max_pattern_judges=3)
@@ -148,9 +161,13 @@ def test_onepass_equals_in_memory_on_llmbar(request, llmbar_root, engine):
         got = evaluate_replicates(PanelSource(panel, batch_items=97), seeds, 0.5, panels=PANELS, settings=settings)
     else:
         spark = request.getfixturevalue("spark")
-        source = spark_items_source(read_table(spark, llmbar_root, "verdicts"),
-                                    read_table(spark, llmbar_root, "labels"), dataset=None, sample=0,
-                                    where=llmbar_root)  # fmt: skip
+        source = spark_items_source(
+            read_table(spark, llmbar_root, "verdicts"),
+            read_table(spark, llmbar_root, "labels"),
+            dataset=None,
+            sample=0,
+            where=llmbar_root,
+        )
         try:
             got = evaluate_replicates(source, seeds, 0.5, panels=PANELS, settings=settings)
         finally:
@@ -164,8 +181,12 @@ def test_in_memory_beta_moves_by_summation_order_alone(llmbar_root):
     # the closed-form pipelines (none) do not move beyond round-off.
     settings = Settings(calibrator_input="logit")
     panel = load_panel(llmbar_root)
-    flipped = Panel(**{**panel.__dict__, **{k: getattr(panel, k)[::-1].copy()
-                                           for k in ("item_ids", "group_keys", "votes", "labels")}})  # fmt: skip
+    flipped = Panel(
+        **{
+            **panel.__dict__,
+            **{k: getattr(panel, k)[::-1].copy() for k in ("item_ids", "group_keys", "votes", "labels")},
+        }
+    )
     a, b = reference(panel, SEEDS, settings), reference(flipped, SEEDS, settings)
     diff = (a[METRICS] - b[METRICS]).abs().max(axis=1)
     assert diff[a["calibrator"] == "none"].max() < 1e-12
@@ -174,10 +195,15 @@ def test_in_memory_beta_moves_by_summation_order_alone(llmbar_root):
 
 def _panel(votes: np.ndarray, labels: np.ndarray) -> Panel:
     n, j = votes.shape
-    return Panel(dataset="toy", item_ids=np.array([f"i{i}" for i in range(n)], dtype=object),
-                 group_keys=group_keys([f"g{i}" for i in range(n)]), judge_ids=np.array([f"j{k}" for k in range(j)]),
-                 votes=votes.astype(np.int8), labels=labels.astype(np.int8),
-                 families=np.array([f"j{k}" for k in range(j)]))  # fmt: skip
+    return Panel(
+        dataset="toy",
+        item_ids=np.array([f"i{i}" for i in range(n)], dtype=object),
+        group_keys=group_keys([f"g{i}" for i in range(n)]),
+        judge_ids=np.array([f"j{k}" for k in range(j)]),
+        votes=votes.astype(np.int8),
+        labels=labels.astype(np.int8),
+        families=np.array([f"j{k}" for k in range(j)]),
+    )
 
 
 def test_degenerate_calibration_parts_take_the_in_memory_fallbacks():
@@ -241,8 +267,9 @@ def test_spark_items_equal_the_dense_panel(spark, tmp_path, label_fraction):
     verdicts[verdicts["item_id"] != dropped].to_parquet(f"{root}/verdicts/part-0.parquet", index=False)
     panel = load_panel(root)
     assert (panel.votes[panel.item_ids == dropped] == -1).all()
-    source = spark_items_source(read_table(spark, root, "verdicts"), read_table(spark, root, "labels"), dataset=None,
-                                sample=0, where=root)  # fmt: skip
+    source = spark_items_source(
+        read_table(spark, root, "verdicts"), read_table(spark, root, "labels"), dataset=None, sample=0, where=root
+    )
     try:
         spec = PassSpec((0, 1, 2), 0.5)
         got = source.map_reduce(functools.partial(counts_kernel, spec=spec)).sum

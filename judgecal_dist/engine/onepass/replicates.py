@@ -10,14 +10,14 @@ in memory, from a handful of passes over the items:
    votes; the panels and their one-coin weights follow exactly, from those counts
    (:func:`judgecal_dist.methods.pipeline.panels_from_counts` and :func:`~judgecal_dist.methods.pipeline.aggregate_counts`).
 2. **Patterns and ranges** (one pass): panels of at most ``max_pattern_judges`` judges (the top-k panels) are
-   counted per (side, label, vote pattern) cell (:mod:`judgecal_dist.engine.replicate_patterns`); their Platt
+   counted per (side, label, vote pattern) cell (:mod:`judgecal_dist.engine.onepass.patterns`); their Platt
    and beta fits and their metrics then follow on the driver from the weighted cells, with no further pass.
    For the other panels (the full panel) the pass gives per class the min and max of the calibrator's input,
    which decide the calibrators' degenerate cases (constant labels or scores, separation) as in memory, and
    leaves each batch's calibration-side inputs cached in the process that read it.
 3. **Fits** (one pass per optimiser iteration, large panels only): every Platt and beta fit runs the in-memory
    optimiser itself (``trust-exact`` for Platt, ``L-BFGS-B`` for beta, same start, options and penalty,
-   :mod:`judgecal_dist.engine.replicate_fits`) in lockstep (:func:`judgecal_dist.engine.lockstep.run_lockstep`);
+   :mod:`judgecal_dist.engine.onepass.fits`) in lockstep (:func:`judgecal_dist.engine.onepass.lockstep.run_lockstep`);
    each objective evaluation is a per-replicate sum of loss, gradient (and Hessian) over the cached
    calibration inputs, all requests in one pass.
 4. **Metrics** (one pass, large panels only): per pipeline the evaluation-side sums of NLL, squared error,
@@ -45,10 +45,8 @@ from scipy.special import logit
 from threadpoolctl import threadpool_limits
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine.lockstep import run_lockstep
-from judgecal_dist.engine.panel import Panel
-from judgecal_dist.engine.replicate_fits import fit_beta, fit_platt
-from judgecal_dist.engine.replicate_kernels import (
+from judgecal_dist.engine.onepass.fits import fit_beta, fit_platt
+from judgecal_dist.engine.onepass.kernels import (
     BETA_STATS,
     METRIC_STATS,
     PLATT_STATS,
@@ -60,12 +58,14 @@ from judgecal_dist.engine.replicate_kernels import (
     objective_kernel,
     ranges_kernel,
 )
-from judgecal_dist.engine.replicate_patterns import (
+from judgecal_dist.engine.onepass.lockstep import run_lockstep
+from judgecal_dist.engine.onepass.patterns import (
     MAX_PATTERN_JUDGES,
     PatternColumns,
     PatternTable,
     patterns_kernel,
 )
+from judgecal_dist.engine.panel import Panel
 from judgecal_dist.engine.replicate_sources import Kernel, PanelSource, SparkItemsSource, spark_items_source
 from judgecal_dist.engine.spark import get_session, read_table
 from judgecal_dist.errors import ConfigError, InputError
@@ -174,7 +174,7 @@ def evaluate_replicates(
     n_bins : int
         ECE bins.
     max_pattern_judges : int
-        Panels of at most this many judges (at most :data:`~judgecal_dist.engine.replicate_patterns.MAX_PATTERN_JUDGES`)
+        Panels of at most this many judges (at most :data:`~judgecal_dist.engine.onepass.patterns.MAX_PATTERN_JUDGES`)
         are fitted from vote-pattern counts; 0 fits every panel by passes.
 
     Returns
