@@ -37,9 +37,20 @@ class Failed(click.ClickException):
     exit_code = ExitCode.FAILED
 
 
+class _RedactingFilter(logging.Filter):
+    """Log lines never carry credentials: URL userinfo, ``password=`` parameters, environment credential values."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from judgecal_dist.engine.manifest import redact_text
+
+        record.msg, record.args = redact_text(record.getMessage()), None
+        return True
+
+
 def _setup_logging(verbose: bool) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S"))
+    handler.addFilter(_RedactingFilter())
     root = logging.getLogger("judgecal_dist")
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
@@ -72,7 +83,7 @@ def guarded(func: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-# -- options declared once ---------------------------------------------------------------------------------------
+# -- options declared once (dbt-style: each shared option is one decorator, applied by every command using it) ----
 conf_option = click.option(
     "--conf",
     "conf_path",
@@ -81,7 +92,19 @@ conf_option = click.option(
     help="Engine settings YAML (default: conf/local.yaml when present).",
 )
 output_option = click.option("--output", default=None, help="Results root URL (local path, file:// or s3://).")
-ray_option = click.option("--ray-address", default=None, help="Ray cluster address (default: a local Ray instance).")
+ray_option = click.option(
+    "--ray-address",
+    default=None,
+    help="Ray cluster: `run` joins it (default: a local Ray instance); `submit` sends the job to its Jobs API, "
+    "e.g. http://127.0.0.1:8265 (required there).",
+)
+run_id_option = click.option(
+    "--run-id",
+    default=None,
+    help="Run id: letters, digits, '.', '_', '-'; {date} and {time} are filled in UTC (e.g. nightly-{date}). "
+    "Default: cfg-<config digest>-in-<input digest>, so the same config on the same data resumes and changed "
+    "data is a new run. A run id whose folder holds another config's or other inputs' run is refused.",
+)
 set_option = click.option(
     "--set",
     "overrides",
@@ -151,7 +174,7 @@ def generate(
 @click.argument("config", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @set_option
 @output_option
-@click.option("--run-id", default=None, help="Run id (default: a digest of the config: the same config resumes).")
+@run_id_option
 @ray_option
 @conf_option
 @click.option("--serial", is_flag=True, help="Run replicates in this process instead of on Ray (debugging).")
@@ -170,8 +193,8 @@ def run(
     from judgecal_dist.engine.store import RunStore
     from judgecal_dist.studies.runner import execute, prepare
 
+    study = prepare(config, overrides, run_id=run_id)  # the run id's syntax too, before anything is read
     engine = load_engine_config(conf_path, {"ray_address": ray_address})
-    study = prepare(config, overrides, run_id=run_id)
     url = execute(study, engine, output=output, serial=serial)
     summary = RunStore(url, storage_options=dict(engine.storage_options)).read_table("summary.parquet")
     click.echo(_table_preview(summary))
@@ -225,6 +248,11 @@ def status(run_url: str) -> None:
     planned = manifest.get("replicates") or manifest.get("config", {}).get("replicates")
     succeeded = store.succeeded
     state = "succeeded" if succeeded else manifest.get("status", "unknown")
+    lease = None if succeeded else store.lease_info()
+    if state == "running" and (lease is None or not store.lease_alive(lease)):
+        state = "stopped (interrupted; rerun the same run id to resume)"
+    elif state == "failed":
+        state = f"failed ({manifest.get('error')}; rerun the same run id to resume)"
     click.echo(
         f"{manifest.get('study')} {manifest.get('run_id')}: {state}; replicates {len(stamps)}/{planned}; "
         f"started {manifest.get('started')} ended {manifest.get('ended')}"
@@ -236,8 +264,8 @@ def status(run_url: str) -> None:
 @cli.command()
 @click.argument("config", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @set_option
-@click.option("--ray-address", required=True, help="The cluster's Ray Jobs API, e.g. http://127.0.0.1:8265.")
-@click.option("--run-id", default=None, help="Run id and submission id (default: the digest `judgecal run` uses).")
+@ray_option
+@run_id_option
 @output_option
 @conf_option
 @click.option("--follow", is_flag=True, help="Stream the job's logs until it ends; exit 1 unless it succeeded.")
@@ -245,18 +273,29 @@ def status(run_url: str) -> None:
 def submit(
     config: Path,
     overrides: tuple[str, ...],
-    ray_address: str,
+    ray_address: str | None,
     run_id: str | None,
     output: str | None,
     conf_path: Path | None,
     follow: bool,
 ) -> None:
-    """Submit the study in CONFIG to a Ray cluster as a job; print the job id last (a repeat reports the job)."""
-    from judgecal_dist.engine.submit import follow_job, job_client, submit_study
-    from judgecal_dist.studies.runner import prepare
+    """Submit the study in CONFIG to a Ray cluster as a job; print the job id last (a repeat reports the job).
 
+    The run id is the job's submission id: ``{date}``/``{time}`` are filled now; the default id fingerprints the
+    inputs here (so they must be reachable), exactly as ``judgecal run`` would.
+    """
+    from judgecal_dist.config import load_engine_config
+    from judgecal_dist.engine.submit import check_shippable, follow_job, job_client, submit_study
+    from judgecal_dist.studies.runner import identify, prepare
+
+    if not ray_address:
+        raise click.MissingParameter(ctx=click.get_current_context(), param_hint="'--ray-address'", param_type="option")
+    engine = load_engine_config(conf_path)
     run = prepare(config, overrides, run_id=run_id)
-    sub = submit_study(run, ray_address=ray_address, output=output, conf_path=conf_path)
+    check_shippable(engine, run.values, str(conf_path or "engine settings"))  # before the cluster is contacted
+    client = job_client(ray_address)
+    run = identify(run, engine.storage_options, fingerprint=run_id is None)
+    sub = submit_study(run, ray_address=ray_address, engine=engine, output=output, client=client)
     verb = "submitted" if sub.created else f"already {sub.status} (not submitted again)"
     click.echo(f"{sub.study} {sub.run_id}: job {sub.job_id} {verb}; results at {sub.results_url}")
     if follow:
@@ -273,8 +312,13 @@ def submit(
 @click.option("--output", "output_url", required=True, help="Output folder URL (items/, summary/, _SUCCESS).")
 @click.option("--sample", type=int, default=0, show_default=True, help="Verdict sample to score.")
 @click.option("--ignore-unknown-judges", is_flag=True, help="Leave out verdicts of judges the model lacks.")
-@click.option("--engine", "stats_engine", type=click.Choice(["auto", "spark", "local"]), default=None,
-              help="Spark or in memory (default: auto, by table size).")  # fmt: skip
+@click.option(
+    "--engine",
+    "stats_engine",
+    type=click.Choice(["auto", "spark", "local"]),
+    default=None,
+    help="Spark or in memory (default: auto, by table size).",
+)
 @conf_option
 @guarded
 def score(

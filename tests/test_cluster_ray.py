@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from judgecal_dist.cli import cli
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.studies.runner import execute, prepare
+from judgecal_dist.studies.runner import execute, identify, prepare
 from tests.cluster_support import ROOT, start_ray_head
 
 pytestmark = pytest.mark.ray
@@ -82,7 +82,7 @@ def _wait_parts(folder: Path, at_least: int, proc, timeout: float = 240) -> None
 def test_submit_runs_the_study_and_a_repeat_reports_the_job(head, panel, tmp_path, monkeypatch):
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     args = _args(panel, 4)
-    run_id = prepare(CONFIG, args).run_id  # the default digest `judgecal run` uses
+    run_id = identify(prepare(CONFIG, args)).run_id  # the default id `judgecal run` uses (config + inputs)
     out = tmp_path / "cluster-results"
     runner = CliRunner()
     first = runner.invoke(cli, ["submit", str(CONFIG), *_sets(args), "--ray-address", head.dashboard,

@@ -1,16 +1,19 @@
 """Run manifests: what ran, on what, with which versions; never credentials.
 
 A manifest records the study config, package version, git sha, input fingerprints (file names, sizes and
-modification stamps or ETags of the dataset, plus its ingest report digest), engine settings without storage
-options, start/end times and library versions. Values that look like secrets are redacted twice: by key name
-(``*secret*``, ``*password*``, ``*token*``, ``*credential*``, ``*access_key*``) and by value (any value equal to a
-credential found in the environment).
+modification stamps or ETags of the dataset, plus its ingest report digest), the run's identity (config digest and
+input digest), engine settings without storage options, start/end times and library versions. Secrets are
+redacted three ways: by key name (:func:`is_credential_key`: ``secret``, ``password``, ``token``, ``credential``,
+``access_key``, Spark's ``spark.hadoop.fs.s3a.access.key`` / ``secret.key`` / ``session.token``, ...), by URL
+(userinfo ``s3://user:pass@...`` and ``password=`` parameters of JDBC URLs) and by value (any value equal to a
+credential found in the environment). :func:`redact_text` applies the last two to log lines.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import json
 import os
 import platform
 import re
@@ -21,11 +24,34 @@ from pathlib import Path
 from typing import Any
 
 from judgecal_dist import __version__
-from judgecal_dist.io.filesystem import open_fs
+from judgecal_dist.io.filesystem import open_fs, require_exists
 
-__all__ = ["build_manifest", "fingerprint_inputs", "redact", "utc_now"]
+__all__ = [
+    "build_manifest",
+    "credential_paths",
+    "fingerprint_inputs",
+    "input_digest",
+    "is_credential_key",
+    "redact",
+    "redact_text",
+    "utc_now",
+]
 
-_SECRET_KEY = re.compile(r"secret|password|passwd|token|credential|access_key|session_key|api_key", re.IGNORECASE)
+# Key names that hold credentials: s3fs/botocore (key, secret, token, aws_secret_access_key, aws_session_token),
+# Spark/Hadoop (fs.s3a.access.key, fs.s3a.secret.key, fs.s3a.session.token, fs.azure.account.key.<account>,
+# spark.authenticate.secret, spark.ssl.keyStorePassword), JDBC options (password) and generic names.
+_SECRET_KEY = re.compile(
+    r"^(key|secret|token|password|pwd)$|secret|passw(or)?d|token|credential"
+    r"|(access|session|api|account|private|encryption)[._-]?key",
+    re.IGNORECASE,
+)
+# ... except settings that only name where credentials come from (a provider class, a token binding).
+_NOT_SECRET_KEY = re.compile(r"(provider|binding|\.enabled|\.impl|\.class|\.file|\.path)$", re.IGNORECASE)
+# URL userinfo (``scheme://user:pass@host``) and credential parameters (``?password=...``, ``;password=...``).
+_URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^/\s]+@")  # greedy: up to the last @
+_URL_PARAM = re.compile(
+    r"(?P<name>\b(?:password|passwd|pwd|secret|token|(?:access|secret|api|session)[._-]?key))=[^&;\s]+", re.IGNORECASE
+)
 _SECRET_ENV = re.compile(r"(SECRET|PASSWORD|TOKEN|CREDENTIAL|ACCESS_KEY|SESSION|API_KEY)", re.IGNORECASE)
 _LIBRARIES = ("numpy", "pandas", "pyarrow", "scipy", "scikit-learn", "pyspark", "ray", "fsspec", "s3fs")
 REDACTED = "***redacted***"
@@ -39,18 +65,58 @@ def _secret_values() -> set[str]:
     return {v for k, v in os.environ.items() if _SECRET_ENV.search(k) and v and len(v) >= 4}
 
 
+def is_credential_key(key: Any) -> bool:
+    """Whether a setting named ``key`` holds a credential (see the module docstring for the names)."""
+    name = str(key)
+    return bool(_SECRET_KEY.search(name)) and not _NOT_SECRET_KEY.search(name)
+
+
+def _url_has_credentials(text: str) -> bool:
+    return bool(_URL_USERINFO.search(text) or _URL_PARAM.search(text))
+
+
+def redact_text(text: str, _secrets: set[str] | None = None) -> str:
+    """``text`` with URL userinfo, URL credential parameters and environment credential values replaced."""
+    text = _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", text)
+    text = _URL_PARAM.sub(lambda m: f"{m.group('name')}={REDACTED}", text)
+    for secret in _secret_values() if _secrets is None else _secrets:
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
 def redact(obj: Any, _secrets: set[str] | None = None) -> Any:
-    """A copy of ``obj`` with secret-looking keys and any environment credential value replaced."""
+    """A copy of ``obj`` with credential keys, URL credentials and any environment credential value replaced."""
     secrets = _secret_values() if _secrets is None else _secrets
     if isinstance(obj, Mapping):
-        return {k: (REDACTED if _SECRET_KEY.search(str(k)) else redact(v, secrets)) for k, v in obj.items()}
+        return {k: (REDACTED if is_credential_key(k) else redact(v, secrets)) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
         return [redact(v, secrets) for v in obj]
     if isinstance(obj, str):
-        for secret in secrets:
-            if secret in obj:
-                obj = obj.replace(secret, REDACTED)
+        return redact_text(obj, secrets)
     return obj
+
+
+def credential_paths(obj: Any, path: str = "") -> list[str]:
+    """Dotted paths in ``obj`` whose key names a credential or whose value is a URL carrying one.
+
+    Used where settings are shipped (``judgecal submit``), which refuses them rather than redacting: a redacted
+    setting would fail on the cluster.
+    """
+    found: list[str] = []
+    if isinstance(obj, Mapping):
+        for key, value in obj.items():
+            where = f"{path}.{key}" if path else str(key)
+            if is_credential_key(key) and value not in (None, ""):
+                found.append(where)
+            else:
+                found.extend(credential_paths(value, where))
+    elif isinstance(obj, list | tuple):
+        for i, value in enumerate(obj):
+            found.extend(credential_paths(value, f"{path}[{i}]"))
+    elif isinstance(obj, str) and _url_has_credentials(obj):
+        found.append(path)
+    return found
 
 
 def _git_sha() -> str | None:
@@ -73,8 +139,15 @@ def _versions() -> dict[str, str]:
 
 
 def fingerprint_inputs(url: str, storage_options: dict | None = None) -> dict[str, Any]:
-    """A digest of every file under ``url`` (name, size, mtime/ETag): equal digests mean unchanged input."""
+    """A digest of every file under ``url`` (name, size, mtime/ETag): equal digests mean unchanged input.
+
+    Raises
+    ------
+    InputError
+        ``url`` does not exist or cannot be reached.
+    """
     fs, path = open_fs(url, storage_options)
+    require_exists(fs, path, url)
     files = sorted(fs.find(path, detail=True).items())
     digest = hashlib.sha256()
     total = 0
@@ -86,6 +159,12 @@ def fingerprint_inputs(url: str, storage_options: dict | None = None) -> dict[st
     return {"url": url, "files": len(files), "bytes": total, "sha256": digest.hexdigest()}
 
 
+def input_digest(inputs: list[dict[str, Any]]) -> str:
+    """A short digest of a run's input fingerprints (part of its identity, beside the config digest)."""
+    blob = json.dumps(sorted(entry["sha256"] for entry in inputs)).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
 def build_manifest(
     *,
     study: str,
@@ -94,16 +173,21 @@ def build_manifest(
     engine: Mapping[str, Any],
     inputs: list[dict[str, Any]],
     started: str,
+    identity: Mapping[str, str] | None = None,
     ended: str | None = None,
     status: str = "running",
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The manifest as plain data, redacted; ``engine`` loses its storage options entirely."""
+    """The manifest as plain data, redacted; ``engine`` loses its storage options entirely.
+
+    ``identity`` (``config_digest``, ``input_digest``) is what a rerun of the same run id is checked against.
+    """
     engine_public = {k: v for k, v in engine.items() if k != "storage_options"}
     manifest = {
         "study": study,
         "run_id": run_id,
         "status": status,
+        **dict(identity or {}),
         "package": "judgecal-dist",
         "version": __version__,
         "git_sha": _git_sha(),

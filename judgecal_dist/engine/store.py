@@ -42,11 +42,13 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from judgecal_dist.errors import InputError, RunError
-from judgecal_dist.io.filesystem import open_fs, retry_transient
+from judgecal_dist.io.filesystem import has_directories, open_fs, retry_transient
 
-__all__ = ["RunStore", "RunConflict", "SUCCESS", "LEASE", "is_remote", "progress_line"]
+__all__ = ["RunStore", "RunConflict", "SUCCESS", "LEASE", "REJECTED", "is_remote", "progress_line"]
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +60,16 @@ LEASE = "_LEASE.json"
 LEASE_TTL_S = 600.0
 #: Pause between writing the lease and reading it back (two attempts racing for it both see the winner).
 LEASE_SETTLE_S = 0.2
-_PART = re.compile(r"part-(\d+)\.parquet$")
+_PART = re.compile(r"part-(\d+)\.parquet")
+#: Where parts that fail verification on resume are moved (under ``replicates/``), never deleted.
+REJECTED = "_rejected"
+#: Parquet schema metadata of a replicate part: its seed, and ``judgecal.<key>`` for each key of the run identity.
+PART_META_PREFIX = "judgecal."
+PART_SEED = "judgecal.seed"
+
+
+def _part_name(seed: int) -> str:
+    return f"replicates/part-{int(seed)}.parquet"
 
 
 class RunConflict(RunError):
@@ -81,6 +92,9 @@ class RunStore:
         Passed to fsspec (e.g. ``{"client_kwargs": {"endpoint_url": ...}}``); never written anywhere.
     lease_ttl : float
         Seconds without a heartbeat after which another host's lease is taken over.
+    identity : dict, optional
+        The run's identity (``config_digest``, ``input_digest``), recorded in every replicate part and checked on
+        resume.
 
     Attributes
     ----------
@@ -89,12 +103,18 @@ class RunStore:
     """
 
     def __init__(
-        self, url: str, *, storage_options: dict[str, Any] | None = None, lease_ttl: float = LEASE_TTL_S
+        self,
+        url: str,
+        *,
+        storage_options: dict[str, Any] | None = None,
+        lease_ttl: float = LEASE_TTL_S,
+        identity: dict[str, str] | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         self.fs, self.path = open_fs(self.url, storage_options)
         self.path = self.path.rstrip("/")
         self.lease_ttl = lease_ttl
+        self.identity = dict(identity or {})
         self.attempt = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._lease_at: float | None = None  # monotonic time of our last lease write; None = not held
         self._complete = False  # another attempt committed _SUCCESS: this one writes nothing
@@ -129,10 +149,10 @@ class RunStore:
 
         def put() -> None:
             tmp = f"{tmp_dir}/{uuid.uuid4().hex}-{name.replace('/', '_')}"  # fresh on every retry
-            self.fs.makedirs(tmp_dir, exist_ok=True)
+            self._makedirs(tmp_dir)
             with self.fs.open(tmp, "wb") as fh:
                 fh.write(data)
-            self.fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
+            self._makedirs(target.rsplit("/", 1)[0])
             self.fs.mv(tmp, target)
 
         try:
@@ -140,6 +160,11 @@ class RunStore:
         except OSError as err:
             raise RunError(f"{self.url_of(name)}: could not commit ({err})") from err
         self.fs.invalidate_cache(self.path)
+
+    def _makedirs(self, folder: str) -> None:
+        # Object stores need no folders, and s3fs's makedirs would create a missing bucket: never call it there.
+        if has_directories(self.fs):
+            self.fs.makedirs(folder, exist_ok=True)
 
     # -- the lease -------------------------------------------------------------------------------------------
     def lease_info(self) -> dict[str, Any] | None:
@@ -163,8 +188,13 @@ class RunStore:
 
     def _write_lease(self, started: float | None = None) -> None:
         now = time.time()
-        doc = {"attempt": self.attempt, "host": platform.node(), "pid": os.getpid(), "started": started or now,
-               "heartbeat": now}  # fmt: skip
+        doc = {
+            "attempt": self.attempt,
+            "host": platform.node(),
+            "pid": os.getpid(),
+            "started": started or now,
+            "heartbeat": now,
+        }
         self._put(LEASE, json.dumps(doc).encode())
         self._lease_at = time.monotonic()
 
@@ -229,34 +259,112 @@ class RunStore:
 
     # -- replicates and resume -------------------------------------------------------------------------------
     def commit_part(self, seed: int, table: pd.DataFrame) -> None:
-        """Commit one finished replicate as ``replicates/part-<seed>.parquet`` (never lost once written)."""
-        self.write_table(f"replicates/part-{int(seed)}.parquet", table)
+        """Commit one finished replicate as ``replicates/part-<seed>.parquet`` (never lost once written).
+
+        The part's Parquet schema metadata records its seed and the run's identity (:attr:`identity`), so a resume
+        can tell it from another seed's or another run's rows (:meth:`verified_seeds`).
+        """
+        stamp = {PART_SEED: str(int(seed))} | {f"{PART_META_PREFIX}{k}": str(v) for k, v in self.identity.items()}
+        arrow = pa.Table.from_pandas(table, preserve_index=False)
+        arrow = arrow.replace_schema_metadata(
+            (arrow.schema.metadata or {}) | {k.encode(): v.encode() for k, v in stamp.items()}
+        )
+        buf = pa.BufferOutputStream()
+        pq.write_table(arrow, buf)
+        self.write_bytes(f"replicates/part-{int(seed)}.parquet", buf.getvalue().to_pybytes())
 
     def finished_seeds(self) -> set[int]:
-        """Seeds whose part is already committed (a rerun skips them)."""
+        """Seeds whose part is already committed, by name only (status reports; resume uses verified_seeds)."""
         return set(self.part_stamps())
 
     def part_stamps(self) -> dict[int, float]:
         """Committed seeds and their commit times (POSIX seconds), for resume and progress reports."""
+        return {seed: _stamp(entry) for seed, entry in self._part_entries()[0].items()}
+
+    def _part_entries(self) -> tuple[dict[int, dict[str, Any]], list[str]]:
+        """``replicates/`` listed: part entries by seed, and the names of files that are not parts."""
         folder = self._p("replicates")
 
         def listing() -> list[dict[str, Any]]:
             self.fs.invalidate_cache(folder)
             return self.fs.ls(folder, detail=True) if self.fs.exists(folder) else []
 
-        stamps = {}
+        parts, foreign = {}, []
         for entry in self._retry(listing, "replicates/"):
-            match = _PART.search(entry["name"])
-            if match:
-                stamps[int(match.group(1))] = _stamp(entry)
-        return stamps
+            base = entry["name"].rstrip("/").rsplit("/", 1)[-1]
+            match = _PART.fullmatch(base)
+            if match and entry.get("type") != "directory":
+                parts[int(match.group(1))] = entry
+            elif base != REJECTED:
+                foreign.append(base)
+        return parts, foreign
+
+    def verified_seeds(self) -> set[int]:
+        """Seeds whose committed part can be trusted on resume; every other part is set aside, to be recomputed.
+
+        A part is trusted when it decodes completely and its metadata records its own seed and this run's
+        :attr:`identity`. An unreadable part (truncated, corrupt) or one that records another seed or another run
+        is named in a warning and moved to ``replicates/_rejected/`` (never deleted). Files in ``replicates/`` that
+        are not parts are named in a warning and left alone.
+
+        Notes
+        -----
+        Each part is read once in full (a footer check alone would miss a corrupt page); the cost on resume is
+        measured by ``benchmarks/resume_verify.py``.
+        """
+        parts, foreign = self._part_entries()
+        for name in foreign:
+            log.warning("%s: not a replicate part; ignored and left as is", self.url_of(f"replicates/{name}"))
+        trusted = set()
+        for seed in sorted(parts):
+            problem = self._part_problem(seed)
+            if problem is None:
+                trusted.add(seed)
+                continue
+            aside = self._set_aside(seed)
+            log.warning("%s: %s; set aside as %s and recomputed", self.url_of(_part_name(seed)), problem, aside)
+        return trusted
+
+    def _part_problem(self, seed: int) -> str | None:
+        """Why the committed part of ``seed`` cannot be trusted, or None."""
+        try:
+            parquet = pq.ParquetFile(io.BytesIO(self.read_bytes(_part_name(seed))))
+            parquet.read()  # decodes every page: a corrupt page fails here, not in the summary
+        except (OSError, ValueError, pa.ArrowException) as err:
+            return f"unreadable ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
+        meta = {k.decode(): v.decode() for k, v in (parquet.schema_arrow.metadata or {}).items()}
+        found = {PART_SEED: str(seed)} | {f"{PART_META_PREFIX}{k}": str(v) for k, v in self.identity.items()}
+        wrong = {key: meta.get(key) for key, value in found.items() if meta.get(key) != value}
+        if wrong:
+            said = ", ".join(f"{key.removeprefix(PART_META_PREFIX)}={value}" for key, value in wrong.items())
+            want = ", ".join(f"{key.removeprefix(PART_META_PREFIX)}={found[key]}" for key in wrong)
+            return f"records {said}, not {want}"
+        return None
+
+    def _set_aside(self, seed: int) -> str:
+        """Move a rejected part to ``replicates/_rejected/`` under a unique name; return that name."""
+        self._ensure_lease(verify=False)
+        aside = f"replicates/{REJECTED}/part-{seed}.{self.attempt}.parquet"
+        self._makedirs(self._p(f"replicates/{REJECTED}"))
+        try:
+            self._retry(lambda: self.fs.mv(self._p(_part_name(seed)), self._p(aside)), _part_name(seed))
+        except OSError as err:
+            raise RunError(f"{self.url_of(_part_name(seed))}: could not set the part aside ({err})") from err
+        self.fs.invalidate_cache(self.path)
+        return self.url_of(aside)
 
     def read_parts(self, seeds: Iterable[int] | None = None) -> pd.DataFrame:
         """All committed replicate tables, concatenated in seed order."""
         wanted = sorted(self.finished_seeds() if seeds is None else seeds)
         frames = []
         for seed in wanted:
-            frames.append(pd.read_parquet(io.BytesIO(self.read_bytes(f"replicates/part-{seed}.parquet"))))
+            try:
+                frames.append(pd.read_parquet(io.BytesIO(self.read_bytes(_part_name(seed)))))
+            except (OSError, ValueError, pa.ArrowException) as err:
+                raise RunError(
+                    f"{self.url_of(_part_name(seed))}: unreadable ({type(err).__name__}); rerun the same run id: "
+                    "the part is then set aside and recomputed"
+                ) from err
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
     # -- reading ---------------------------------------------------------------------------------------------

@@ -1,11 +1,12 @@
 """Submit a study to a Ray cluster through the Ray Jobs API (``judgecal submit``).
 
-The caller parses and validates the study config (``studies.runner.prepare``: a rejected config never reaches
-the cluster); this module stages the project
-as the job's ``working_dir``: the package, the resolved study config (``_submit/study.yaml``, overrides
-applied) and the engine settings (``_submit/engine.yaml``). The job's entrypoint is ``judgecal run`` on that
-config with the run id computed here, so the cluster writes to the same run folder a local ``judgecal run`` of the
-same config would use, and a rerun resumes it.
+The caller parses and validates the study config and identifies the run (``studies.runner.prepare`` and
+``identify``: a rejected config never reaches the cluster, and the run id carries the config and input digests);
+settings holding credentials are refused (:func:`check_shippable`). This module stages the project as the job's
+``working_dir``: the package, the resolved study config (``_submit/study.yaml``, overrides applied) and the engine
+settings (``_submit/engine.yaml``). The job's entrypoint is ``judgecal run`` on that config with the run id resolved
+by the caller (``{date}`` filled at submission), so the cluster writes to the same run folder a local ``judgecal
+run`` of the same config and inputs would use, and a rerun resumes it.
 
 The run id is the job's submission id. Ray refuses a used submission id, so a repeated submit finds the job and
 reports it (pending, running or succeeded) instead of starting another; only after a failed or stopped job does it
@@ -24,17 +25,17 @@ import shlex
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from judgecal_dist.config import load_engine_config
+from judgecal_dist.engine.manifest import credential_paths
 from judgecal_dist.engine.store import is_remote
 from judgecal_dist.errors import ConfigError, InputError, RunError
 
-__all__ = ["Submission", "submit_study", "follow_job", "job_client", "ACTIVE", "FAILED_STATES"]
+__all__ = ["Submission", "check_shippable", "submit_study", "follow_job", "job_client", "ACTIVE", "FAILED_STATES"]
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +46,6 @@ _ATTEMPT = re.compile(r"-attempt(\d+)$")
 #: Jobs API answers that mean "the cluster is not ready yet" (worth retrying), and how long to keep trying.
 _RETRYABLE = re.compile(r"try again later|status code 50[0234]", re.IGNORECASE)
 SUBMIT_WAIT_S = 90.0
-#: storage_options keys that hold credentials (s3fs: key, secret, token; botocore: aws_*; generic: password).
-_SECRET_KEY = re.compile(r"^(key|secret|token|password)$|secret|access_key|session_token|password", re.IGNORECASE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,12 +77,34 @@ def job_client(address: str) -> Any:
         raise InputError(f"--ray-address {address}: cannot reach the Ray Jobs API ({first})") from err
 
 
+def check_shippable(engine: Any, values: Mapping[str, Any], source: str = "engine settings") -> None:
+    """Refuse settings that would ship credentials with the job (engine settings and study config alike).
+
+    Engine settings and the study config are uploaded to the cluster in the job's ``working_dir``: a credential
+    key (``storage_options.secret``, ``spark_conf`` keys such as ``spark.hadoop.fs.s3a.secret.key``) or a URL with
+    userinfo or a ``password=`` parameter is refused, not redacted (a redacted setting would fail on the cluster).
+
+    Raises
+    ------
+    ConfigError
+        Naming the first offending setting.
+    """
+    engine_values = dataclasses.asdict(engine) if dataclasses.is_dataclass(engine) else dict(engine)
+    for where, found in ((source, credential_paths(engine_values)), ("study config", credential_paths(values))):
+        if found:
+            raise ConfigError(
+                f"{where}: {found[0]}: credentials do not belong in engine settings or study configs (they would "
+                "be shipped with the job); the cluster reads them from its environment (AWS chain, Spark's "
+                "credential providers)"
+            )
+
+
 def submit_study(
     run: Any,
     *,
     ray_address: str,
+    engine: Any,
     output: str | None = None,
-    conf_path: str | Path | None = None,
     client: Any = None,
 ) -> Submission:
     """Submit ``run`` as a Ray job whose submission id is its run id; report an existing job instead.
@@ -91,22 +112,21 @@ def submit_study(
     Parameters
     ----------
     run : judgecal_dist.studies.runner.StudyRun
-        The prepared study (``prepare(config, overrides, run_id=...)``): its plain values and run id (by default
-        the digest of the config, the same as ``judgecal run`` uses).
+        The prepared and identified study (``identify(prepare(config, overrides, run_id=...))``): its plain values
+        and resolved run id (by default ``cfg-<config digest>-in-<input digest>``, the id ``judgecal run`` uses).
     ray_address : str
         The cluster's Jobs API (dashboard) address, ``http://host:8265``.
+    engine : judgecal_dist.config.EngineConfig
+        Engine settings for the job, checked by :func:`check_shippable` (e.g. ``conf/cluster.yaml``).
     output : str, optional
         Results root; default the engine settings' ``output``. A local path is made absolute here, so it only
         makes sense for a cluster that shares this filesystem; clusters write to ``s3://``.
-    conf_path : path, optional
-        Engine settings for the job (default ``conf/local.yaml`` when present), e.g. ``conf/cluster.yaml``.
 
     Returns
     -------
     Submission
     """
-    engine = load_engine_config(conf_path)
-    _refuse_credentials(engine.storage_options, str(conf_path or "engine settings"))
+    check_shippable(engine, run.values)
     out = (output or engine.output).rstrip("/")
     if not is_remote(out):
         out = str(Path(out.removeprefix("file://")).expanduser().resolve())
@@ -122,8 +142,12 @@ def submit_study(
             log.info("job %s already %s; not submitted again", latest.submission_id, status)
             return Submission(latest.submission_id, status, False, study, run.run_id, results_url)
         job_id = _next_attempt(latest.submission_id, run.run_id)
-        log.info("job %s %s; submitting %s, which resumes from the committed replicates",
-                 latest.submission_id, status, job_id)  # fmt: skip
+        log.info(
+            "job %s %s; submitting %s, which resumes from the committed replicates",
+            latest.submission_id,
+            status,
+            job_id,
+        )
     else:
         job_id = run.run_id
 
@@ -146,19 +170,6 @@ def submit_study(
     return Submission(job_id, "PENDING", True, study, run.run_id, results_url)
 
 
-def _refuse_credentials(options: Any, source: str, path: str = "storage_options") -> None:
-    """Engine settings travel with the job (uploaded to the cluster): they must hold no credentials."""
-    if not isinstance(options, dict):
-        return
-    for key, value in options.items():
-        if _SECRET_KEY.search(str(key)):
-            raise ConfigError(
-                f"{source}: {path}.{key}: credentials do not belong in engine settings (they would be shipped "
-                "with the job); the cluster reads them from its environment (AWS chain)"
-            )
-        _refuse_credentials(value, source, f"{path}.{key}")
-
-
 def _stage(folder: Path, values: dict[str, Any], engine: Any, output: str, run_id: str) -> str:
     """Copy the package and the resolved configs into ``folder``; return the job's entrypoint."""
     shutil.copytree(PACKAGE_ROOT, folder / "judgecal_dist", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
@@ -168,8 +179,21 @@ def _stage(folder: Path, values: dict[str, Any], engine: Any, output: str, run_i
     engine_values = json.loads(json.dumps(dataclasses.asdict(engine), default=dict))
     engine_values["ray_address"] = None  # the job connects to its own cluster (--ray-address auto below)
     (folder / "_submit" / "engine.yaml").write_text(yaml.safe_dump(engine_values, sort_keys=False))
-    args = ["python", "-m", "judgecal_dist.cli", "run", "_submit/study.yaml", "--run-id", run_id,
-            "--output", output, "--conf", "_submit/engine.yaml", "--ray-address", "auto"]  # fmt: skip
+    args = [
+        "python",
+        "-m",
+        "judgecal_dist.cli",
+        "run",
+        "_submit/study.yaml",
+        "--run-id",
+        run_id,
+        "--output",
+        output,
+        "--conf",
+        "_submit/engine.yaml",
+        "--ray-address",
+        "auto",
+    ]
     return shlex.join(args)
 
 

@@ -29,6 +29,8 @@ from judgecal_dist.errors import InputError
 __all__ = [
     "open_fs",
     "require_exists",
+    "require_bucket",
+    "has_directories",
     "open_input",
     "read_json_file",
     "join_path",
@@ -44,9 +46,20 @@ T = TypeVar("T")
 #: HTTP statuses and S3 error codes that mean "try again" (AWS S3 error responses; MinIO and moto use the same).
 TRANSIENT_STATUS = frozenset({500, 502, 503, 504})
 TRANSIENT_CODES = frozenset(
-    {"InternalError", "ServiceUnavailable", "SlowDown", "Throttling", "ThrottlingException", "RequestTimeout",
-     "RequestLimitExceeded", "TooManyRequestsException", "503 SlowDown"}
-)  # fmt: skip
+    {
+        "InternalError",
+        "ServiceUnavailable",
+        "SlowDown",
+        "Throttling",
+        "ThrottlingException",
+        "RequestTimeout",
+        "RequestLimitExceeded",
+        "TooManyRequestsException",
+        "503 SlowDown",
+    }
+)
+#: Protocols whose "folders" are key prefixes in a bucket (s3fs's ``makedirs`` would create the bucket).
+OBJECT_STORES = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss"})
 #: botocore's retry mode for ``s3://`` unless ``storage_options`` sets one (per request; see retry_transient).
 S3_RETRIES = {"mode": "standard", "max_attempts": 8}
 
@@ -113,6 +126,32 @@ def require_exists(fs: AbstractFileSystem, path: str, url: str) -> None:
         raise InputError(f"{url}: cannot access ({type(err).__name__}: {err})") from err
     if not found:
         raise InputError(f"{url}: no such file or directory")
+
+
+def has_directories(fs: AbstractFileSystem) -> bool:
+    """False for object stores, whose folders are key prefixes: never ``makedirs`` there (it creates buckets)."""
+    protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
+    return not OBJECT_STORES.intersection(protocols)
+
+
+def require_bucket(url: str, storage_options: dict[str, Any] | None = None) -> None:
+    """Raise :class:`InputError` unless the bucket of an object-store ``url`` exists; judgecal never creates one.
+
+    A local path or any filesystem with real directories passes (its folders are made as needed).
+    """
+    fs, path = open_fs(url, storage_options)
+    if has_directories(fs):
+        return
+    bucket = path.strip("/").split("/", 1)[0]
+    try:
+        fs.invalidate_cache(bucket)
+        found = fs.exists(bucket)
+    except ACCESS_ERRORS as err:
+        raise InputError(f"{url}: cannot access bucket {bucket!r} ({type(err).__name__}: {err})") from err
+    if not found:
+        raise InputError(
+            f"{url}: bucket {bucket!r} does not exist (judgecal never creates buckets); create it first, or fix the URL"
+        )
 
 
 def strip_compression(name: str) -> tuple[str, str | None]:
@@ -201,7 +240,8 @@ def retry_transient(
             if attempt == attempts or not is_transient(err):
                 raise
             delay = min(max_delay, base_delay * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
-            log.warning("%s: transient error (%s), retry %d/%d in %.2fs", what, type(err).__name__, attempt,
-                        attempts - 1, delay)  # fmt: skip
+            log.warning(
+                "%s: transient error (%s), retry %d/%d in %.2fs", what, type(err).__name__, attempt, attempts - 1, delay
+            )
             time.sleep(delay)
     raise AssertionError("unreachable")  # pragma: no cover

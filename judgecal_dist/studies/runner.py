@@ -1,49 +1,109 @@
-"""Run a study end to end: validate input, plan, resume, fan out on Ray, summarise, commit atomically.
+"""Run a study end to end: validate input, identify the run, resume, fan out on Ray, summarise, commit atomically.
 
 Order of work (each step's failure leaves nothing misleading behind):
 
-1. Parse the config and load the study's input; rejected input raises before anything is written.
-2. Open ``<output>/<study>/<run_id>``; a run with ``_SUCCESS`` is returned as is (runs are idempotent).
-3. Write ``manifest.json`` (status ``running``), skip the seeds already committed, fan the rest out on Ray and
-   commit each replicate as it finishes.
-4. Summarise all parts; write ``summary.*``, ``report.md``, ``figures/``, ``model/``, the final manifest, and
-   ``_SUCCESS`` last.
+1. Parse the config and check the run id's syntax (:func:`prepare`); a rejected config or run id raises before
+   anything is read or written.
+2. Check the output's bucket exists (never created), load the study's input (rejected input raises before anything
+   is written) and fingerprint it. The run's identity is its config digest plus its input digest
+   (:func:`identify`); the default run id is made of both, so a changed config or changed data is a new run.
+3. Open ``<output>/<study>/<run_id>``. A folder whose manifest records another identity is refused (never returned
+   or mixed); a run with ``_SUCCESS`` is returned as is (runs are idempotent).
+4. Write ``manifest.json`` (status ``running``), keep the committed parts that pass verification (their seed and
+   the run's identity are in their Parquet metadata; others are set aside), fan the rest out on Ray and commit each
+   replicate as it finishes.
+5. Summarise all parts; write ``summary.*``, ``report.md``, ``figures/``, ``model/``, the final manifest, and
+   ``_SUCCESS`` last. A failure after the manifest rewrites it with ``status: failed`` and the error; a rerun of
+   the same run id resumes.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from judgecal_dist import __version__
 from judgecal_dist.config import EngineConfig, apply_overrides, config_digest, config_from_mapping, load_yaml
 from judgecal_dist.engine import ray as ray_engine
-from judgecal_dist.engine.manifest import build_manifest, fingerprint_inputs, utc_now
-from judgecal_dist.engine.store import RunStore, is_remote
+from judgecal_dist.engine.manifest import build_manifest, fingerprint_inputs, input_digest, redact_text, utc_now
+from judgecal_dist.engine.store import RunConflict, RunStore, is_remote
 from judgecal_dist.errors import ConfigError
+from judgecal_dist.io.filesystem import require_bucket
 from judgecal_dist.studies import get_study
 
-__all__ = ["StudyRun", "prepare", "execute"]
+__all__ = ["StudyRun", "RunIdentity", "prepare", "identify", "execute", "check_run_id", "resolve_run_id"]
 
 log = logging.getLogger(__name__)
+
+#: A run id after its placeholders are filled: one path segment, never ``..``, never a hidden or ``_`` name.
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+RUN_ID_MAX = 128
+#: Placeholders a run id may carry, filled from the run's clock in UTC (``nightly-{date}`` -> ``nightly-2026-11-25``).
+RUN_ID_FIELDS = {"date": "%Y-%m-%d", "time": "%H%M%S"}
+_FIELD = re.compile(r"\{([^{}]*)\}")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunIdentity:
+    """What a run is: its config digest and its input digest (with the fingerprints), and the resolved run id."""
+
+    run_id: str
+    config_digest: str
+    input_digest: str
+    inputs: tuple[dict[str, Any], ...]
+
+    def digests(self) -> dict[str, str]:
+        """``{"config_digest": ..., "input_digest": ...}``: recorded in the manifest and in every part."""
+        return {"config_digest": self.config_digest, "input_digest": self.input_digest}
 
 
 @dataclasses.dataclass
 class StudyRun:
-    """A parsed study ready to run: module, validated config, the plain values it came from, and its run id."""
+    """A parsed study ready to run: module, validated config, the plain values it came from, and its run id.
+
+    ``run_id`` is the requested id (it may hold ``{date}``/``{time}``) or None for the default, until
+    :func:`identify` resolves it and sets ``identity``.
+    """
 
     module: Any
     config: Any
     values: dict[str, Any]
-    run_id: str
+    run_id: str | None
+    identity: RunIdentity | None = None
+
+
+def check_run_id(run_id: str) -> str:
+    """Return ``run_id`` if it is a valid run id or template; raise :class:`ConfigError` naming the rule otherwise.
+
+    Valid: ``[A-Za-z0-9][A-Za-z0-9._-]*`` after filling ``{date}``/``{time}``, no ``..``, at most 128 characters.
+    """
+    unknown = [name for name in _FIELD.findall(run_id) if name not in RUN_ID_FIELDS]
+    sample = resolve_run_id(run_id, datetime(2000, 1, 1, tzinfo=UTC)) if not unknown else run_id
+    if unknown or not RUN_ID.fullmatch(sample) or ".." in sample or len(sample) > RUN_ID_MAX:
+        raise ConfigError(
+            f"--run-id {run_id!r}: not a valid run id (letters, digits, '.', '_', '-', starting with a letter or "
+            f"digit, no '..' or '/', at most {RUN_ID_MAX} characters; placeholders {{date}} and {{time}} only), "
+            "e.g. nightly-{date}"
+        )
+    return run_id
+
+
+def resolve_run_id(run_id: str, now: datetime) -> str:
+    """Fill ``{date}`` (``%Y-%m-%d``) and ``{time}`` (``%H%M%S``) from ``now`` in UTC."""
+    utc = now.astimezone(UTC)
+    return _FIELD.sub(lambda m: utc.strftime(RUN_ID_FIELDS[m.group(1)]), run_id)
 
 
 def prepare(config_path: str | Path, overrides: Iterable[str] = (), *, run_id: str | None = None) -> StudyRun:
     """Read ``config_path``, apply ``--set`` overrides and validate them against the study's ``Config``."""
+    if run_id is not None:
+        check_run_id(run_id)
     values = apply_overrides(load_yaml(config_path), overrides)
     name = values.pop("study", None)
     if not name:
@@ -51,35 +111,79 @@ def prepare(config_path: str | Path, overrides: Iterable[str] = (), *, run_id: s
     module = get_study(name)
     config = config_from_mapping(module.Config, values, source=str(config_path))
     plain = {"study": name} | dataclasses.asdict(config)
-    # The package version is part of the default run id: an upgraded judgecal never returns an older run's results.
-    default_id = f"cfg-{config_digest(plain | {'judgecal_version': __version__})}"
-    return StudyRun(module=module, config=config, values=plain, run_id=run_id or default_id)
+    return StudyRun(module=module, config=config, values=plain, run_id=run_id)
 
 
-def execute(run: StudyRun, engine: EngineConfig, *, output: str | None = None, serial: bool = False) -> str:
-    """Run ``run`` and return its results URL (the run folder)."""
+def identify(
+    run: StudyRun,
+    storage_options: Mapping[str, Any] | None = None,
+    *,
+    now: datetime | None = None,
+    fingerprint: bool = True,
+) -> StudyRun:
+    """``run`` with its identity: inputs fingerprinted, digests computed, run id resolved.
+
+    The default run id is ``cfg-<config digest>-in-<input digest>``. The config digest covers the package version,
+    so an upgraded judgecal never returns an older run's results. ``now`` (default: the current UTC time) fills
+    ``{date}``/``{time}``. ``fingerprint=False`` (``judgecal submit`` with an explicit run id, whose inputs only the
+    cluster may reach) leaves the input digest empty; the job identifies the run again where it runs.
+    """
+    digest = config_digest(run.values | {"judgecal_version": __version__})
+    inputs: tuple[dict[str, Any], ...] = ()
+    in_digest = ""
+    if fingerprint or run.run_id is None:
+        options = dict(storage_options or {})
+        inputs = tuple(fingerprint_inputs(url, options) for url in _input_urls(run.config))
+        in_digest = input_digest(list(inputs))
+    if run.run_id is None:
+        run_id = f"cfg-{digest}-in-{in_digest}"
+    else:
+        run_id = resolve_run_id(check_run_id(run.run_id), now or datetime.now(UTC))
+    identity = RunIdentity(run_id=run_id, config_digest=digest, input_digest=in_digest, inputs=inputs)
+    return dataclasses.replace(run, run_id=run_id, identity=identity)
+
+
+def execute(
+    run: StudyRun,
+    engine: EngineConfig,
+    *,
+    output: str | None = None,
+    serial: bool = False,
+    now: datetime | None = None,
+) -> str:
+    """Run ``run`` and return its results URL (the run folder).
+
+    ``now`` is the run's clock (default: the current UTC time), which fills ``{date}``/``{time}`` in the run id.
+    """
     module, config = run.module, run.config
+    options = dict(engine.storage_options)
+    out = (output or engine.output).rstrip("/")
+    if not is_remote(out):
+        out = str(Path(out.removeprefix("file://")).expanduser().resolve())
+    require_bucket(out, options)  # a missing bucket is rejected, never created
     started = utc_now()
     t0 = time.perf_counter()
     data = module.load(config, engine)  # validates input before anything is written
-    out = (output or engine.output).rstrip("/")
-    if not is_remote(out):
-        out = str(Path(out).expanduser().resolve())
-    store = RunStore(f"{out}/{module.NAME}/{run.run_id}", storage_options=dict(engine.storage_options))
+    if run.identity is None or not run.identity.input_digest:
+        run = identify(run, options, now=now)
+    assert run.identity is not None and run.run_id is not None
+    store = RunStore(f"{out}/{module.NAME}/{run.run_id}", storage_options=options, identity=run.identity.digests())
+    _refuse_other_run(store, run.identity)
     if store.succeeded:
-        log.info("run %s already complete at %s", run.run_id, store.url)
+        log.info("run %s already complete at %s", run.run_id, redact_text(store.url))
         return store.url
 
-    inputs = [fingerprint_inputs(url, dict(engine.storage_options)) for url in _input_urls(config)]
+    identity = run.identity
     engine_values = dataclasses.asdict(engine)
 
     def manifest(status: str, ended: str | None = None, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
         return build_manifest(
             study=module.NAME,
-            run_id=run.run_id,
+            run_id=identity.run_id,
             config=run.values,
             engine=engine_values,
-            inputs=inputs,
+            inputs=list(identity.inputs),
+            identity=identity.digests(),
             started=started,
             ended=ended,
             status=status,
@@ -87,15 +191,51 @@ def execute(run: StudyRun, engine: EngineConfig, *, output: str | None = None, s
         )
 
     store.write_json("manifest.json", manifest("running"))
+    try:
+        seeds, resumed = _run_replicates(module, config, data, store, engine, serial)
+        _summarise(module, config, data, store, seeds)
+        planned = len(seeds)
+        wall = round(time.perf_counter() - t0, 3)
+        extra = {"replicates": planned, "resumed_replicates": resumed, "wall_seconds": wall}
+        store.write_json("manifest.json", manifest("succeeded", utc_now(), extra))
+        store.commit_success()
+    except RunConflict:
+        raise  # another live attempt owns the run folder and its manifest
+    except BaseException as err:
+        _record_failure(store, lambda message: manifest("failed", utc_now(), {"error": message}), err)
+        raise
+    return store.url
+
+
+def _refuse_other_run(store: RunStore, identity: RunIdentity) -> None:
+    """Raise :class:`ConfigError` when ``store`` holds a run made from another config or other inputs."""
+    if not store.exists("manifest.json"):
+        return
+    try:
+        found = store.read_json("manifest.json")
+    except ValueError:
+        found = {}
+    found = found if isinstance(found, dict) else {}
+    have = (found.get("config_digest"), found.get("input_digest"))
+    want = (identity.config_digest, identity.input_digest)
+    if have != want:
+        raise ConfigError(
+            f"{redact_text(store.url_of('manifest.json'))}: run id {identity.run_id!r} holds another run: found "
+            f"config {have[0] or 'unknown'} inputs {have[1] or 'unknown'}, wanted config {want[0]} inputs {want[1]}; "
+            "choose another --run-id (e.g. with {date} or {time} in it: one run per night)"
+        )
+
+
+def _run_replicates(
+    module: Any, config: Any, data: Any, store: RunStore, engine: EngineConfig, serial: bool
+) -> tuple[list[int], int]:
+    """Run the replicates whose parts are not committed (or failed verification); return (all seeds, resumed)."""
     replicates = module.plan(config, data)
-    done = store.finished_seeds()
+    done = store.verified_seeds()
     todo = [r for r in replicates if r.seed not in done]
+    resumed = len(replicates) - len(todo)
     log.info(
-        "%s: %d replicates planned, %d already committed, %d to run",
-        module.NAME,
-        len(replicates),
-        len(replicates) - len(todo),
-        len(todo),
+        "%s: %d replicates planned, %d already committed, %d to run", module.NAME, len(replicates), resumed, len(todo)
     )
     # A study whose replicates share data passes runs them itself, committing each batch as it finishes.
     shared = bool(todo) and hasattr(module, "run_shared") and module.run_shared(config, data, todo, store.commit_part)
@@ -105,8 +245,12 @@ def execute(run: StudyRun, engine: EngineConfig, *, output: str | None = None, s
         else:
             ray_engine.init_ray(engine.ray_address, num_cpus=engine.ray_num_cpus)
             ray_engine.fan_out(module.run_replicate, data, todo, store.commit_part)
+    return [r.seed for r in replicates], resumed
 
-    parts = store.read_parts([r.seed for r in replicates])
+
+def _summarise(module: Any, config: Any, data: Any, store: RunStore, seeds: list[int]) -> None:
+    """Summarise all parts and write the run's results (all but the final manifest and ``_SUCCESS``)."""
+    parts = store.read_parts(seeds)
     result = module.summarise(config, parts, data)
     store.write_table("summary.parquet", result.summary)
     store.write_json("summary.json", {"study": module.NAME, "results": result.records} | result.extra)
@@ -115,20 +259,16 @@ def execute(run: StudyRun, engine: EngineConfig, *, output: str | None = None, s
         store.write_bytes(f"figures/{name}", png)
     for name, doc in result.model.items():
         store.write_json(f"model/{name}", doc)
-    store.write_json(
-        "manifest.json",
-        manifest(
-            "succeeded",
-            utc_now(),
-            {
-                "replicates": len(replicates),
-                "resumed_replicates": len(replicates) - len(todo),
-                "wall_seconds": round(time.perf_counter() - t0, 3),
-            },
-        ),
-    )
-    store.commit_success()
-    return store.url
+
+
+def _record_failure(store: RunStore, failed: Callable[[str], dict[str, Any]], err: BaseException) -> None:
+    """Rewrite the manifest as ``failed`` with the error on one line (redacted); never hide the original error."""
+    text = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    message = redact_text(f"{type(err).__name__}: {text}" if text else type(err).__name__)[:500]
+    try:
+        store.write_json("manifest.json", failed(message))
+    except Exception as write_err:  # noqa: BLE001 - the run's own error is the one to report
+        log.warning("%s: could not record the failure in manifest.json (%s)", redact_text(store.url), write_err)
 
 
 def _input_urls(config: Any) -> list[str]:
