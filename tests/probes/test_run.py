@@ -276,6 +276,26 @@ def test_a_missing_bucket_is_refused_and_never_created(data, tmp_path, s3_bucket
     assert _run(data, f"{s3_bucket}/results").exit_code == 0
 
 
+@pytest.mark.s3
+def test_a_truncated_part_on_s3_is_set_aside_and_recomputed(data, s3_bucket, s3_server):
+    import s3fs
+
+    fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3_server})
+    first = _run(data, f"{s3_bucket}/results", "--run-id", "r")
+    assert first.exit_code == 0, first.output
+    run_url = first.output.strip().splitlines()[-1]
+    summary, blob = fs.cat_file(f"{run_url}/summary.json"), fs.cat_file(f"{run_url}/replicates/part-1.parquet")
+    fs.rm(f"{run_url}/_SUCCESS")
+    fs.pipe(f"{run_url}/replicates/part-1.parquet", blob[: len(blob) // 3])
+    result = _run(data, f"{s3_bucket}/results", "--run-id", "r")
+    assert result.exit_code == 0 and "part-1.parquet: unreadable" in result.output, result.output
+    fs.invalidate_cache()
+    assert fs.cat_file(f"{run_url}/summary.json") == summary
+    assert fs.cat_file(f"{run_url}/replicates/part-1.parquet") == blob
+    rejected = fs.glob(f"{run_url}/replicates/_rejected/part-1.*.parquet")
+    assert [fs.cat_file(name) for name in rejected] == [blob[: len(blob) // 3]]
+
+
 # -- secrets -------------------------------------------------------------------------------------------------------
 SPARK_SECRETS = {
     "spark.hadoop.fs.s3a.access.key": "AKIASPARKLEAKCHECK01",
