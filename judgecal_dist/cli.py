@@ -43,7 +43,10 @@ class _RedactingFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         from judgecal_dist.engine.manifest import redact_text
 
-        record.msg, record.args = redact_text(record.getMessage()), None
+        try:
+            record.msg, record.args = redact_text(record.getMessage()), None
+        except (TypeError, ValueError):  # a malformed log call: let the handler report it as it would
+            pass
         return True
 
 

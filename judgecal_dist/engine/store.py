@@ -3,16 +3,20 @@
 Layout (ARCHITECTURE.md, results contract)::
 
     <output>/<study>/<run_id>/
-        manifest.json            config, versions, git sha, input fingerprints, times; never credentials
-        replicates/part-<seed>.parquet
+        manifest.json            config, versions, git sha, input fingerprints, config and input digests (the
+                                 run's identity), status (running, succeeded, failed + error), times; never
+                                 credentials
+        replicates/part-<seed>.parquet   Parquet metadata: judgecal.seed and the run's digests
+        replicates/_rejected/    parts that failed verification on resume, set aside (never deleted)
         summary.parquet, summary.json, report.md, figures/*.png, model/*.json
         _SUCCESS                 written last, once; a reader trusts a run only with it
         _LEASE.json              while an attempt writes: who (host, pid, attempt id) and its last heartbeat
 
 Every file is written under ``_tmp/<attempt>/`` with a unique name and then moved into place, so no reader ever
 sees half a file; only the lease holder's final commit removes ``_tmp/``. On object stores the move is a
-server-side copy of a complete object. A rerun of the same run id lists ``replicates/`` and skips the seeds
-already there.
+server-side copy of a complete object; folders are never made there (s3fs's ``makedirs`` creates buckets). A
+rerun of the same run id lists ``replicates/`` and skips the seeds whose parts decode and record their own seed
+and this run's identity (:meth:`RunStore.verified_seeds`); any other part is set aside and recomputed.
 
 Two runs of the same run id cannot corrupt each other: the first write of an attempt takes the lease. A live
 lease of another attempt (another host with a heartbeat younger than ``lease_ttl``, or a live process on this
