@@ -7,6 +7,7 @@ the traceback only with ``--debug``). The last line a ``run`` prints on stdout i
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -43,10 +44,8 @@ class _RedactingFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         from judgecal_dist.engine.manifest import redact_text
 
-        try:
+        with contextlib.suppress(TypeError, ValueError):  # a malformed log call: the handler reports it as usual
             record.msg, record.args = redact_text(record.getMessage()), None
-        except (TypeError, ValueError):  # a malformed log call: let the handler report it as it would
-            pass
         return True
 
 
