@@ -59,6 +59,13 @@ def _setup_logging(verbose: bool) -> None:
     root.propagate = False
 
 
+def _redacted(message: str) -> str:
+    # Error lines land in scheduler logs too: no URL userinfo, password parameters or environment credentials.
+    from judgecal_dist.engine.manifest import redact_text
+
+    return redact_text(message)
+
+
 def guarded(func: Callable[..., Any]) -> Callable[..., Any]:
     """Map our errors to exit codes; ``--debug`` re-raises with the traceback."""
 
@@ -72,15 +79,15 @@ def guarded(func: Callable[..., Any]) -> Callable[..., Any]:
         except (InputError, ConfigError) as err:
             if debug:
                 raise
-            raise Rejected(str(err)) from err
+            raise Rejected(_redacted(str(err))) from err
         except JudgecalError as err:
             if debug:
                 raise
-            raise Failed(str(err)) from err
+            raise Failed(_redacted(str(err))) from err
         except Exception as err:  # noqa: BLE001 - the CLI boundary: anything else is a failed run
             if debug:
                 raise
-            raise Failed(f"{type(err).__name__}: {err} (rerun with --debug for the traceback)") from err
+            raise Failed(_redacted(f"{type(err).__name__}: {err} (rerun with --debug for the traceback)")) from err
 
     return wrapper
 

@@ -374,3 +374,12 @@ def test_the_documented_schedules_name_one_run_per_night():
     run_id = args[args.index("--run-id") + 1]
     assert run_id == "nightly-{date}" and check_run_id(run_id) == run_id
     assert resolve_run_id(run_id, datetime(2026, 11, 25, 2, 30, tzinfo=UTC)) == "nightly-2026-11-25"
+
+
+def test_error_lines_carry_no_url_credentials(data, tmp_path, monkeypatch):
+    monkeypatch.setenv("JUDGECAL_PROBE_TOKEN", "env-token-value-leak-check")
+    foreign = "mysql://admin:db-pass-leak-check@db/x?password=param-leak-check&k=env-token-value-leak-check"
+    result = _run(data, tmp_path / "out", "--set", f"dataset={foreign}")  # no such dataset: the error names it
+    assert result.exit_code == 2 and "mysql://***redacted***@db/x?password=***redacted***" in result.output
+    for leak in ("db-pass-leak-check", "param-leak-check", "env-token-value-leak-check"):
+        assert leak not in result.output, result.output
