@@ -302,8 +302,14 @@ def submit(
     engine = load_engine_config(conf_path)
     run = prepare(config, overrides, run_id=run_id)
     check_shippable(engine, run.values, str(conf_path or "engine settings"))  # before the cluster is contacted
+    try:
+        run = identify(run, engine.storage_options, fingerprint=run_id is None)
+    except InputError as err:
+        raise InputError(
+            f"{err}; the default run id fingerprints the inputs here: make them reachable, or pass "
+            "--run-id (the job then checks them where it runs)"
+        ) from err
     client = job_client(ray_address)
-    run = identify(run, engine.storage_options, fingerprint=run_id is None)
     sub = submit_study(run, ray_address=ray_address, engine=engine, output=output, client=client)
     verb = "submitted" if sub.created else f"already {sub.status} (not submitted again)"
     click.echo(f"{sub.study} {sub.run_id}: job {sub.job_id} {verb}; results at {sub.results_url}")

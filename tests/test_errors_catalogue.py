@@ -105,6 +105,8 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
         "data=x",
         "--ray-address",
         f"http://127.0.0.1:{free_port()}",
+        "--run-id",
+        "n",
     ],
     "submit-credentials-in-conf": lambda t: [
         "submit",

@@ -79,5 +79,13 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
     "run-missing-bucket": _missing_bucket,
     "submit-run-id-invalid": lambda t: _submit(t, "--set", "data=x", run_id="a/b"),
     "submit-credentials-in-spark-conf": _spark_secret,
+    "submit-inputs-unreachable": lambda t: [
+        "submit",
+        CFG,
+        "--ray-address",
+        "http://127.0.0.1:9",
+        "--set",
+        f"data={t / 'absent'}",
+    ],
     "submit-credentials-in-url": lambda t: _submit(t, "--set", "data=s3://user:pass@bucket/panel"),
 }
