@@ -328,6 +328,14 @@ def submit(
 @click.option("--sample", type=int, default=0, show_default=True, help="Verdict sample to score.")
 @click.option("--ignore-unknown-judges", is_flag=True, help="Leave out verdicts of judges the model lacks.")
 @click.option(
+    "--min-judge-coverage",
+    type=float,
+    default=0.5,
+    show_default=True,
+    help="Least share of the model's judges that must have verdicts in --data (0: score any table; items "
+    "without a vote from a model judge stay unscored).",
+)
+@click.option(
     "--engine",
     "stats_engine",
     type=click.Choice(["auto", "spark", "local"]),
@@ -342,16 +350,29 @@ def score(
     output_url: str,
     sample: int,
     ignore_unknown_judges: bool,
+    min_judge_coverage: float,
     stats_engine: str | None,
     conf_path: Path | None,
 ) -> None:
-    """Apply the calibration saved by a study run to every item of --data; print counts and the output URL."""
+    """Apply the calibration saved by a study run to every item of --data; print counts and the output URL.
+
+    --output must be new, empty, or a folder an earlier score wrote (marked by _JUDGECAL_SCORE): score never
+    writes among or deletes files it did not write.
+    """
     from judgecal_dist.config import load_engine_config
     from judgecal_dist.scoring.apply import score_dataset
 
     engine = load_engine_config(conf_path, {"stats_engine": stats_engine})
     unknown = "ignore" if ignore_unknown_judges else "error"
-    result = score_dataset(model_url, data_url, output_url, engine=engine, sample=sample, unknown_judges=unknown)
+    result = score_dataset(
+        model_url,
+        data_url,
+        output_url,
+        engine=engine,
+        sample=sample,
+        unknown_judges=unknown,
+        min_judge_coverage=min_judge_coverage,
+    )
     click.echo(json.dumps(result["counts"] | {"engine": result["engine"]}, default=str))
     click.echo(output_url)
 

@@ -18,6 +18,10 @@ server-side copy of a complete object; folders are never made there (s3fs's ``ma
 rerun of the same run id lists ``replicates/`` and skips the seeds whose parts decode and record their own seed
 and this run's identity (:meth:`RunStore.verified_seeds`); any other part is set aside and recomputed.
 
+Writers that make a whole folder themselves (Spark jobs, pyarrow datasets) write into a staging folder
+(:meth:`RunStore.stage`) that is then promoted file by file (:meth:`RunStore.promote`): object stores have no
+folder to rename, and a writer's leftovers never reach the results.
+
 Two runs of the same run id cannot corrupt each other: the first write of an attempt takes the lease. A live
 lease of another attempt (another host with a heartbeat younger than ``lease_ttl``, or a live process on this
 host) makes the second attempt fail at once with :class:`RunConflict`; a dead holder's lease (its process is gone,
@@ -414,6 +418,127 @@ class RunStore:
         """Raise unless the run is complete: a reader trusts a run only with ``_SUCCESS``."""
         if not self.succeeded:
             raise InputError(f"{self.url}: no {SUCCESS}: the run is unfinished or failed (rerun the same run id)")
+
+    # -- staging for writers of whole folders (Spark, pyarrow datasets) ------------------------------------------
+    def stage(self, name: str) -> str:
+        """A fresh, empty staging folder for a writer that makes a folder of files itself (Spark, pyarrow).
+
+        The folder lies under this attempt's ``_tmp/`` (removed by :meth:`commit_success` and :meth:`abandon`);
+        staging takes the run's lease, so two writers never stage into one folder's results at once.
+
+        Parameters
+        ----------
+        name : str
+            What will be promoted (``items``); only used to name the staging folder.
+
+        Returns
+        -------
+        str
+            The staging folder's URL (with the protocol; :meth:`promote` and :meth:`discard` take it back).
+        """
+        self._ensure_lease(verify=False)
+        return self.url_of(f"_tmp/{self.attempt}/stage-{uuid.uuid4().hex[:12]}/{name.strip('/')}")
+
+    def _staged_path(self, staged_url: str) -> str:
+        if not staged_url.startswith(self.url_of(f"_tmp/{self.attempt}/")):
+            raise ValueError(f"{staged_url}: not a staging folder of this attempt ({self.url})")
+        return self._p(staged_url[len(self.url) + 1 :])
+
+    def staged_files(self, staged_url: str) -> list[str]:
+        """The data files of a staging folder, relative to it and sorted.
+
+        Bookkeeping a writer leaves beside its data (names starting with ``_`` or ``.`` in any path component,
+        such as Spark's ``_SUCCESS`` and ``.crc`` checksums) is not data and is left out.
+        """
+        root = self._staged_path(staged_url)
+        self.fs.invalidate_cache(root)
+        found = self._retry(lambda: self.fs.find(root) if self.fs.exists(root) else [], staged_url)
+        names = [f[len(root) + 1 :] for f in found if f.startswith(root + "/")]
+        return sorted(n for n in names if not any(part.startswith(("_", ".")) for part in n.split("/")))
+
+    def promote(self, staged_url: str, name: str, files: Iterable[str] | None = None) -> list[str]:
+        """Move the files of a staging folder to ``<name>/<relative path>``, object by object.
+
+        A recursive move of a folder is not portable (s3fs has no folder to move); moving each object is a
+        server-side copy of a complete object on object stores and a rename on local disks. Only the given
+        ``files`` (default: :meth:`staged_files`) are moved, so a writer that reports what it committed (a Spark
+        job's successful tasks) never promotes the leftovers of a failed task.
+
+        Returns
+        -------
+        list of str
+            The promoted names, relative to the run folder (``items/dataset=x/part-0.parquet``).
+        """
+        self._ensure_lease(verify=True)
+        root = self._staged_path(staged_url)
+        chosen = self.staged_files(staged_url) if files is None else sorted(files)
+        promoted = []
+        for rel in chosen:
+            target = f"{name.strip('/')}/{rel}"
+
+            def move(src: str = f"{root}/{rel}", dst: str = self._p(target)) -> None:
+                self._makedirs(dst.rsplit("/", 1)[0])
+                self.fs.mv(src, dst)
+
+            try:
+                self._retry(move, target)
+            except OSError as err:
+                raise RunError(f"{self.url_of(target)}: could not promote ({err})") from err
+            promoted.append(target)
+        self.fs.invalidate_cache(self.path)
+        return promoted
+
+    def discard(self, staged_url: str) -> None:
+        """Remove a staging folder and everything in it (it holds only what this attempt wrote)."""
+        root = self._staged_path(staged_url)
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.rm(root, recursive=True)
+        self.fs.invalidate_cache(self.path)
+
+    def list_files(self) -> list[str]:
+        """Every file under the folder, relative to it and sorted (empty when the folder does not exist)."""
+        self.fs.invalidate_cache(self.path)
+        found = self._retry(lambda: self.fs.find(self.path) if self.fs.exists(self.path) else [], "")
+        return sorted(f[len(self.path) + 1 :] for f in found if f.startswith(self.path + "/"))
+
+    def remove_files(self, names: Iterable[str]) -> None:
+        """Remove the named files (never a folder's contents wholesale); names already gone are skipped.
+
+        For results that are replaced: the caller names exactly what it wrote earlier, so nothing else is touched.
+        """
+        self._ensure_lease(verify=True)
+        for name in names:
+            with contextlib.suppress(FileNotFoundError):
+                self._retry(lambda n=name: self.fs.rm_file(self._p(n)), name)
+        self.fs.invalidate_cache(self.path)
+
+    def reopen(self) -> None:
+        """Withdraw a committed ``_SUCCESS`` so that this attempt may replace the folder's results.
+
+        Readers trust the folder only with ``_SUCCESS``, so they stop trusting it before the first result file is
+        replaced; :meth:`commit_success` writes it again last.
+        """
+        self._ensure_lease(verify=True)
+        with contextlib.suppress(FileNotFoundError):
+            self._retry(lambda: self.fs.rm_file(self._p(SUCCESS)), SUCCESS)
+        self.fs.invalidate_cache(self.path)
+        self._complete = False
+
+    def abandon(self, *, remove_empty: bool = False) -> None:
+        """Remove this attempt's temporaries and release the lease (a refused or failed writer leaves no trace).
+
+        Parameters
+        ----------
+        remove_empty : bool
+            Also remove the folder itself when nothing is left in it (the attempt created it).
+        """
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.rm(self._p(f"_tmp/{self.attempt}"), recursive=True)
+        self._release_lease()
+        self.fs.invalidate_cache(self.path)
+        if remove_empty and self.fs.exists(self.path) and not self.list_files():
+            with contextlib.suppress(FileNotFoundError, OSError):
+                self.fs.rm(self.path, recursive=True)
 
 
 def progress_line(store: RunStore, stamps: dict[int, float], planned: int | None, started: str | None) -> str:

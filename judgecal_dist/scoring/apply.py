@@ -5,33 +5,40 @@ model was fitted) go through the rebuilt one-coin aggregator, beta calibrator an
 :mod:`judgecal_dist.scoring.artifact`, i.e. the very ``methods/`` code the study evaluated. Large tables run on
 Spark (:func:`judgecal_dist.engine.item_votes_scan.item_votes_scan`: tasks read the verdict parts with pyarrow
 and pack each item's votes with numpy, a ``groupBy`` merges items split across row groups, then one
-``mapInArrow`` of :mod:`judgecal_dist.scoring.kernel` with a declared schema); tables below
-``EngineConfig.local_max_rows`` run in this process with pyarrow + numpy
-(:func:`judgecal_dist.engine.stats.choose_engine` decides); both write the same rows. On Spark the judge and
-sample checks read what the scan tasks tallied while scoring (no pre-pass over the table); a refused table
-leaves nothing, since item rows are only moved into place after the checks.
+``mapInArrow`` of :func:`judgecal_dist.scoring.kernel.score_and_write` scores the items and writes them through
+fsspec); tables below ``EngineConfig.local_max_rows`` run in this process with pyarrow + numpy
+(:func:`judgecal_dist.engine.stats.choose_engine` decides); both write the same rows. On Spark the judge, sample
+and coverage checks read what the scan tasks tallied while scoring (no pre-pass over the table).
 
-Output (any fsspec URL)::
+Output (any fsspec URL, ``s3://`` included)::
 
+    <output>/_JUDGECAL_SCORE                        marker: this folder is score's (inputs' fingerprints, files)
     <output>/items/dataset=<name>/part-*.parquet   item_id, group_id, label, n_votes, score, p, verdict,
-                                                    set_alpha_<a> (list of "A"/"B") per conformal level
+                                                    in_calibration, set_alpha_<a> (list of "A"/"B") per level
     <output>/summary/{datasets,subsets,pairs,models}.parquet   (subsets / pairs / models when the items table
                                                     has ``subset`` / ``model_a`` + ``model_b``)
     <output>/summary.json, <output>/figures/win_rates.png
     <output>/_SUCCESS                               written last
 
-Item rows are written under ``<output>/_tmp/`` and moved into ``items/`` only when complete; the summaries are
-per-group sums (``groupBy().agg()``), so no item-level row reaches the driver on the Spark path. A rerun with
-the same inputs returns the committed summary; an output without ``_SUCCESS`` (a failed run) is cleared and
-redone.
+Ownership: score writes only into a new or empty folder, or one holding its marker; a folder with other files
+and no marker is refused before anything is written. Model, data and output are checked before the first write.
+Item rows are written into a staging folder of the output (:meth:`~judgecal_dist.engine.store.RunStore.stage`)
+and promoted file by file only after every check passed; a refused table leaves the output as it was. A rerun
+with the same inputs (model and data fingerprints, settings) returns the committed summary; other inputs replace
+exactly the files the marker lists, with ``_SUCCESS`` withdrawn first and written last.
+
+Coverage: an item without a vote from any of the model's judges gets null ``score``, ``p``, ``verdict`` and sets,
+and is counted (``items_without_votes``), never given the class prior as a verdict. A table holding verdicts of
+fewer than ``min_judge_coverage`` of the model's judges (default half) is refused.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import time
-import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -43,22 +50,46 @@ from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine import local
 from judgecal_dist.engine.item_votes import check_judges, item_votes_arrow
 from judgecal_dist.engine.item_votes_scan import ScanTally, item_votes_scan
+from judgecal_dist.engine.manifest import fingerprint_inputs
 from judgecal_dist.engine.stats import choose_engine
-from judgecal_dist.engine.store import RunStore
+from judgecal_dist.engine.store import LEASE, SUCCESS, RunStore
 from judgecal_dist.errors import InputError
+from judgecal_dist.io.dataset import dataset_files
 from judgecal_dist.io.records import json_records
 from judgecal_dist.io.schema import VERDICT_CATEGORIES
 from judgecal_dist.progress import Progress
 from judgecal_dist.scoring import summary as summ
 from judgecal_dist.scoring.artifact import Calibration, load_calibration
-from judgecal_dist.scoring.kernel import items_ddl, score_batch, score_partition
+from judgecal_dist.scoring.kernel import (
+    FILES_DDL,
+    items_ddl,
+    items_schema,
+    read_items_partition,
+    score_and_write,
+    score_batch,
+    write_items,
+)
 
-__all__ = ["OUTPUT_FORMAT", "UNKNOWN_JUDGES", "score_dataset", "score_batch", "items_ddl"]
+__all__ = [
+    "OUTPUT_FORMAT",
+    "MARKER",
+    "UNKNOWN_JUDGES",
+    "MIN_JUDGE_COVERAGE",
+    "score_dataset",
+    "score_batch",
+    "items_ddl",
+]
 
 log = logging.getLogger(__name__)
 
 OUTPUT_FORMAT = "judgecal.scores/v1"
+#: The marker file that makes a folder score's own, and its format.
+MARKER, MARKER_FORMAT = "_JUDGECAL_SCORE", "judgecal.score-output/v1"
 UNKNOWN_JUDGES = ("error", "ignore")
+#: Default floor on the share of the model's judges that must have verdicts in the table.
+MIN_JUDGE_COVERAGE = 0.5
+#: Top-level names score writes; a marked folder's foreign files under them are refused, elsewhere left alone.
+_OWN_NAMES = ("items/", "summary/", "figures/", "summary.json", SUCCESS)
 _LOCAL_CHUNK_ITEMS = 200_000  # items scored per numpy call in memory (bounds the float64 copy of the votes)
 _VERDICT_COLUMNS = ["dataset", "item_id", "group_id", "judge_id", "sample", "verdict"]
 
@@ -71,6 +102,7 @@ def score_dataset(
     engine: EngineConfig | None = None,
     sample: int = 0,
     unknown_judges: str = "error",
+    min_judge_coverage: float = MIN_JUDGE_COVERAGE,
 ) -> dict[str, Any]:
     """Score every item of ``data_url`` with the calibration of ``model_url`` and commit it at ``output_url``.
 
@@ -81,14 +113,17 @@ def score_dataset(
     data_url : str
         An ingested dataset root.
     output_url : str
-        Output folder (layout in the module docstring).
+        Output folder (layout in the module docstring): new, empty, or one this command marked as its own.
     engine : EngineConfig, optional
         Engine choice (``stats_engine``: auto / spark / local; ``local_max_rows``), Spark settings, storage options.
     sample : int, default 0
         The verdict sample to score (the study's ``sample`` setting).
     unknown_judges : {"error", "ignore"}, default "error"
         What to do with verdicts of judges the model does not know: refuse the table, or leave them out (then
-        counted in the summary). Model judges absent from the table simply have no votes.
+        counted in the summary).
+    min_judge_coverage : float, default 0.5
+        Least share of the model's judges that must have verdicts at ``sample`` in the table; 0 scores any table
+        (items without a vote from a model judge are then left unscored and counted).
 
     Returns
     -------
@@ -100,32 +135,80 @@ def score_dataset(
     ------
     InputError
         Missing or invalid model, data without ``_SUCCESS`` or verdicts at ``sample``, unknown judges (with
-        ``"error"``), or an output holding a committed score of other inputs. Nothing is committed then.
+        ``"error"``), too few of the model's judges in the table, or an output folder holding files score did not
+        write. Nothing is written or removed then.
     """
     engine = engine or EngineConfig()
     if unknown_judges not in UNKNOWN_JUDGES:
         raise InputError(f"unknown_judges: must be one of {UNKNOWN_JUDGES}, got {unknown_judges!r}")
+    if isinstance(min_judge_coverage, bool) or not 0.0 <= float(min_judge_coverage) <= 1.0:
+        raise InputError(f"--min-judge-coverage: must be in [0, 1], got {min_judge_coverage!r}")
     options = dict(engine.storage_options)
+    # Every input is checked before the first write: the model, the data, then the output folder.
     model = load_calibration(model_url, storage_options=options)
+    dataset_files(data_url, "verdicts", storage_options=options)
+    inputs = {
+        "model": model.source,
+        "model_sha256": model.digest,
+        "data": data_url,
+        "data_sha256": fingerprint_inputs(data_url, options)["sha256"],
+        "sample": sample,
+        "unknown_judges": unknown_judges,
+        "min_judge_coverage": float(min_judge_coverage),
+    }
     store = RunStore(output_url, storage_options=options)
-    inputs = {"model": model.source, "data": data_url, "sample": sample, "unknown_judges": unknown_judges}
-    if store.succeeded:
-        previous = store.read_json("summary.json")
-        if previous.get("inputs") == inputs:
-            log.info("score: %s is committed for the same inputs; nothing to do", output_url)
-            return previous | {"skipped": True}
-        raise InputError(f"{output_url}: holds a committed score of other inputs {previous.get('inputs')}; "
-                         "choose another --output")  # fmt: skip
-    _clear_stale(store)
-    started = time.perf_counter()
+    output = _inspect_output(store)
+    if output.marker is not None and output.marker.get("inputs") == inputs and store.succeeded:
+        log.info("score: %s is committed for the same inputs; nothing to do", output_url)
+        return store.read_json("summary.json") | {"skipped": True}
     chosen = choose_engine(data_url, None, engine)
-    runner = _score_spark if chosen == "spark" else _score_local
-    tables, counts = runner(model, data_url, store, engine, sample, unknown_judges)
+    checks = _Checks(model, data_url, sample, unknown_judges, float(min_judge_coverage))
+    prepared = _prepare_local(model, data_url, engine, sample, checks) if chosen == "local" else None
+
+    started = time.perf_counter()
+    if output.marker is None:  # claim the folder: from here on, what is in it is score's
+        store.write_json(MARKER, _marker(None, []))
+    staged = store.stage("items")
+    try:
+        if prepared is not None:
+            written = write_items(prepared, items_schema(model), staged, storage_options=options)
+        else:
+            written = _stage_spark(model, data_url, staged, engine, checks)
+    except BaseException:
+        store.discard(staged)
+        if output.marker is None:
+            store.remove_files([MARKER])
+        store.abandon(remove_empty=output.new)
+        raise
+
+    meta = _items_meta(data_url, engine)
+    names = ["datasets"] + (["subsets"] if "subset" in meta else [])
+    names += ["pairs", "models"] if {"model_a", "model_b"} <= set(meta) else []
+    new_files = {f"items/{f}" for f, _ in written} | {f"summary/{n}.parquet" for n in names}
+    new_files |= {"summary.json", "figures/win_rates.png"}
+    old_files = set(output.marker.get("files", [])) if output.marker else set()
+    # Commit: readers stop trusting the folder, the marker covers old and new files, old files go, new ones come.
+    store.reopen()
+    store.write_json(MARKER, _marker(None, sorted(old_files | new_files)))
+    store.remove_files(sorted(old_files - new_files - {MARKER, SUCCESS}))
+    store.promote(staged, "items", [f for f, _ in written])
+    if prepared is not None:
+        tables = _summaries_local(
+            model, data_url, engine, meta, pa.Table.from_batches(prepared.batches, items_schema(model))
+        )
+    else:
+        tables = _summaries_spark(model, data_url, store, engine, meta, sorted(f for f, _ in written))
+    counts = checks.counts(tables)
     record = {
         "format": OUTPUT_FORMAT,
         "inputs": inputs,
         "engine": chosen,
-        "model": {"judges": len(model.judge_ids), "alphas": model.alphas, "calibrator_input": model.calibrator_input},
+        "model": {
+            "judges": len(model.judge_ids),
+            "alphas": model.alphas,
+            "calibrator_input": model.calibrator_input,
+            "records_calibration_items": model.fitted_items is not None,
+        },
         "counts": counts,
         "items_url": store.url_of("items"),
         "seconds": round(time.perf_counter() - started, 3),
@@ -134,52 +217,169 @@ def score_dataset(
         store.write_table(f"summary/{name}.parquet", table)
     store.write_bytes("figures/win_rates.png", summ.figure(tables["datasets"], tables.get("models")))
     store.write_json("summary.json", record)
+    store.write_json(MARKER, _marker(inputs, sorted(new_files)))
     store.commit_success()
-    log.info("score: %d items of %d dataset(s) on %s -> %s", counts["items"], len(tables["datasets"]), chosen,
-             output_url)  # fmt: skip
+    log.info(
+        "score: %d items (%d without votes) of %d dataset(s) on %s -> %s",
+        counts["items"],
+        counts["items_without_votes"],
+        len(tables["datasets"]),
+        chosen,
+        output_url,
+    )
     return record
 
 
-def _clear_stale(store: RunStore) -> None:
-    # Leftovers of a run that failed before _SUCCESS; only names this command writes are removed.
-    for name in ("_tmp", "items", "summary", "summary.json", "figures"):
-        if store.exists(name):
-            store.fs.rm(store._p(name), recursive=True)
+# -- the output folder -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Output:
+    """What an output folder holds before score writes: nothing (``new``), or its marker's content."""
+
+    new: bool
+    marker: dict[str, Any] | None
 
 
-def _counts(n_items: int, n_datasets: int, extra: list[str], absent: list[str]) -> dict[str, Any]:
-    return {"items": int(n_items), "datasets": int(n_datasets), "unknown_judges_ignored": extra,
-            "model_judges_absent": absent}  # fmt: skip
+def _marker(inputs: dict[str, Any] | None, files: list[str]) -> dict[str, Any]:
+    # inputs None = a score is being written (or failed): no rerun takes it for committed.
+    return {"format": MARKER_FORMAT, "owner": "judgecal score", "inputs": inputs, "files": files}
 
 
-def _score_spark(
-    model: Calibration, data_url: str, store: RunStore, engine: EngineConfig, sample: int, unknown: str
-) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
-    from pyspark.sql import functions as F
+def _inspect_output(store: RunStore) -> _Output:
+    """The output folder's state; refuses a folder holding files score did not write (nothing is touched)."""
+    files = [f for f in store.list_files() if f != LEASE]  # the lease is the store's own (a live one conflicts)
+    if MARKER not in files:
+        if files:
+            raise InputError(
+                f"{store.url}: holds {len(files)} file(s) that judgecal score did not write (e.g. {files[:3]}) and "
+                f"no {MARKER} marker; score writes only into a new or empty folder, or one it marked as its own "
+                "(it never deletes files it did not write): choose another --output"
+            )
+        return _Output(new=not store.fs.exists(store.path), marker=None)
+    try:
+        marker = json.loads(store.read_bytes(MARKER).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InputError(f"{store.url_of(MARKER)}: not a score marker ({err}); choose another --output") from err
+    if (
+        not isinstance(marker, dict)
+        or marker.get("format") != MARKER_FORMAT
+        or not isinstance(marker.get("files"), list)
+    ):
+        raise InputError(f"{store.url_of(MARKER)}: not a {MARKER_FORMAT} marker; choose another --output")
+    mine = set(marker["files"]) | {MARKER, SUCCESS}
+    foreign = [f for f in files if f not in mine and not f.startswith("_tmp/") and f.startswith(_OWN_NAMES)]
+    if foreign:
+        raise InputError(
+            f"{store.url}: {len(foreign)} file(s) among score's results were not written by it (e.g. "
+            f"{foreign[:3]}); move them out of the folder (score never deletes files it did not write)"
+        )
+    return _Output(new=False, marker=marker)
 
-    from judgecal_dist.engine.spark import get_session, read_table, spark_url
+
+# -- checks ----------------------------------------------------------------------------------------------------
+@dataclass
+class _Checks:
+    """The judge, sample and coverage checks of both engines, and the counts they leave for the summary."""
+
+    model: Calibration
+    data_url: str
+    sample: int
+    unknown: str
+    min_coverage: float
+    data_judges: list[str] = field(default_factory=list)
+    extra: list[str] = field(default_factory=list)
+
+    def judges(self, data_judges: list[str]) -> None:
+        """Refuse unknown judges (unless ignored) and a table covering too few of the model's judges."""
+        if not data_judges:
+            raise InputError(f"{self.data_url}: verdicts: sample: no verdict rows with sample={self.sample}")
+        where = f"{self.data_url}: verdicts"
+        self.data_judges = sorted(data_judges)
+        self.extra = check_judges(self.data_judges, self.model.judge_ids, where=where, unknown=self.unknown)
+        absent = self.absent
+        coverage = 1.0 - len(absent) / len(self.model.judge_ids)
+        if coverage < self.min_coverage:
+            raise InputError(
+                f"{where}: judge_id: {len(absent)} of the model's {len(self.model.judge_ids)} judges have no verdicts "
+                f"at sample={self.sample} (e.g. {absent[:3]}), coverage {coverage:.0%} below {self.min_coverage:.0%}: "
+                "the model cannot score this table; score it anyway (items without a model judge's vote left "
+                "unscored) with --min-judge-coverage 0"
+            )
+
+    @property
+    def absent(self) -> list[str]:
+        return sorted(set(self.model.judge_ids) - set(self.data_judges))
+
+    def tally(self, tally: ScanTally) -> None:
+        """:meth:`judges` from what the Spark scan tasks tallied, with the errors of the in-memory path."""
+        if tally.bad_rows:
+            raise InputError(
+                f"{self.data_url}: verdicts: verdict: {tally.bad_rows} rows with a category outside "
+                f"{VERDICT_CATEGORIES} (e.g. {sorted(tally.bad_examples)})"
+            )
+        self.judges(sorted(tally.judges) if tally.rows else [])
+
+    def counts(self, tables: dict[str, pd.DataFrame]) -> dict[str, Any]:
+        datasets = tables["datasets"]
+        return {
+            "items": int(datasets["n_items"].sum()),
+            "items_without_votes": int(datasets["items_without_votes"].sum()),
+            "items_in_calibration": int(datasets["items_in_calibration"].sum()),
+            "datasets": len(datasets),
+            "judge_coverage": round(1.0 - len(self.absent) / len(self.model.judge_ids), 6),
+            "unknown_judges_ignored": self.extra,
+            "model_judges_absent": self.absent,
+        }
+
+
+def _items_meta(data_url: str, engine: EngineConfig) -> list[str]:
+    """Columns of the optional ``items`` table (empty when it is absent)."""
+    fs, root = local.dataset_root(data_url, engine.storage_options)
+    if not fs.exists(f"{root}/items"):
+        return []
+    return list(pads.dataset(f"{root}/items", filesystem=fs, format="parquet").schema.names)
+
+
+# -- Spark -----------------------------------------------------------------------------------------------------
+def _stage_spark(
+    model: Calibration, data_url: str, staged: str, engine: EngineConfig, checks: _Checks
+) -> list[tuple[str, int]]:
+    """Score on Spark into ``staged`` (tasks write through fsspec); the files written, after the tally's checks."""
+    from judgecal_dist.engine.spark import get_session, read_table
 
     spark = get_session(engine.spark_master, conf=dict(engine.spark_conf))
     labels = read_table(spark, data_url, "labels")
+    options = dict(engine.storage_options)
     items, tally = item_votes_scan(
-        spark, data_url, labels, model.judge_ids, sample=sample, storage_options=engine.storage_options
+        spark, data_url, labels, model.judge_ids, sample=checks.sample, storage_options=options
     )
-    scored = items.mapInArrow(functools.partial(score_partition, model=model), items_ddl(model))
-    tmp = store._p(f"_tmp/items-{uuid.uuid4().hex}")
-    log.info("score: scoring items on spark into %s", tmp)
-    scored.write.partitionBy("dataset").parquet(spark_url(_url(store, tmp)))
+    log.info("score: scoring items on spark into %s", staged)
+    kernel = functools.partial(score_and_write, model=model, staged_url=staged, storage_options=options)
+    # Only the files that successful tasks report are promoted: a failed task's leftovers never are.
+    rows = items.mapInArrow(kernel, FILES_DDL).collect()
     # The checks a pre-pass over the verdicts used to make, from what the scan tasks tallied; nothing is
-    # committed yet, so a refused table leaves only the temporary rows, removed here.
-    try:
-        data_judges, extra = _check_tally(tally.value, model, data_url, sample, unknown)
-    except InputError:
-        store.fs.rm(tmp, recursive=True)
-        raise
-    store.fs.mv(tmp, store._p("items"), recursive=True)
-    back = spark.read.parquet(spark_url(store.url_of("items")))
+    # promoted yet, so a refused table leaves only the staging folder, which the caller removes.
+    checks.tally(tally.value)
+    return [(row["file"], int(row["rows"])) for row in rows]
+
+
+def _summaries_spark(
+    model: Calibration, data_url: str, store: RunStore, engine: EngineConfig, meta: list[str], files: list[str]
+) -> dict[str, pd.DataFrame]:
+    from pyspark.sql import functions as F
+
+    from judgecal_dist.engine.spark import get_session, read_table
+
+    spark = get_session(engine.spark_master, conf=dict(engine.spark_conf))
+    reader = functools.partial(
+        read_items_partition,
+        files=[f.removeprefix("items/") for f in files],
+        folder_url=store.url_of("items"),
+        storage_options=dict(engine.storage_options),
+    )
+    slices = max(1, min(len(files), 2 * spark.sparkContext.defaultParallelism))
+    back = spark.range(0, len(files), 1, slices).mapInArrow(reader, items_ddl(model))
     alphas, eps = model.alphas, model.eps
     tables = {"datasets": summ.finalise(summ.sums_spark(back, ["dataset"], alphas, eps), alphas)}
-    meta = _items_meta(data_url, engine)
     if "subset" in meta:
         sub = read_table(spark, data_url, "items").select("dataset", "item_id", "subset")
         joined = back.join(sub, on=["dataset", "item_id"], how="left").where(F.col("subset").isNotNull())
@@ -191,71 +391,53 @@ def _score_spark(
         )
         tables["pairs"] = summ.finalise(summ.sums_spark(joined, ["dataset", "model_a", "model_b"], alphas, eps), alphas)
         tables["models"] = summ.finalise(summ.model_rows_spark(joined), [])
-    n_items = int(tables["datasets"]["n_items"].sum())
-    absent = sorted(set(model.judge_ids) - set(data_judges))
-    return tables, _counts(n_items, len(tables["datasets"]), extra, absent)
+    return tables
 
 
-def _check_tally(
-    tally: ScanTally, model: Calibration, data_url: str, sample: int, unknown: str
-) -> tuple[list[str], list[str]]:
-    """The data's judges at ``sample`` and the unknown ones, with the errors of the in-memory path."""
-    if tally.bad_rows:
-        raise InputError(f"{data_url}: verdicts: verdict: {tally.bad_rows} rows with a category outside "
-                         f"{VERDICT_CATEGORIES} (e.g. {sorted(tally.bad_examples)})")  # fmt: skip
-    if tally.rows == 0:
-        raise InputError(f"{data_url}: verdicts: sample: no verdict rows with sample={sample}")
-    data_judges = sorted(tally.judges)
-    return data_judges, check_judges(data_judges, model.judge_ids, where=f"{data_url}: verdicts", unknown=unknown)
-
-
-def _url(store: RunStore, path: str) -> str:
-    """The URL of a path of the store's filesystem (Spark needs the protocol back)."""
-    return store.url + path[len(store.path) :]
-
-
-def _items_meta(data_url: str, engine: EngineConfig) -> list[str]:
-    """Columns of the optional ``items`` table (empty when it is absent)."""
-    fs, root = local.dataset_root(data_url, engine.storage_options)
-    if not fs.exists(f"{root}/items"):
-        return []
-    return list(pads.dataset(f"{root}/items", filesystem=fs, format="parquet").schema.names)
-
-
-def _score_local(
-    model: Calibration, data_url: str, store: RunStore, engine: EngineConfig, sample: int, unknown: str
-) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
+# -- in process ------------------------------------------------------------------------------------------------
+def _prepare_local(model: Calibration, data_url: str, engine: EngineConfig, sample: int, checks: _Checks) -> Any:
+    """Read and check the table in memory (before anything is written); the scored batches, lazily."""
     options = engine.storage_options
     verdicts = local.read_arrow_table(data_url, "verdicts", _VERDICT_COLUMNS, storage_options=options)
     labels = local.read_arrow_table(data_url, "labels", ["dataset", "item_id", "label"], storage_options=options)
     at_sample = pc.unique(verdicts.filter(pc.equal(verdicts["sample"], pa.scalar(sample, pa.int32())))["judge_id"])
-    data_judges = sorted(at_sample.to_pylist())
-    if not data_judges:
-        raise InputError(f"{data_url}: verdicts: sample: no verdict rows with sample={sample}")
-    extra = check_judges(data_judges, model.judge_ids, where=f"{data_url}: verdicts", unknown=unknown)
+    checks.judges(sorted(at_sample.to_pylist()))
     items = item_votes_arrow(verdicts, labels, model.judge_ids, sample=sample)
     del verdicts
-    progress = Progress(len(items.labels), label="score: items")
-    batches = []
-    for start in range(0, len(items.labels), _LOCAL_CHUNK_ITEMS):
-        stop = min(start + _LOCAL_CHUNK_ITEMS, len(items.labels))
-        keys = {
-            k: items.keys[k].slice(start, stop - start).combine_chunks() for k in ("dataset", "item_id", "group_id")
-        }
-        batches.append(score_batch(model, keys, items.votes[start:stop], items.labels[start:stop]))
-        progress.advance(stop - start)
-    table = pa.Table.from_batches(batches)
-    tmp = store._p(f"_tmp/items-{uuid.uuid4().hex}")
-    pads.write_dataset(table, tmp, filesystem=store.fs, format="parquet", partitioning=["dataset"],
-                       partitioning_flavor="hive", basename_template="part-{i}.parquet")  # fmt: skip
-    store.fs.mv(tmp, store._p("items"), recursive=True)
+    return _ScoredBatches(model, items)
+
+
+class _ScoredBatches:
+    """Scored batches of in-memory item votes, kept for the summaries (one pass of the kernel)."""
+
+    def __init__(self, model: Calibration, items: Any) -> None:
+        self.model, self.items, self.batches = model, items, []
+
+    def __iter__(self) -> Any:
+        items, n = self.items, len(self.items.labels)
+        progress = Progress(n, label="score: items")
+        for start in range(0, n, _LOCAL_CHUNK_ITEMS):
+            stop = min(start + _LOCAL_CHUNK_ITEMS, n)
+            keys = {
+                k: items.keys[k].slice(start, stop - start).combine_chunks() for k in ("dataset", "item_id", "group_id")
+            }
+            batch = score_batch(self.model, keys, items.votes[start:stop], items.labels[start:stop])
+            self.batches.append(batch)
+            progress.advance(stop - start)
+            yield batch
+
+
+def _summaries_local(
+    model: Calibration, data_url: str, engine: EngineConfig, meta: list[str], table: pa.Table
+) -> dict[str, pd.DataFrame]:
     frame = table.to_pandas()
     alphas, eps = model.alphas, model.eps
     tables = {"datasets": summ.finalise(summ.sums_pandas(frame, ["dataset"], alphas, eps), alphas)}
-    meta = _items_meta(data_url, engine)
     wanted = [c for c in ("subset", "model_a", "model_b") if c in meta]
     if wanted:
-        extra_cols = local.read_arrow_table(data_url, "items", ["dataset", "item_id", *wanted], storage_options=options)
+        extra_cols = local.read_arrow_table(
+            data_url, "items", ["dataset", "item_id", *wanted], storage_options=engine.storage_options
+        )
         frame = frame.merge(extra_cols.to_pandas(), on=["dataset", "item_id"], how="left")
     if "subset" in wanted:
         sub = frame[frame["subset"].notna()]
@@ -264,5 +446,4 @@ def _score_local(
         arena = frame[frame["model_a"].notna() & frame["model_b"].notna()]
         tables["pairs"] = summ.finalise(summ.sums_pandas(arena, ["dataset", "model_a", "model_b"], alphas, eps), alphas)
         tables["models"] = summ.finalise(summ.model_rows_pandas(arena), [])
-    absent = sorted(set(model.judge_ids) - set(data_judges))
-    return tables, _counts(len(items.labels), len(tables["datasets"]), extra, absent)
+    return tables

@@ -12,10 +12,18 @@ on: ``"probability"`` (absent = this; the aggregator's :math:`P(A)`, clipped to 
 :class:`~judgecal_dist.methods.beta.BetaCalibration` and
 :class:`~judgecal_dist.methods.conformal.SplitConformal` instances with their fitted attributes, so scoring
 runs exactly the code that the study evaluated.
+
+Every number is checked when the file is read (a hand-edited or truncated file is refused with the file and the
+key, never scored): judge ids non-empty and distinct, weights and calibrator parameters finite, the class prior
+in (0, 1), ``eps`` in (0, 1/2), conformal levels in (0, 1) with thresholds in [0, 1] (or ``inf``). The optional
+``fitted_on.item_ids`` (with ``fitted_on.dataset``) lists the items the model was fitted on, so scored rows can
+say whether the model has seen them (``in_calibration``).
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import math
 from collections.abc import Mapping
@@ -24,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
 
 from judgecal_dist.engine.store import RunStore
 from judgecal_dist.errors import InputError
@@ -56,6 +65,10 @@ class Calibration:
     eps : float
     source : str
         Where it was read from (for messages and the output's record).
+    digest : str
+        SHA-256 of the file's bytes (the model's fingerprint in a score output's marker).
+    fitted_dataset, fitted_items : str or None, tuple of str or None
+        The dataset and item ids the model was fitted on (None when the file does not record them).
     """
 
     judge_ids: list[str]
@@ -65,6 +78,14 @@ class Calibration:
     calibrator_input: str
     eps: float
     source: str
+    digest: str = ""
+    fitted_dataset: str | None = None
+    fitted_items: tuple[str, ...] | None = None
+
+    @functools.cached_property
+    def fitted_item_set(self) -> pa.Array | None:
+        """``fitted_items`` as an Arrow value set (built once per process, for ``pyarrow.compute.is_in``)."""
+        return None if self.fitted_items is None else pa.array(self.fitted_items, pa.string())
 
     @property
     def alphas(self) -> list[float]:
@@ -95,69 +116,132 @@ def _require(state: Mapping[str, Any], key: str, where: str) -> Any:
     return state[key]
 
 
-def _number(state: Mapping[str, Any], key: str, where: str) -> float:
+def _section(state: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    value = _require(state, key, where)
+    if not isinstance(value, Mapping):
+        raise InputError(f"{where}: {key}: expected an object, got {type(value).__name__}")
+    return value
+
+
+def _number(state: Mapping[str, Any], key: str, where: str, low: float = -math.inf, high: float = math.inf) -> float:
+    """A finite number strictly between ``low`` and ``high`` (the bounds are open when finite)."""
     value = _require(state, key, where)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InputError(f"{where}: {key}: expected a finite number, got {value!r}")
+    if not low < value < high:
+        raise InputError(f"{where}: {key}: must be in ({low:g}, {high:g}), got {value!r}")
     return float(value)
 
 
-def from_dict(state: Mapping[str, Any], *, source: str = "calibration") -> Calibration:
+def _weights(agg: Mapping[str, Any], n_judges: int, where: str) -> npt.NDArray[np.float64]:
+    raw = _require(agg, "weights", where)
+    ok = isinstance(raw, list) and all(isinstance(w, int | float) and not isinstance(w, bool) for w in raw)
+    weights = np.asarray(raw if ok else [], dtype=np.float64)
+    if not ok or weights.shape != (n_judges,) or not np.isfinite(weights).all():
+        bad = [w for w in raw if not (isinstance(w, int | float) and math.isfinite(w))][:3] if ok else raw
+        raise InputError(
+            f"{where}: weights: expected {n_judges} finite numbers (one per judge), got "
+            f"{len(raw) if isinstance(raw, list) else type(raw).__name__} (e.g. {bad!r})"
+        )
+    return weights
+
+
+def _conformal(state: Mapping[str, Any], source: str) -> list[SplitConformal]:
+    entries = state.get("conformal", [])
+    if not isinstance(entries, list):
+        raise InputError(f"{source}: conformal: expected a list, got {type(entries).__name__}")
+    out = []
+    for i, entry in enumerate(entries):
+        where = f"{source}: conformal[{i}]"
+        if not isinstance(entry, Mapping):
+            raise InputError(f"{where}: expected an object, got {type(entry).__name__}")
+        _number(entry, "alpha", where, 0.0, 1.0)
+        try:
+            out.append(SplitConformal.from_dict(entry))
+        except (InputError, TypeError, ValueError) as err:  # from_dict names itself, not the file
+            raise InputError(f"{where}: {str(err).removeprefix('SplitConformal.from_dict: ')}") from err
+    return out
+
+
+def _fitted_items(fitted_on: Mapping[str, Any], source: str) -> tuple[str | None, tuple[str, ...] | None]:
+    ids = fitted_on.get("item_ids")
+    if ids is None:
+        return None, None
+    where = f"{source}: fitted_on"
+    dataset = fitted_on.get("dataset")
+    if not isinstance(dataset, str) or not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise InputError(f"{where}: item_ids: expected a list of item id strings with the dataset name")
+    return dataset, tuple(ids)
+
+
+def from_dict(state: Mapping[str, Any], *, source: str = "calibration", digest: str = "") -> Calibration:
     """Rebuild the fitted estimators of a ``judgecal.calibration/v2`` artifact.
 
     Raises
     ------
     InputError
         Wrong ``format`` (or version), a name other than one-coin / beta, a missing key, judge ids that are not
-        distinct strings, weights of the wrong length, a probability out of (0, 1), unknown ``calibrator_input``
-        or ``vote_codes`` other than the v2 coding.
+        distinct strings, weights that are not finite or of the wrong length, a probability out of (0, 1), a
+        calibrator parameter that is not finite, a conformal level out of (0, 1) or threshold out of [0, 1],
+        unknown ``calibrator_input`` or ``vote_codes`` other than the v2 coding.
     """
     fmt = state.get("format") if isinstance(state, Mapping) else None
     if fmt != FORMAT:
         raise InputError(f"{source}: format: expected {FORMAT!r}, got {fmt!r} (rerun the study with this version)")
-    agg = _require(state, "aggregator", source)
-    cal = _require(state, "calibrator", source)
+    agg = _section(state, "aggregator", source)
+    cal = _section(state, "calibrator", source)
     if agg.get("name") != "one_coin" or cal.get("name") != "beta":
-        raise InputError(f"{source}: aggregator/calibrator: only one_coin + beta can be scored, got "
-                         f"{agg.get('name')!r} + {cal.get('name')!r}")  # fmt: skip
+        raise InputError(
+            f"{source}: aggregator/calibrator: only one_coin + beta can be scored, got "
+            f"{agg.get('name')!r} + {cal.get('name')!r}"
+        )
     judges = _require(agg, "judge_ids", f"{source}: aggregator")
-    weights = np.asarray(_require(agg, "weights", f"{source}: aggregator"), dtype=np.float64)
-    if not judges or not all(isinstance(j, str) for j in judges) or len(set(judges)) != len(judges):
-        raise InputError(f"{source}: aggregator: judge_ids: expected distinct strings, got {judges[:3]!r}...")
-    if weights.shape != (len(judges),) or not np.isfinite(weights).all():
-        raise InputError(f"{source}: aggregator: weights: expected {len(judges)} finite numbers, got {weights.shape}")
-    prior = _number(agg, "class_prior", f"{source}: aggregator")
-    eps = _number(state, "eps", source)
-    if not 0.0 < prior < 1.0 or not 0.0 < eps < 0.5:
-        raise InputError(f"{source}: class_prior must be in (0, 1) and eps in (0, 0.5), got {prior}, {eps}")
+    if not isinstance(judges, list) or not judges or not all(isinstance(j, str) for j in judges):
+        raise InputError(f"{source}: aggregator: judge_ids: expected a non-empty list of strings, got {judges!r:.80}")
+    repeated = sorted({j for j in judges if judges.count(j) > 1})
+    if repeated:
+        raise InputError(
+            f"{source}: aggregator: judge_ids: {len(repeated)} judge(s) listed twice (e.g. "
+            f"{repeated[:3]}); each judge has one weight"
+        )
+    weights = _weights(agg, len(judges), f"{source}: aggregator")
+    prior = _number(agg, "class_prior", f"{source}: aggregator", 0.0, 1.0)
+    eps = _number(state, "eps", source, 0.0, 0.5)
     if state.get("vote_codes", VOTE_CODES) != VOTE_CODES:
         raise InputError(f"{source}: vote_codes: expected {VOTE_CODES}, got {state.get('vote_codes')!r}")
     fitted_on = state.get("fitted_on") or {}
+    if not isinstance(fitted_on, Mapping):
+        raise InputError(f"{source}: fitted_on: expected an object, got {type(fitted_on).__name__}")
     if fitted_on.get("orientation", "natural") == "gold_positive":
         # gold_positive recodes verdicts as "agrees with the label": its weights cannot read A/B verdicts.
-        raise InputError(f"{source}: fitted_on: orientation: a gold_positive model cannot score A/B verdicts; "
-                         "rerun the study with orientation: natural (or randomized)")  # fmt: skip
+        raise InputError(
+            f"{source}: fitted_on: orientation: a gold_positive model cannot score A/B verdicts; "
+            "rerun the study with orientation: natural (or randomized)"
+        )
     calibrator_input = state.get("calibrator_input", "probability")
     if calibrator_input not in CALIBRATOR_INPUTS:
         raise InputError(f"{source}: calibrator_input: expected one of {CALIBRATOR_INPUTS}, got {calibrator_input!r}")
+    fitted_dataset, fitted_items = _fitted_items(fitted_on, source)
 
     aggregator = OneCoin(alpha0=agg.get("alpha0", 1.0), beta0=agg.get("beta0", 1.0))
     aggregator.weights_, aggregator.prior_ = weights, prior
     aggregator.n_features_in_, aggregator.classes_ = len(judges), np.array([0, 1])
-    beta = BetaCalibration(
-        penalty=cal.get("penalty", 0.01), l1_ratio=cal.get("l1_ratio", 0.5), eps=eps, score_input=calibrator_input
-    )
+    penalty = _number(cal, "penalty", f"{source}: calibrator", 0.0) if "penalty" in cal else 0.01
+    l1_ratio = cal.get("l1_ratio", 0.5)
+    beta = BetaCalibration(penalty=penalty, l1_ratio=l1_ratio, eps=eps, score_input=calibrator_input)
     beta.a_, beta.b_, beta.c_ = (_number(cal, k, f"{source}: calibrator") for k in ("a", "b", "c"))
     beta.fallback_, beta.n_iter_, beta.loss_history_ = None, 0, []
-    conformal = [SplitConformal.from_dict(c) for c in state.get("conformal", [])]
     return Calibration(
         judge_ids=list(judges),
         aggregator=aggregator,
         calibrator=beta,
-        conformal=conformal,
+        conformal=_conformal(state, source),
         calibrator_input=calibrator_input,
         eps=eps,
         source=source,
+        digest=digest,
+        fitted_dataset=fitted_dataset,
+        fitted_items=fitted_items,
     )
 
 
@@ -178,8 +262,12 @@ def load_calibration(run_url: str, *, storage_options: Mapping[str, Any] | None 
         if not store.exists(name):
             raise InputError(f"{run_url}: {name}: not found (not a run folder with a saved calibration)")
         store.require_success()
+    raw = store.read_bytes(name)
     try:
-        state = json.loads(store.read_bytes(name).decode("utf-8"))
+        state = json.loads(raw.decode("utf-8"))  # NaN / Infinity literals parse, and the checks name their key
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise InputError(f"{store.url_of(name)}: not valid JSON ({err})") from err
-    return from_dict(state, source=store.url_of(name))
+        raise InputError(
+            f"{store.url_of(name)}: not valid JSON ({err}); the file is truncated or not a model: "
+            "export it again from its run"
+        ) from err
+    return from_dict(state, source=store.url_of(name), digest=hashlib.sha256(raw).hexdigest())

@@ -11,7 +11,9 @@ score interval for a proportion with :math:`n` trials and estimate :math:`\bar p
 which covers sampling of the items (the realised outcomes :math:`Y_i \sim \mathrm{Bernoulli}(\hat p_i)` have
 variance :math:`\bar p(1 - \bar p)` in total) and stays inside [0, 1]. Per response model (items carrying
 ``model_a``/``model_b`` in the ``items`` table) a model's win rate averages :math:`\hat p_i` where it is A and
-:math:`1 - \hat p_i` where it is B. Labelled items also give accuracy (half credit at exactly 1/2), NLL (clipped
+:math:`1 - \hat p_i` where it is B. Items without a vote from any of the model's judges have no :math:`\hat p_i`:
+they are counted (``items_without_votes``) and left out of every rate, interval and metric, so a table the model
+cannot read gives no win rate rather than the class prior. Labelled items also give accuracy (half credit at exactly 1/2), NLL (clipped
 at ``eps``), Brier and the empirical coverage of each conformal set, as in :mod:`judgecal_dist.stats.metrics`.
 
 References
@@ -34,23 +36,51 @@ from judgecal_dist.io.figures import png, pyplot
 from judgecal_dist.scoring.kernel import set_column
 from judgecal_dist.stats.metrics import pointwise_nll
 
-__all__ = ["set_column", "item_terms", "sums_pandas", "sums_spark", "finalise", "model_rows_pandas",
-           "model_rows_spark", "figure"]  # fmt: skip
+__all__ = [
+    "set_column",
+    "item_terms",
+    "sums_pandas",
+    "sums_spark",
+    "finalise",
+    "model_rows_pandas",
+    "model_rows_spark",
+    "figure",
+]
 
 
 def _sum_names(alphas: Sequence[float]) -> list[str]:
     per_alpha = [f"{kind}_{set_column(a)}" for a in alphas for kind in ("size", "covered")]
-    return ["n", "sum_p", "n_pred_a", "n_no_votes", "n_labelled", "sum_correct", "sum_nll", "sum_brier", *per_alpha]
+    return [
+        "n",
+        "n_scored",
+        "n_in_calibration",
+        "sum_p",
+        "n_pred_a",
+        "n_labelled",
+        "sum_correct",
+        "sum_nll",
+        "sum_brier",
+        *per_alpha,
+    ]
 
 
 def item_terms(items: pd.DataFrame, alphas: Sequence[float], eps: float) -> pd.DataFrame:
     """Per-item summands of the sums (pandas; the in-memory path), from the scored item columns."""
-    p = items["p"].to_numpy()
-    labelled = items["label"].isin(["A", "B"]).to_numpy()
+    scored = items["p"].notna().to_numpy()
+    p = np.where(scored, items["p"].to_numpy(dtype=np.float64, na_value=np.nan), 0.5)
+    labelled = items["label"].isin(["A", "B"]).to_numpy() & scored
     y = (items["label"] == "A").to_numpy().astype(np.int64)
-    terms = pd.DataFrame({"n": 1, "sum_p": p, "n_pred_a": (items["verdict"] == "A").to_numpy().astype(np.int64),
-                          "n_no_votes": (items["n_votes"] == 0).to_numpy().astype(np.int64),
-                          "n_labelled": labelled.astype(np.int64)}, index=items.index)  # fmt: skip
+    terms = pd.DataFrame(
+        {
+            "n": 1,
+            "n_scored": scored.astype(np.int64),
+            "n_in_calibration": items["in_calibration"].eq(True).to_numpy().astype(np.int64),
+            "sum_p": np.where(scored, p, 0.0),
+            "n_pred_a": (items["verdict"] == "A").to_numpy().astype(np.int64),
+            "n_labelled": labelled.astype(np.int64),
+        },
+        index=items.index,
+    )
     correct = np.where(p == 0.5, 0.5, ((p > 0.5) == (y == 1)).astype(np.float64))
     terms["sum_correct"] = np.where(labelled, correct, 0.0)
     terms["sum_nll"] = np.where(labelled, pointwise_nll(y, p, eps=eps), 0.0)
@@ -58,8 +88,8 @@ def item_terms(items: pd.DataFrame, alphas: Sequence[float], eps: float) -> pd.D
     for alpha in alphas:
         name = set_column(alpha)
         sets = items[name]
-        terms[f"size_{name}"] = sets.map(len).to_numpy()
-        covered = [lab in s for lab, s in zip(items["label"], sets, strict=True)]
+        terms[f"size_{name}"] = np.where(scored, sets.map(lambda s: 0 if s is None else len(s)).to_numpy(), 0)
+        covered = [s is not None and lab in s for lab, s in zip(items["label"], sets, strict=True)]
         terms[f"covered_{name}"] = np.where(labelled, covered, False).astype(np.int64)
     return terms
 
@@ -72,15 +102,16 @@ def sums_pandas(items: pd.DataFrame, by: list[str], alphas: Sequence[float], eps
 
 def _spark_terms(alphas: Sequence[float], eps: float) -> list[Column]:
     p, label = F.col("p"), F.col("label")
-    labelled = F.coalesce(label.isin("A", "B"), F.lit(False))  # a null label is unlabelled, not null
+    labelled = F.coalesce(label.isin("A", "B") & p.isNotNull(), F.lit(False))  # null label or p: not counted
     y = (label == "A").cast("double")
     q = F.least(F.greatest(p, F.lit(eps)), F.lit(1.0 - eps))
     correct = F.when(p == 0.5, 0.5).otherwise(((p > 0.5) == (label == "A")).cast("double"))
     terms = [
         F.count(F.lit(1)).alias("n"),
-        F.sum(p).alias("sum_p"),
-        F.sum((F.col("verdict") == "A").cast("long")).alias("n_pred_a"),
-        F.sum((F.col("n_votes") == 0).cast("long")).alias("n_no_votes"),
+        F.count(p).alias("n_scored"),  # null p: no vote from a model judge
+        F.coalesce(F.sum(F.col("in_calibration").cast("long")), F.lit(0)).alias("n_in_calibration"),
+        F.coalesce(F.sum(p), F.lit(0.0)).alias("sum_p"),
+        F.coalesce(F.sum((F.col("verdict") == "A").cast("long")), F.lit(0)).alias("n_pred_a"),
         F.sum(labelled.cast("long")).alias("n_labelled"),
         F.sum(F.when(labelled, correct).otherwise(0.0)).alias("sum_correct"),
         F.sum(F.when(labelled, -(y * F.log(q) + (1 - y) * F.log(1 - q))).otherwise(0.0)).alias("sum_nll"),
@@ -88,7 +119,7 @@ def _spark_terms(alphas: Sequence[float], eps: float) -> list[Column]:
     ]
     for alpha in alphas:
         name = set_column(alpha)
-        terms.append(F.sum(F.size(name)).alias(f"size_{name}"))
+        terms.append(F.sum(F.when(p.isNotNull(), F.size(name)).otherwise(0)).alias(f"size_{name}"))
         covered = F.when(labelled, F.array_contains(name, label).cast("long")).otherwise(0)
         terms.append(F.sum(covered).alias(f"covered_{name}"))
     return terms
@@ -101,28 +132,45 @@ def sums_spark(items: DataFrame, by: list[str], alphas: Sequence[float], eps: fl
 
 
 def model_rows_pandas(items: pd.DataFrame) -> pd.DataFrame:
-    """One row per item and response model: ``dataset, model, p`` (its win probability), ``won`` (predicted)."""
-    a = pd.DataFrame({"dataset": items["dataset"], "model": items["model_a"], "p": items["p"],
-                      "won": (items["verdict"] == "A").astype(np.int64)})  # fmt: skip
-    b = pd.DataFrame({"dataset": items["dataset"], "model": items["model_b"], "p": 1.0 - items["p"],
-                      "won": (items["verdict"] == "B").astype(np.int64)})  # fmt: skip
+    """Per dataset and response model: items played (``n``), scored (``n_scored``), the sum of its win
+    probabilities ``sum_p`` and its predicted wins ``n_pred_a`` over the scored ones."""
+    p = items["p"].astype(np.float64)
+    sides = []
+    for side, prob, wins in (("model_a", p, "A"), ("model_b", 1.0 - p, "B")):
+        sides.append(
+            pd.DataFrame(
+                {
+                    "dataset": items["dataset"],
+                    "model": items[side],
+                    "p": prob,
+                    "won": (items["verdict"] == wins).astype(np.int64),
+                }
+            )
+        )
     return (
-        pd.concat([a, b], ignore_index=True)
-        .groupby(["dataset", "model"], as_index=False, sort=True)
-        .agg(n=("p", "size"), sum_p=("p", "sum"), n_pred_a=("won", "sum"))
+        pd.concat(sides, ignore_index=True)
+        .groupby(["dataset", "model"], as_index=False, sort=True, observed=True)
+        .agg(n=("won", "size"), n_scored=("p", "count"), sum_p=("p", "sum"), n_pred_a=("won", "sum"))
     )
 
 
 def model_rows_spark(items: DataFrame) -> pd.DataFrame:
     """:func:`model_rows_pandas` in Spark: a union of the two sides and one ``groupBy().agg()``."""
     side_a = items.select("dataset", F.col("model_a").alias("model"), "p", (F.col("verdict") == "A").alias("won"))
-    side_b = items.select("dataset", F.col("model_b").alias("model"), (1.0 - F.col("p")).alias("p"),
-                          (F.col("verdict") == "B").alias("won"))  # fmt: skip
+    side_b = items.select(
+        "dataset",
+        F.col("model_b").alias("model"),
+        (1.0 - F.col("p")).alias("p"),
+        (F.col("verdict") == "B").alias("won"),
+    )
     sums = (
         side_a.unionByName(side_b)
         .groupBy("dataset", "model")
         .agg(
-            F.count(F.lit(1)).alias("n"), F.sum("p").alias("sum_p"), F.sum(F.col("won").cast("long")).alias("n_pred_a")
+            F.count(F.lit(1)).alias("n"),
+            F.count("p").alias("n_scored"),
+            F.coalesce(F.sum("p"), F.lit(0.0)).alias("sum_p"),
+            F.coalesce(F.sum(F.col("won").cast("long")), F.lit(0)).alias("n_pred_a"),
         )
         .toPandas()
     )
@@ -130,22 +178,35 @@ def model_rows_spark(items: DataFrame) -> pd.DataFrame:
 
 
 def finalise(sums: pd.DataFrame, alphas: Sequence[float], *, confidence: float = 0.95) -> pd.DataFrame:
-    """Rates, Wilson intervals and labelled metrics from per-group sums; a rate without items is None."""
+    """Rates, Wilson intervals and labelled metrics from per-group sums, over the scored items only.
+
+    ``n_items`` counts every item, ``items_without_votes`` those that could not be scored; a rate of a group
+    without scored items is None.
+    """
     z = float(norm.ppf(0.5 + confidence / 2.0))
-    n = sums["n"].to_numpy(dtype=np.float64)
-    rate = sums["sum_p"].to_numpy(dtype=np.float64) / n
-    centre = (rate + z**2 / (2 * n)) / (1 + z**2 / n)
-    half = z / (1 + z**2 / n) * np.sqrt(rate * (1 - rate) / n + z**2 / (4 * n**2))
+    n = sums["n_scored"].to_numpy(dtype=np.float64)
+    some = n > 0
+    n_safe = np.where(some, n, 1.0)
+    rate = sums["sum_p"].to_numpy(dtype=np.float64) / n_safe
+    centre = (rate + z**2 / (2 * n_safe)) / (1 + z**2 / n_safe)
+    half = z / (1 + z**2 / n_safe) * np.sqrt(rate * (1 - rate) / n_safe + z**2 / (4 * n_safe**2))
     keys = [c for c in sums.columns if c not in _sum_names(alphas)]
     out = sums[keys].copy()
     out["n_items"] = sums["n"].astype(np.int64)
-    out["win_rate"], out["win_rate_ci_low"], out["win_rate_ci_high"] = rate, centre - half, centre + half
-    out["predicted_win_share"] = sums["n_pred_a"].to_numpy() / n
+    out["items_without_votes"] = (sums["n"] - sums["n_scored"]).astype(np.int64)
+    if "n_in_calibration" in sums:
+        out["items_in_calibration"] = sums["n_in_calibration"].astype(np.int64)
+
+    def scored_only(values: np.ndarray) -> np.ndarray:
+        return np.where(some, values, np.nan)
+
+    out["win_rate"] = scored_only(rate)
+    out["win_rate_ci_low"], out["win_rate_ci_high"] = scored_only(centre - half), scored_only(centre + half)
+    out["predicted_win_share"] = scored_only(sums["n_pred_a"].to_numpy() / n_safe)
     if "n_labelled" not in sums:
         return out
-    out["items_without_votes"] = sums["n_no_votes"].astype(np.int64)
     for alpha in alphas:
-        out[f"set_size_{set_column(alpha)[4:]}"] = sums[f"size_{set_column(alpha)}"].to_numpy() / n
+        out[f"set_size_{set_column(alpha)[4:]}"] = scored_only(sums[f"size_{set_column(alpha)}"].to_numpy() / n_safe)
     n_lab = sums["n_labelled"].to_numpy(dtype=np.float64)
     out["n_labelled"] = sums["n_labelled"].astype(np.int64)
     per_labelled = {"accuracy": "sum_correct", "nll": "sum_nll", "brier": "sum_brier"} | {

@@ -171,6 +171,9 @@ def fit_model(config: Config, panel: Panel) -> dict[str, Any]:
         "vote_codes": {"A": 1, "B": 0, "missing": -1, "tie": "missing"},
         "fitted_on": {
             "dataset": panel.dataset,
+            # Every item the model saw (aggregator, calibrator and conformal slice), as plain ids: a scorer flags
+            # them (``in_calibration``), since metrics on them are in-sample.
+            "item_ids": sorted(str(i) for i in panel.item_ids),
             "items": int(fit.sum()),
             "conformal_items": int(slice_.sum()),
             "orientation": config.orientation,

@@ -77,11 +77,14 @@ def arena(tmp_path_factory) -> str:
 
 
 def expected_p(weights: dict[str, float] = WEIGHTS) -> pd.Series:
-    """sigma(sum_j z_ij w_j) by hand (prior 1/2, identity beta inside [eps, 1 - eps])."""
+    """sigma(sum_j z_ij w_j) by hand (prior 1/2, identity beta inside [eps, 1 - eps]); NaN without a model vote."""
     p = {}
     for item, spec in ITEMS.items():
-        z = [{"A": 1.0, "B": -1.0}.get(v, 0.0) for v in spec[3:]]
-        p[item] = float(expit(sum(zj * weights.get(j, 0.0) for zj, j in zip(z, WEIGHTS, strict=True))))
+        z = [{"A": 1.0, "B": -1.0}.get(v, 0.0) if j in weights else 0.0 for v, j in zip(spec[3:], WEIGHTS, strict=True)]
+        voted = any(zj != 0.0 for zj in z)
+        p[item] = (
+            float(expit(sum(zj * weights.get(j, 0.0) for zj, j in zip(z, WEIGHTS, strict=True)))) if voted else np.nan
+        )
     return pd.Series(p)
 
 
@@ -95,23 +98,29 @@ def test_arena_items_and_win_rates(engine, arena, tmp_path, spark):
     items = pd.read_parquet(out / "items").set_index("item_id").sort_index()
     p = expected_p()
     np.testing.assert_allclose(items["p"], p.sort_index(), rtol=0, atol=1e-12)
-    strict, loose = items["set_alpha_0_1"].map(list), items["set_alpha_0_2"].map(list)
-    assert [strict["i6"], strict["i1"], strict["i2"]] == [[], ["A"], ["B"]]  # p = 1/2, 0.852, 0.378
-    assert [loose["i6"], loose["i1"], loose["i2"]] == [["A", "B"], ["A"], ["A", "B"]]
+    # i6 has no vote from any model judge (a tie and two absent verdicts): no probability, verdict or set
+    assert items.loc["i6", ["score", "p", "verdict", "set_alpha_0_1"]].isna().all()
+    strict, loose = items["set_alpha_0_1"].drop("i6").map(list), items["set_alpha_0_2"].drop("i6").map(list)
+    assert [strict["i1"], strict["i2"]] == [["A"], ["B"]]  # p = 0.852, 0.378
+    assert [loose["i1"], loose["i2"]] == [["A"], ["A", "B"]]
     summary = json.loads((out / "summary.json").read_text())
     models = pd.DataFrame(summary["models"]).set_index("model")
-    for m in ("m1", "m2", "m3"):  # P(model wins) averaged over the items it plays in, by hand
-        wins = [p[i] if s[0] == m else 1 - p[i] for i, s in ITEMS.items() if m in s[:2]]
+    for m in ("m1", "m2", "m3"):  # P(model wins) averaged over the scored items it plays in, by hand
+        played = [i for i, s in ITEMS.items() if m in s[:2]]
+        wins = [p[i] if ITEMS[i][0] == m else 1 - p[i] for i in played if not np.isnan(p[i])]
         assert models.loc[m, "win_rate"] == pytest.approx(np.mean(wins), abs=1e-12)
-        assert models.loc[m, "n_items"] == len(wins)
+        assert models.loc[m, "n_items"] == len(played)
+        assert models.loc[m, "items_without_votes"] == len(played) - len(wins)
     pairs = pd.DataFrame(summary["pairs"]).set_index(["model_a", "model_b"])
     assert pairs.loc[("m1", "m2"), "win_rate"] == pytest.approx((p["i1"] + p["i2"]) / 2, abs=1e-12)
+    (lone,) = [r for r in summary["pairs"] if (r["model_a"], r["model_b"]) == ("m3", "m2")]  # only i6: unscored
+    assert lone["win_rate"] is None and lone["win_rate_ci_low"] is None and lone["items_without_votes"] == 1
     (row,) = summary["datasets"]
-    lab = {i: s[2] for i, s in ITEMS.items() if s[2]}
-    assert row["n_labelled"] == 4
+    lab = {i: s[2] for i, s in ITEMS.items() if s[2] and not np.isnan(p[i])}
+    assert row["n_labelled"] == 3 and row["n_items"] == 6 and row["items_without_votes"] == 1
     assert row["brier"] == pytest.approx(np.mean([(p[i] - (v == "A")) ** 2 for i, v in lab.items()]), abs=1e-12)
-    # Wilson's interval for 6 items at the mean p (closed form, z = 1.959964)
-    z, n, r = 1.959963984540054, 6, p.mean()
+    # Wilson's interval for the 5 scored items at their mean p (closed form, z = 1.959964)
+    z, n, r = 1.959963984540054, 5, p.mean()
     half = z / (1 + z * z / n) * np.sqrt(r * (1 - r) / n + z * z / (4 * n * n))
     assert row["win_rate_ci_high"] == pytest.approx((r + z * z / (2 * n)) / (1 + z * z / n) + half, abs=1e-12)
 
@@ -129,6 +138,9 @@ def test_bad_input_exits_2(arena, tmp_path):
     two = write_run(tmp_path / "two", model_json({"j1": 1.0, "j2": 0.5}))
     result = invoke("score", "--model", two, "--data", arena, "--output", out)
     assert result.exit_code == 2 and "1 judge(s) not in the model (e.g. ['j3'])" in result.output
+    result = invoke("score", "--model", two, "--data", str(tmp_path / "missing"), "--output", out)
+    assert result.exit_code == 2 and "missing: no such file or directory" in result.output
+    (tmp_path / "empty").mkdir()
     result = invoke("score", "--model", two, "--data", str(tmp_path / "empty"), "--output", out)
     assert result.exit_code == 2 and "_SUCCESS" in result.output
     result = invoke("score", "--model", two, "--data", arena, "--output", out, "--sample", "3", "--engine", "local")
@@ -174,11 +186,18 @@ def test_output_commits_atomically_and_reruns(arena, tmp_path, monkeypatch):
         score_dataset(run, arena, out, engine=engine)
     assert Path(out, "items").exists() and not Path(out, "_SUCCESS").exists()
     monkeypatch.undo()
-    first = score_dataset(run, arena, out, engine=engine)  # the failed output is cleared and redone
+    first = score_dataset(run, arena, out, engine=engine)  # the failed output is redone in place
     assert Path(out, "_SUCCESS").exists() and not Path(out, "_tmp").exists()
     assert len(pd.read_parquet(Path(out) / "items")) == len(ITEMS)
+    stamp = Path(out, "_SUCCESS").stat().st_mtime_ns
     again = score_dataset(run, arena, out, engine=engine)
     assert again["skipped"] and again["datasets"] == first["datasets"]
+    assert Path(out, "_SUCCESS").stat().st_mtime_ns == stamp  # a no-op: nothing rewritten
+    # Other inputs at the same output replace score's own files (and only those), _SUCCESS last.
+    Path(out, "NOTES.txt").write_text("mine")
     other = write_run(tmp_path / "other", model_json({"j1": 2.0, "j2": 0.5, "j3": 0.0}))
     result = invoke("score", "--model", other, "--data", arena, "--output", out)
-    assert result.exit_code == 2 and "committed score of other inputs" in result.output
+    assert result.exit_code == 0, result.output
+    items = pd.read_parquet(Path(out) / "items").set_index("item_id").sort_index()
+    np.testing.assert_allclose(items["p"], expected_p({"j1": 2.0, "j2": 0.5, "j3": 0.0}).sort_index(), atol=1e-12)
+    assert Path(out, "NOTES.txt").read_text() == "mine" and Path(out, "_SUCCESS").exists()
