@@ -43,7 +43,7 @@ def artifact(agg: OneCoin, beta: BetaCalibration, conformal: list, judge_ids, ca
             "class_prior": float(agg.prior_),
             "alpha0": 1.0,
             "beta0": 1.0,
-        },  # fmt: skip
+        },
         "calibrator": {"name": "beta", "a": beta.a_, "b": beta.b_, "c": beta.c_, "penalty": 0.01, "l1_ratio": 0.5},
         "conformal": [c.to_dict() for c in conformal],
         "eps": 1e-6,
@@ -115,8 +115,13 @@ def test_score_equals_the_fitted_estimators_in_memory(engine, llmbar, fitted, tm
     assert row["brier"] == pytest.approx(brier(labels, p), abs=1e-12)
     covered = conformal[0].predict_set(p)[np.arange(len(p)), labels].mean()
     assert row["coverage_alpha_0_1"] == pytest.approx(covered, abs=1e-12)
-    assert {r["subset"] for r in result["subsets"]} == {"Natural", "Adversarial/Neighbor", "Adversarial/GPTInst",
-                                                        "Adversarial/GPTOut", "Adversarial/Manual"}  # fmt: skip
+    assert {r["subset"] for r in result["subsets"]} == {
+        "Natural",
+        "Adversarial/Neighbor",
+        "Adversarial/GPTInst",
+        "Adversarial/GPTOut",
+        "Adversarial/Manual",
+    }
 
 
 def test_logit_artifact_applies_beta_to_the_unclipped_log_odds(llmbar, fitted, tmp_path):
