@@ -55,6 +55,7 @@ import pyarrow.parquet as pq
 
 from judgecal_dist.errors import InputError, RunError
 from judgecal_dist.io.filesystem import has_directories, open_fs, retry_transient
+from judgecal_dist.io.records import to_json
 
 __all__ = ["RunStore", "RunConflict", "SUCCESS", "LEASE", "REJECTED", "is_remote", "progress_line"]
 
@@ -258,7 +259,7 @@ class RunStore:
         self.write_bytes(name, text.encode("utf-8"))
 
     def write_json(self, name: str, obj: Any) -> None:
-        self.write_text(name, json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n")
+        self.write_text(name, to_json(obj) + "\n")
 
     def write_table(self, name: str, table: pd.DataFrame) -> None:
         buf = io.BytesIO()
@@ -596,14 +597,3 @@ def _stamp(entry: dict[str, Any]) -> float:
     # Local files report ``mtime`` (seconds); S3 objects ``LastModified`` (a datetime).
     value = entry.get("mtime") or entry.get("LastModified") or entry.get("created") or 0.0
     return value.timestamp() if hasattr(value, "timestamp") else float(value)
-
-
-def _json_default(obj: Any) -> Any:
-    # numpy scalars and arrays, pandas timestamps: JSON has no native form for them.
-    if hasattr(obj, "item") and callable(obj.item) and getattr(obj, "ndim", 0) == 0:
-        return obj.item()
-    if hasattr(obj, "tolist"):
-        return obj.tolist()
-    if hasattr(obj, "isoformat"):
-        return obj.isoformat()
-    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")

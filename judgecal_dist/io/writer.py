@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import posixpath
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -17,6 +15,7 @@ from fsspec import AbstractFileSystem
 
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.filesystem import join_path, open_fs
+from judgecal_dist.io.records import to_json
 from judgecal_dist.io.schema import TABLE_KEYS
 from judgecal_dist.io.validate import (
     TABLES,
@@ -35,14 +34,6 @@ ROWS_PER_PART = 1_000_000
 SUCCESS = "_SUCCESS"
 REPORT = "_ingest.json"
 _OWN_ENTRIES = {*TABLES, REPORT, SUCCESS}
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
 def is_committed(fs: AbstractFileSystem, root: str) -> bool:
@@ -224,7 +215,7 @@ class DatasetWriter:
             path = join_path(self.root, REPORT)
             self._written.append(path)
             with self.fs.open(path, "w") as fh:
-                json.dump(full, fh, indent=2, default=_json_default)
+                fh.write(to_json(full))
             with self.fs.open(join_path(self.root, SUCCESS), "wb") as fh:
                 fh.write(b"")
         except BaseException:
