@@ -24,8 +24,13 @@ pytestmark = pytest.mark.ray
 CONFIG = ROOT / "conf" / "studies" / "inclusion.yaml"
 FULL = os.environ.get("JUDGECAL_FULL") == "1"
 N_KILL = 24 if FULL else 16  # replicates of the kill tests: enough that a kill lands half-way
-FAST = ["aggregators=[majority, one_coin]", "calibrators=[none, platt]", "panels=[all, top3]",
-        "permutation_resamples=200", "conformal_alphas=[0.2]"]  # fmt: skip
+FAST = [
+    "aggregators=[majority, one_coin]",
+    "calibrators=[none, platt]",
+    "panels=[all, top3]",
+    "permutation_resamples=200",
+    "conformal_alphas=[0.2]",
+]
 
 
 @pytest.fixture(scope="module")
@@ -65,8 +70,21 @@ def _local_summary(args: list[str], out: Path) -> str:
 
 def _driver(head, args: list[str], run_id: str, out: Path, env: dict | None = None, verbose: bool = False):
     """``judgecal run`` as its own process, a driver of the loopback cluster."""
-    cmd = [sys.executable, "-m", "judgecal_dist.cli", *(["-v"] if verbose else []), "run", str(CONFIG),
-           *_sets(args), "--run-id", run_id, "--output", str(out), "--ray-address", head.gcs]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "judgecal_dist.cli",
+        *(["-v"] if verbose else []),
+        "run",
+        str(CONFIG),
+        *_sets(args),
+        "--run-id",
+        run_id,
+        "--output",
+        str(out),
+        "--ray-address",
+        head.gcs,
+    ]
     penv = (env or dict(os.environ)) | {"RAY_AUTH_MODE": "disabled", "RAY_ADDRESS": ""}
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=penv)
 
@@ -85,8 +103,11 @@ def test_submit_runs_the_study_and_a_repeat_reports_the_job(head, panel, tmp_pat
     run_id = identify(prepare(CONFIG, args)).run_id  # the default id `judgecal run` uses (config + inputs)
     out = tmp_path / "cluster-results"
     runner = CliRunner()
-    first = runner.invoke(cli, ["submit", str(CONFIG), *_sets(args), "--ray-address", head.dashboard,
-                                "--output", str(out)], catch_exceptions=False)  # fmt: skip
+    first = runner.invoke(
+        cli,
+        ["submit", str(CONFIG), *_sets(args), "--ray-address", head.dashboard, "--output", str(out)],
+        catch_exceptions=False,
+    )
     assert first.exit_code == 0, first.output
     assert first.output.strip().splitlines()[-1] == run_id and "submitted" in first.output
 
@@ -98,8 +119,11 @@ def test_submit_runs_the_study_and_a_repeat_reports_the_job(head, panel, tmp_pat
         time.sleep(1)
     assert str(client.get_job_status(run_id).value) == "SUCCEEDED", client.get_job_logs(run_id)[-3000:]
 
-    again = runner.invoke(cli, ["submit", str(CONFIG), *_sets(args), "--ray-address", head.dashboard,
-                                "--output", str(out), "--follow"], catch_exceptions=False)  # fmt: skip
+    again = runner.invoke(
+        cli,
+        ["submit", str(CONFIG), *_sets(args), "--ray-address", head.dashboard, "--output", str(out), "--follow"],
+        catch_exceptions=False,
+    )
     assert again.exit_code == 0, again.output
     assert "already SUCCEEDED (not submitted again)" in again.output
     assert again.output.strip().splitlines()[-1] == run_id
@@ -164,8 +188,11 @@ def test_no_credential_value_in_outputs_or_logs(head, panel, tmp_path, s3_bucket
     import s3fs
 
     key_id, secret = "AKIAJUDGECALLEAKTEST", "judgecal/Leak+Check/secret-value-0123456789"
-    env = dict(os.environ) | {"AWS_ACCESS_KEY_ID": key_id, "AWS_SECRET_ACCESS_KEY": secret,
-                              "AWS_SESSION_TOKEN": "session-token-judgecal-leak-check"}  # fmt: skip
+    env = dict(os.environ) | {
+        "AWS_ACCESS_KEY_ID": key_id,
+        "AWS_SECRET_ACCESS_KEY": secret,
+        "AWS_SESSION_TOKEN": "session-token-judgecal-leak-check",
+    }
     args = _args(panel, 3)
     proc = _driver(head, args, "creds", f"{s3_bucket}/results", env=env, verbose=True)  # type: ignore[arg-type]
     stdout, stderr = proc.communicate(timeout=300)
@@ -189,11 +216,56 @@ def test_a_failed_job_is_resubmitted_as_a_new_attempt(head, tmp_path, monkeypatc
 
     client = JobSubmissionClient(head.dashboard)
     # The data URL exists only in the job's eyes: the job is accepted here and fails on the cluster (exit 2).
-    argv = ["submit", str(CONFIG), "--set", f"data={tmp_path / 'absent'}", "--set", "replicates=2",
-            "--ray-address", head.dashboard, "--run-id", "fails", "--output", str(tmp_path / "out")]  # fmt: skip
+    argv = [
+        "submit",
+        str(CONFIG),
+        "--set",
+        f"data={tmp_path / 'absent'}",
+        "--set",
+        "replicates=2",
+        "--ray-address",
+        head.dashboard,
+        "--run-id",
+        "fails",
+        "--output",
+        str(tmp_path / "out"),
+    ]
     first = CliRunner().invoke(cli, [*argv, "--follow"], catch_exceptions=False)
     assert first.exit_code == 1 and "job fails ended FAILED" in first.output, first.output
     assert "absent" in client.get_job_logs("fails")  # the job's own one-line rejection
     second = CliRunner().invoke(cli, argv, catch_exceptions=False)
     assert second.exit_code == 0 and second.output.strip().splitlines()[-1] == "fails-attempt2", second.output
     assert client.get_job_info("fails-attempt2").metadata["judgecal_run_id"] == "fails"
+
+
+def test_a_scheduled_submit_names_the_night_and_refuses_another_config(head, panel, tmp_path, monkeypatch):
+    """The CronJob's `submit --run-id nightly-{date}`: one job and run folder per UTC night, on this night's data."""
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    from datetime import UTC, datetime
+
+    from ray.job_submission import JobSubmissionClient
+
+    args, out = _args(panel, 2), tmp_path / "out"
+    night = f"nightly-{datetime.now(UTC):%Y-%m-%d}"
+    argv = [
+        "submit",
+        str(CONFIG),
+        *_sets(args),
+        "--ray-address",
+        head.dashboard,
+        "--output",
+        str(out),
+        "--run-id",
+        "nightly-{date}",
+    ]
+    first = CliRunner().invoke(cli, [*argv, "--follow"], catch_exceptions=False)
+    assert first.exit_code == 0 and first.output.strip().splitlines()[-1] == night, first.output
+    manifest = json.loads((out / "inclusion" / night / "manifest.json").read_text())
+    assert manifest["run_id"] == night and manifest["status"] == "succeeded" and manifest["inputs"][0]["files"] > 0
+    meta = JobSubmissionClient(head.dashboard).get_job_info(night).metadata
+    assert meta["judgecal_config_digest"] == manifest["config_digest"]  # the job ran the config submitted
+    # The same night with another config: refused here, before anything reaches the cluster.
+    other = CliRunner().invoke(cli, [*argv, "--set", "seed=5"])
+    assert other.exit_code == 2, other.output
+    assert f"job {night} holds another run: found config {manifest['config_digest']}, wanted config" in other.output
+    assert [j.submission_id for j in JobSubmissionClient(head.dashboard).list_jobs()].count(night) == 1

@@ -136,7 +136,7 @@ def submit_study(
 
     latest = _latest_attempt(client, run.run_id)
     if latest is not None:
-        _check_same_study(latest, study, run.run_id)
+        _check_same_run(latest, study, run)
         status = str(latest.status.value if hasattr(latest.status, "value") else latest.status)
         if status not in FAILED_STATES:
             log.info("job %s already %s; not submitted again", latest.submission_id, status)
@@ -158,7 +158,12 @@ def submit_study(
             "entrypoint": entrypoint,
             "submission_id": job_id,
             "runtime_env": {"working_dir": str(staged), "env_vars": {"PYTHONUNBUFFERED": "1"}},
-            "metadata": {"judgecal_study": study, "judgecal_run_id": run.run_id, "judgecal_results": results_url},
+            "metadata": {
+                "judgecal_study": study,
+                "judgecal_run_id": run.run_id,
+                "judgecal_results": results_url,
+                **_identity(run),
+            },
         }
         existing = _submit_with_retries(client, request)
         if existing is not None:  # another submitter won the race for this submission id: report its job
@@ -244,12 +249,32 @@ def _next_attempt(previous: str, run_id: str) -> str:
     return f"{run_id}-attempt{int(match.group(1)) + 1 if match else 2}"
 
 
-def _check_same_study(job: Any, study: str, run_id: str) -> None:
-    other = (job.metadata or {}).get("judgecal_study")
+def _identity(run: Any) -> dict[str, str]:
+    """The run's digests as job metadata (the input digest only when the inputs were fingerprinted here)."""
+    identity = getattr(run, "identity", None)
+    if identity is None:
+        return {}
+    found = {"judgecal_config_digest": identity.config_digest, "judgecal_input_digest": identity.input_digest}
+    return {key: value for key, value in found.items() if value}
+
+
+def _check_same_run(job: Any, study: str, run: Any) -> None:
+    """Refuse to report or resume a job of this run id that ran another study, config or inputs."""
+    meta = job.metadata or {}
+    other = meta.get("judgecal_study")
     if other is not None and other != study:
         raise ConfigError(
-            f"--run-id {run_id}: already the submission id of a {other!r} job ({job.submission_id}); "
+            f"--run-id {run.run_id}: already the submission id of a {other!r} job ({job.submission_id}); "
             "choose another run id"
+        )
+    mine = _identity(run)
+    differ = [key for key, value in mine.items() if meta.get(key) is not None and meta[key] != value]
+    if differ:
+        found = " ".join(f"{k.removeprefix('judgecal_').removesuffix('_digest')} {meta[k]}" for k in differ)
+        wanted = " ".join(f"{k.removeprefix('judgecal_').removesuffix('_digest')} {mine[k]}" for k in differ)
+        raise ConfigError(
+            f"--run-id {run.run_id}: job {job.submission_id} holds another run: found {found}, wanted {wanted}; "
+            "choose another --run-id (e.g. with {date} or {time} in it: one run per night)"
         )
 
 
