@@ -56,8 +56,9 @@ def main() -> None:
     in_cal = calibration_mask(panel.group_keys, [0], 0.5)[0]
     votes, labels = panel.votes[in_cal], panel.labels[in_cal]
     with single_threaded_blas():
-        problem = InnerProblem(votes, labels, panel.group_keys[in_cal], 0, Settings(calibrator_input="logit"),
-                               SearchSettings())  # fmt: skip
+        problem = InnerProblem(
+            votes, labels, panel.group_keys[in_cal], 0, Settings(calibrator_input="logit"), SearchSettings()
+        )
         singles = problem.scores([(j,) for j in range(panel.n_judges)])
         beam = [int(j) for j in np.argsort(singles)[:3]]
         subsets = sorted({tuple(sorted({b, j})) for b in beam for j in range(panel.n_judges) if j != b})
@@ -67,9 +68,11 @@ def main() -> None:
         t0 = time.process_time()
         scalar = scalar_scores(problem, votes, labels, subsets)
         t_scalar = time.process_time() - t0
-        print(f"one beam step, {len(subsets)} candidates x 5 folds: scalar {t_scalar:.2f} s, batched "
-              f"{t_batched:.3f} s CPU -> {t_scalar / t_batched:.0f}x; max |score difference| "
-              f"{np.abs(batched - scalar).max():.1e}")  # fmt: skip
+        print(
+            f"one beam step, {len(subsets)} candidates x 5 folds: scalar {t_scalar:.2f} s, batched "
+            f"{t_batched:.3f} s CPU -> {t_scalar / t_batched:.0f}x; max |score difference| "
+            f"{np.abs(batched - scalar).max():.1e}"
+        )
         for label, panels in (
             ("without search", ("all", "top3", "top5", "top10", "dedup")),
             ("beam + backward", ("all", "top3", "top5", "top10", "dedup", "beam", "backward")),
@@ -82,8 +85,10 @@ def main() -> None:
                 inclusion.run_replicate(data, rep)
                 cpu.append(time.process_time() - t0)
             per = float(np.mean(cpu))
-            print(f"replicate {label}: {per:.2f} s CPU (mean of {len(cpu)}); 100 splits on 2 cores ~ "
-                  f"{100 * per / 2:.0f} s of CPU-bound wall time")  # fmt: skip
+            print(
+                f"replicate {label}: {per:.2f} s CPU (mean of {len(cpu)}); 100 splits on 2 cores ~ "
+                f"{100 * per / 2:.0f} s of CPU-bound wall time"
+            )
 
 
 if __name__ == "__main__":

@@ -65,8 +65,15 @@ class InnerProblem:
         The study's pipeline settings (one-coin prior, beta penalty, calibrator input, eps).
     """
 
-    def __init__(self, votes: npt.NDArray[np.int8], labels: npt.NDArray[np.int8], keys: npt.NDArray[np.int64],
-                 seed: int, settings: Settings, search: SearchSettings) -> None:  # fmt: skip
+    def __init__(
+        self,
+        votes: npt.NDArray[np.int8],
+        labels: npt.NDArray[np.int8],
+        keys: npt.NDArray[np.int64],
+        seed: int,
+        settings: Settings,
+        search: SearchSettings,
+    ) -> None:
         if not 0.0 < search.inner_fraction < 1.0:
             raise ConfigError(f"search_inner_fraction: must be in (0, 1), got {search.inner_fraction}")
         blocks = assign_blocks(keys, seed + INNER_SEED_OFFSET, [search.inner_fraction, 1.0 - search.inner_fraction])
@@ -93,11 +100,23 @@ class InnerProblem:
         s = self.settings
         if s.calibrator_input == "probability":
             t = expit(t)
-        return beta_cv_nll(t, self.y_cal, self.folds, penalty=s.beta_penalty, l1_ratio=s.beta_l1_ratio,
-                           score_input=s.calibrator_input, eps=s.eps)  # fmt: skip
+        return beta_cv_nll(
+            t,
+            self.y_cal,
+            self.folds,
+            penalty=s.beta_penalty,
+            l1_ratio=s.beta_l1_ratio,
+            score_input=s.calibrator_input,
+            eps=s.eps,
+        )
 
-    def nested_losses(self, cols: npt.NDArray[np.intp], votes_cal: npt.NDArray[np.int8],
-                      v_eval: npt.NDArray[np.int8], y_eval: npt.NDArray[np.int8]) -> npt.NDArray[np.float64]:  # fmt: skip
+    def nested_losses(
+        self,
+        cols: npt.NDArray[np.intp],
+        votes_cal: npt.NDArray[np.int8],
+        v_eval: npt.NDArray[np.int8],
+        y_eval: npt.NDArray[np.int8],
+    ) -> npt.NDArray[np.float64]:
         """Per-item evaluation losses of ``cols`` through the nested fit: one-coin on the aggregator part, beta on
         all of the inner calibration part (spec §3.6 "after selection refit beta on all of C^cal")."""
         s = self.settings
@@ -135,8 +154,9 @@ def run_searches(
     results: dict[str, tuple[tuple[int, ...], float, int]] = {}
     for name in wanted:
         if name == "beam":
-            res: SearchResult = beam_search(problem.scores, n_judges, width=search.beam_width,
-                                            max_additions=search.max_additions, batched=True)  # fmt: skip
+            res: SearchResult = beam_search(
+                problem.scores, n_judges, width=search.beam_width, max_additions=search.max_additions, batched=True
+            )
             results[name] = (res.subset, res.score, res.n_evaluations)
         elif name == "backward":
             res = backward_elimination(problem.scores, n_judges, batched=True)
@@ -157,8 +177,17 @@ def run_searches(
         cols = np.asarray(subset, dtype=np.intp)
         panels[name] = cols
         loss = problem.nested_losses(cols, votes, v_eval, y_eval)
-        rows.append({"kind": "search", "panel": name, "panel_size": len(cols), "inner_nll": score,
-                     "inner_nll_all": inner_all, "nested_nll": float(loss.mean()),
-                     "nested_nll_all": float(loss_all.mean()), "nested_delta": float((loss - loss_all).mean()),
-                     "evaluations": n_eval})  # fmt: skip
+        rows.append(
+            {
+                "kind": "search",
+                "panel": name,
+                "panel_size": len(cols),
+                "inner_nll": score,
+                "inner_nll_all": inner_all,
+                "nested_nll": float(loss.mean()),
+                "nested_nll_all": float(loss_all.mean()),
+                "nested_delta": float((loss - loss_all).mean()),
+                "evaluations": n_eval,
+            }
+        )
     return panels, rows

@@ -112,11 +112,13 @@ def test_pipeline_scores_on_the_logit_scale():
             if inside.all():
                 np.testing.assert_allclose(p2, p1, atol=1e-6, err_msg=f"{name} {cal}")
     ds = DawidSkene().fit(v_fit)
-    np.testing.assert_allclose(expit(step1_scores("dawid_skene", ds, v_new, logit_settings)), ds.predict_proba(v_new)[:, 1],
-                               atol=1e-12)  # fmt: skip
+    np.testing.assert_allclose(
+        expit(step1_scores("dawid_skene", ds, v_new, logit_settings)), ds.predict_proba(v_new)[:, 1], atol=1e-12
+    )
     st = LogisticStacking(random_state=0).fit(v_fit, y_fit)
-    np.testing.assert_allclose(expit(step1_scores("stacking", st, v_new, logit_settings)), st.predict_proba(v_new)[:, 1],
-                               atol=1e-12)  # fmt: skip
+    np.testing.assert_allclose(
+        expit(step1_scores("stacking", st, v_new, logit_settings)), st.predict_proba(v_new)[:, 1], atol=1e-12
+    )
 
 
 def test_settings_reject_an_unknown_input():

@@ -145,7 +145,7 @@ def test_model_artifact_records_the_calibrator_input_and_replays(tmp_path):
         ("calib_scores", "bootstrap", "calib_scores"),
         ("panels", ("all", "beem"), "panels"),
         ("search_folds", 1, "search_folds"),
-    ],  # fmt: skip
+    ],
 )
 def test_config_rejects(key, value, match):
     from judgecal_dist.studies import inclusion
