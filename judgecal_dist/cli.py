@@ -220,22 +220,60 @@ def _table_preview(summary: Any, max_rows: int = 10, max_metrics: int = 5) -> st
 
 @cli.command()
 @click.argument("query")
-@click.option("--data", required=True, help="Ingested dataset URL (tables become views verdicts, labels, judges).")
-@click.option("--out", default=None, help="Write the full result as Parquet at this URL.")
-@click.option("--limit", type=int, default=50, show_default=True, help="Rows to print.")
+@click.option("--data", required=True, help="Ingested dataset URL; its tables become the views (see above).")
+@click.option("--out", default=None, help="Write the last statement's full result as Parquet at this URL.")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="Rows to print per statement.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "csv", "json"]),
+    default="table",
+    show_default=True,
+    help="Output: an aligned table, CSV with a header, or one JSON array of records per statement.",
+)
+@click.option("--allow-writes", is_flag=True, help="Let DDL/DML run (never into the dataset's folder).")
 @conf_option
 @guarded
-def sql(query: str, data: str, out: str | None, limit: int, conf_path: Path | None) -> None:
-    """Run a Spark SQL QUERY over the dataset at --data and print the result."""
+def sql(
+    query: str, data: str, out: str | None, limit: int, fmt: str, allow_writes: bool, conf_path: Path | None
+) -> None:
+    """Run Spark SQL QUERY (one or more statements separated by ';') over the dataset at --data.
+
+    \b
+    Views: verdicts, labels, and when the dataset has them judges and items.
+    Read-only: only queries over these views (joins, CTEs, window functions, subqueries), plus EXPLAIN,
+    DESCRIBE, SHOW TABLES, SHOW COLUMNS and SET of a tuning setting (spark.sql.shuffle.partitions, ...).
+    Refused (exit 2, nothing runs): DDL and DML (INSERT, CREATE, DROP, ALTER, CACHE, ADD JAR, ...), reflect,
+    java_method and try_reflect, TRANSFORM ... USING, file reads outside --data (text.`/path`, read_files).
+    Every statement is checked on Spark's parsed plan before the first one runs. --allow-writes lets commands
+    run, but never writes into the dataset's folder. A result longer than --limit is cut, with a notice on stderr.
+    """
     from judgecal_dist.config import load_engine_config
     from judgecal_dist.engine.spark import get_session, run_sql
 
     engine = load_engine_config(conf_path)
     spark = get_session(master=engine.spark_master, conf=dict(engine.spark_conf))
-    result = run_sql(spark, query, data, out=out)
-    click.echo(result.head(limit).to_string(index=False))
+    results = run_sql(spark, query, data, out=out, limit=limit, allow_writes=allow_writes)
+    for number, result in enumerate(results, start=1):
+        if number > 1 and fmt != "json":
+            click.echo("")
+        click.echo(_format_rows(result.rows, fmt))
+        if result.truncated:
+            where = f"statement {number}: " if len(results) > 1 else ""
+            click.echo(f"note: {where}showing the first {limit} rows; raise --limit or write all with --out", err=True)
     if out:
         click.echo(out)
+
+
+def _format_rows(rows: Any, fmt: str) -> str:
+    """A result as an aligned table, CSV with a header, or a JSON array of records."""
+    if fmt == "json":
+        return str(rows.to_json(orient="records", date_format="iso"))
+    if fmt == "csv":
+        return str(rows.to_csv(index=False)).rstrip("\n")
+    if rows.empty:
+        return " ".join(map(str, rows.columns)) + ("\n" if len(rows.columns) else "") + "(0 rows)"
+    return str(rows.to_string(index=False))
 
 
 @cli.command()

@@ -15,6 +15,7 @@ import os
 import sys
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -45,6 +46,7 @@ __all__ = [
     "read_table",
     "register_views",
     "run_sql",
+    "SqlResult",
     "judge_cells_spark",
     "item_vote_counts_spark",
     "pattern_cells_spark",
@@ -205,54 +207,102 @@ def register_views(spark: SparkSession, url: str) -> list[str]:
     return names
 
 
+@dataclass(frozen=True)
+class SqlResult:
+    """One statement's result.
+
+    Attributes
+    ----------
+    statement : str
+        The statement as split from the query text.
+    rows : pandas.DataFrame
+        At most ``limit`` rows (with ``out``: the first ``limit`` rows of what was written).
+    truncated : bool
+        The statement returned more rows than ``rows`` holds.
+    """
+
+    statement: str
+    rows: pd.DataFrame
+    truncated: bool
+
+
 def run_sql(
     spark: SparkSession,
     query: str,
     data_url: str,
     out: str | None = None,
     *,
-    max_rows: int = 10_000,
-    preview_rows: int = 20,
-) -> pd.DataFrame:
-    """Run a SQL query over the views of a dataset root (:func:`register_views`).
+    limit: int = 50,
+    allow_writes: bool = False,
+) -> list[SqlResult]:
+    """Run one or more SQL statements over the views of a dataset root (:func:`register_views`), read-only.
+
+    Every statement is checked by :class:`~judgecal_dist.engine.sql_guard.SqlGuard` on Spark's parsed plan
+    before the first one runs: only queries over the dataset's views (and ``EXPLAIN``, ``DESCRIBE``,
+    ``SHOW TABLES``, ``SHOW COLUMNS``, ``SET`` of a tuning setting) unless ``allow_writes``; never a static Java
+    call, a path read outside ``data_url`` or a write into the dataset's folder.
 
     Parameters
     ----------
     spark : SparkSession
     query : str
-        Spark SQL over ``verdicts``, ``labels``, ``judges``, ``items``.
+        Spark SQL over ``verdicts``, ``labels``, ``judges``, ``items``; statements separated by ``;``.
     data_url : str
         Dataset root.
     out : str, optional
-        Folder to write the whole result to as Parquet; the return value is then the first ``preview_rows``.
-    max_rows : int
-        Without ``out``, a result longer than this is refused (write it with ``out`` instead).
-    preview_rows : int
-        Rows returned when ``out`` is given.
+        Folder to write the last statement's whole result to as Parquet (never inside ``data_url``).
+    limit : int, default 50
+        Rows kept per statement; a statement with more is marked ``truncated``.
+    allow_writes : bool, default False
+        Let DDL/DML commands run (still never into the dataset's folder).
 
     Returns
     -------
-    DataFrame
-        The result (or its preview).
+    list of SqlResult
+        One per statement, in order.
 
     Raises
     ------
     InputError
-        The query fails (message: Spark's first line), ``out`` exists, or the result exceeds ``max_rows``.
+        A statement is refused or fails (message: ``sql: statement <n>: ...``), the text holds no statement,
+        or ``out`` exists or overlaps the dataset's folder.
     """
-    register_views(spark, data_url)
-    try:
-        result = spark.sql(query)
-        if out is None:
-            rows = result.limit(max_rows + 1).toPandas()
-        else:
-            result.write.mode("errorifexists").parquet(spark_url(out))
-            rows = spark.read.parquet(spark_url(out)).limit(preview_rows).toPandas()
-    except _QUERY_ERRORS as err:
-        raise InputError(f"sql: {_first_line(err)}") from err
-    if out is None and len(rows) > max_rows:
-        raise InputError(f"sql: the result has more than {max_rows} rows: write it to Parquet with out=")
-    return rows
+    from judgecal_dist.engine.sql_guard import SqlGuard, split_statements
+
+    if limit < 1:
+        raise InputError(f"--limit: must be >= 1, got {limit}")
+    views = register_views(spark, data_url)
+    guard = SqlGuard(spark, views=views, data_url=data_url, allow_writes=allow_writes)
+    statements = split_statements(spark, query)
+    if not statements:
+        raise InputError("sql: no statement in the query text")
+    if out is not None:
+        guard.check_output(out)
+    numbers = range(1, len(statements) + 1) if len(statements) > 1 else [None]
+    for number, statement in zip(numbers, statements, strict=True):
+        guard.check(statement, number)
+    results = []
+    for index, (number, statement) in enumerate(zip(numbers, statements, strict=True)):
+        if allow_writes and number is not None and number > 1:
+            guard.check(statement, number)  # tables made by earlier statements now exist: check their locations
+        try:
+            frame = spark.sql(statement)
+            if out is not None and index == len(statements) - 1:
+                frame.write.mode("errorifexists").parquet(spark_url(out))
+                frame = spark.read.parquet(spark_url(out))
+            rows = _collect_rows(frame, limit + 1)
+        except _QUERY_ERRORS as err:
+            prefix = f"statement {number}: " if number is not None else ""
+            raise InputError(f"sql: {prefix}{_first_line(err)}") from err
+        results.append(SqlResult(statement, rows.head(limit), truncated=len(rows) > limit))
+    return results
+
+
+def _collect_rows(frame: DataFrame, n: int) -> pd.DataFrame:
+    """The first ``n`` rows; a frame with no columns (a command's empty result) as an empty pandas frame."""
+    if not frame.columns:
+        return pd.DataFrame()
+    return frame.limit(n).toPandas()
 
 
 def _first_line(err: Exception) -> str:

@@ -69,10 +69,17 @@ def hand_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
     ]
     verdicts = pd.DataFrame(rows, columns=["dataset", "item_id", "group_id", "judge_id", "sample", "verdict", "score"])
     labels = pd.DataFrame(
-        [("d1", "p1/ab", "A"), ("d1", "p1/ba", "B"), ("d1", "t1", "tie"), ("d1", "u1", None), ("d1", "x1", "A"),
-         ("d2", "x1", "B"), ("d2", "m1", "A")],
+        [
+            ("d1", "p1/ab", "A"),
+            ("d1", "p1/ba", "B"),
+            ("d1", "t1", "tie"),
+            ("d1", "u1", None),
+            ("d1", "x1", "A"),
+            ("d2", "x1", "B"),
+            ("d2", "m1", "A"),
+        ],
         columns=["dataset", "item_id", "label"],
-    )  # fmt: skip
+    )
     return verdicts, labels
 
 
@@ -219,10 +226,19 @@ def test_item_vote_counts_spark_equals_local_equals_pandas(spark, request, root_
     on_spark = sort(on_spark.toPandas(), keys)
     in_memory = stats.item_vote_counts(root, engine="local")
     reference = verdicts.assign(**{f"_{c}": verdicts["verdict"].eq(c) for c in ("A", "B", "tie")})
-    reference = reference.groupby(keys).agg(
-        n_A=("_A", "sum"), n_B=("_B", "sum"), n_tie=("_tie", "sum"), n_missing=("verdict", lambda s: s.isna().sum()),
-        n_score=("score", "count"), score_mean=("score", "mean"), score_var=("score", lambda s: s.var(ddof=0)),
-    ).reset_index()  # fmt: skip
+    reference = (
+        reference.groupby(keys)
+        .agg(
+            n_A=("_A", "sum"),
+            n_B=("_B", "sum"),
+            n_tie=("_tie", "sum"),
+            n_missing=("verdict", lambda s: s.isna().sum()),
+            n_score=("score", "count"),
+            score_mean=("score", "mean"),
+            score_var=("score", lambda s: s.var(ddof=0)),
+        )
+        .reset_index()
+    )
     reference = reference.astype({c: np.int64 for c in ("n_A", "n_B", "n_tie", "n_missing", "n_score")})
     counts_cols = list(in_memory.columns[:8])
     pd.testing.assert_frame_equal(on_spark[counts_cols], in_memory[counts_cols])
@@ -234,8 +250,17 @@ def test_generated_panel_spark_equals_local(spark, tmp_path_factory):
     from judgecal_dist.io.synthetic import generate_panel
 
     root = str(tmp_path_factory.mktemp("generated") / "panel")
-    generate_panel(root, n_items=1000, n_judges=6, n_samples=2, pairs=True, tie_rate=0.05, label_fraction=0.9,
-                   scores=True, chunk_items=250)  # fmt: skip
+    generate_panel(
+        root,
+        n_items=1000,
+        n_judges=6,
+        n_samples=2,
+        pairs=True,
+        tie_rate=0.05,
+        label_fraction=0.9,
+        scores=True,
+        chunk_items=250,
+    )
     pd.testing.assert_frame_equal(
         stats.judge_cells(root, range(20), 0.5, engine="spark"), stats.judge_cells(root, range(20), 0.5, engine="local")
     )
@@ -276,15 +301,19 @@ def test_run_sql_on_views_matches_published_llmbar_numbers(spark, llmbar_root):
         WHERE item_id LIKE 'Natural/%' AND judge_id LIKE 'GPT-4/Vanilla/%'
         GROUP BY judge_id ORDER BY judge_id
     """
-    result = sp.run_sql(spark, query, llmbar_root)
-    assert result.to_dict("list") == {"judge_id": ["GPT-4/Vanilla/ab", "GPT-4/Vanilla/ba"], "correct": [95, 96],
-                                      "n": [100, 100]}  # fmt: skip
+    (result,) = sp.run_sql(spark, query, llmbar_root)
+    assert not result.truncated
+    assert result.rows.to_dict("list") == {
+        "judge_id": ["GPT-4/Vanilla/ab", "GPT-4/Vanilla/ba"],
+        "correct": [95, 96],
+        "n": [100, 100],
+    }
 
 
 def test_run_sql_writes_parquet_and_returns_a_preview(spark, random_root, tmp_path):
     out = tmp_path / "result"
-    preview = sp.run_sql(spark, "SELECT * FROM verdicts", random_root, out=str(out), preview_rows=5)
-    assert len(preview) == 5 and list(preview.columns) == VERDICTS_SCHEMA.names
+    (preview,) = sp.run_sql(spark, "SELECT * FROM verdicts", random_root, out=str(out), limit=5)
+    assert len(preview.rows) == 5 and preview.truncated and list(preview.rows.columns) == VERDICTS_SCHEMA.names
     assert pq.read_table(out).num_rows == len(random_tables()[0])
     with pytest.raises(InputError, match=r"sql: .*already exists"):
         sp.run_sql(spark, "SELECT 1 AS x", random_root, out=str(out))
@@ -293,15 +322,16 @@ def test_run_sql_writes_parquet_and_returns_a_preview(spark, random_root, tmp_pa
 @pytest.mark.parametrize(
     ("query", "match"),
     [
-        ("SELECT * FROM nowhere", r"^sql: \[TABLE_OR_VIEW_NOT_FOUND\]"),
+        ("SELECT * FROM nowhere", r"^sql: 'nowhere' is not a view of this dataset; the views are labels, verdicts$"),
         ("SELEC judge_id FROM verdicts", r"^sql: \[PARSE_SYNTAX_ERROR\]"),
         ("SELECT no_such_column FROM verdicts", r"^sql: \[UNRESOLVED_COLUMN"),
-        ("SELECT * FROM verdicts", r"more than 10 rows: write it to Parquet with out="),
+        ("SELECT 1; SELECT nope FROM verdicts", r"^sql: statement 2: \[UNRESOLVED_COLUMN"),
+        (" ; -- nothing\n", r"^sql: no statement"),
     ],
 )
 def test_run_sql_errors(spark, random_root, query, match):
     with pytest.raises(InputError, match=match) as info:
-        sp.run_sql(spark, query, random_root, max_rows=10)
+        sp.run_sql(spark, query, random_root)
     assert "\n" not in str(info.value)
 
 
