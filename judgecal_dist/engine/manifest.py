@@ -39,10 +39,11 @@ __all__ = [
 
 # Key names that hold credentials: s3fs/botocore (key, secret, token, aws_secret_access_key, aws_session_token),
 # Spark/Hadoop (fs.s3a.access.key, fs.s3a.secret.key, fs.s3a.session.token, fs.azure.account.key.<account>,
-# spark.authenticate.secret, spark.ssl.keyStorePassword), JDBC options (password) and generic names.
+# spark.authenticate.secret, spark.ssl.keyStorePassword), JDBC options (password) and generic names. A token is a
+# whole name segment (``*.token``, ``*_token``, ``accessToken``), so settings such as ``max_tokens`` are not secrets.
 _SECRET_KEY = re.compile(
-    r"^(key|secret|token|password|pwd)$|secret|passw(or)?d|token|credential"
-    r"|(access|session|api|account|private|encryption)[._-]?key",
+    r"^(key|secret|token|password|pwd)$|secret|passw(or)?d|credential|(^|[._-])token$"
+    r"|(access|session|auth|refresh|bearer|api|id)[._-]?token|(access|session|api|account|private|encryption)[._-]?key",
     re.IGNORECASE,
 )
 # ... except settings that only name where credentials come from (a provider class, a token binding).

@@ -346,6 +346,10 @@ def test_submit_refuses_credentials_in_spark_conf_and_urls_before_contacting_the
         ("spark.hadoop.fs.s3a.aws.credentials.provider", False),
         ("spark.hadoop.fs.s3a.endpoint", False),
         ("n_bins", False),
+        ("max_tokens", False),
+        ("spark.hadoop.fs.s3a.delegation.token.binding", False),
+        ("accessToken", True),
+        ("RAY_AUTH_TOKEN", True),
         ("data", False),
     ],
 )
