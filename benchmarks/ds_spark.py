@@ -43,9 +43,9 @@ def main() -> None:
 
     from judgecal_dist.config import EngineConfig
     from judgecal_dist.engine.ds_spark import dawid_skene_spark
-    from judgecal_dist.engine.item_votes import item_votes_arrow
-    from judgecal_dist.engine.local import read_arrow_table
     from judgecal_dist.engine.spark import get_session, read_table
+    from judgecal_dist.engine.votes.codec import VERDICT_COLUMNS, item_votes
+    from judgecal_dist.io.dataset import read_dataset_table
     from judgecal_dist.io.synthetic import generate_panel
     from judgecal_dist.methods.dawid_skene import DawidSkene
 
@@ -77,9 +77,8 @@ def main() -> None:
     fit._votes.count()
     cached_scan = time.perf_counter() - start
 
-    options = ["dataset", "item_id", "group_id", "judge_id", "sample", "verdict"]
-    items = item_votes_arrow(read_arrow_table(data, "verdicts", options), read_arrow_table(data, "labels"),
-                             fit.judge_ids)  # fmt: skip
+    verdict_table = read_dataset_table(data, "verdicts", VERDICT_COLUMNS)
+    items = item_votes(verdict_table, read_dataset_table(data, "labels"), fit.judge_ids)
     start = time.perf_counter()
     model = DawidSkene(n_iter=args.n_iter, tol=1e-6, fixed_iter=args.fixed, semi_supervised=True)
     model.fit(items.votes, items.labels.astype(np.int64))

@@ -8,7 +8,7 @@ so the two paths are equal exactly.
 
 Codes follow :data:`judgecal_dist.io.schema.VERDICT_CODES` (``B`` = 0, ``A`` = 1, ``tie`` = 2); a null verdict
 is :data:`~judgecal_dist.io.schema.MISSING_CODE` (-1) and a category outside the alphabet is
-:data:`UNKNOWN_CODE` (-2), which the kernels reject.
+:data:`~judgecal_dist.io.schema.UNKNOWN_CODE` (-2), which the kernels reject.
 
 Replicates are computed all at once: rows are first summed per (group key, cell), then the calibration
 membership of every group for every seed (:func:`judgecal_dist.splits.calibration_mask`) is multiplied into
@@ -25,8 +25,9 @@ import pandas as pd
 import pyarrow as pa
 import scipy.sparse as sp
 
+from judgecal_dist.engine.votes.codec import MAX_VERDICT_PATTERN_JUDGES
 from judgecal_dist.errors import ConfigError, InputError
-from judgecal_dist.io.schema import MISSING_CODE, VERDICT_CATEGORIES, VERDICT_CODES
+from judgecal_dist.io.schema import MISSING_CODE, UNKNOWN_CODE, VERDICT_CATEGORIES, VERDICT_CODES
 from judgecal_dist.splits import calibration_mask
 
 __all__ = [
@@ -35,7 +36,7 @@ __all__ = [
     "N_LABELS",
     "N_VERDICT_SLOTS",
     "MISSING_SYMBOL",
-    "MAX_PATTERN_JUDGES",
+    "MAX_VERDICT_PATTERN_JUDGES",
     "JUDGE_CELLS_DDL",
     "pattern_ddl",
     "check_replicates",
@@ -56,8 +57,6 @@ __all__ = [
     "block_pattern_cells",
 ]
 
-#: Code of a non-null category outside the alphabet (the engines map unknown strings to it; kernels reject it).
-UNKNOWN_CODE = -2
 #: Side names, indexed by the side code of the count tensors.
 SIDES: tuple[str, str] = ("calibration", "evaluation")
 N_LABELS = len(VERDICT_CODES)
@@ -67,8 +66,6 @@ N_VERDICT_SLOTS = N_LABELS + 1
 CELLS_PER_JUDGE = N_LABELS * N_VERDICT_SLOTS
 #: Symbol of a missing verdict in a joint pattern string.
 MISSING_SYMBOL = "-"
-#: Joint patterns are base-4 integers in int64: two bits per judge.
-MAX_PATTERN_JUDGES = 31
 
 _NAMES = np.array(sorted(VERDICT_CODES, key=VERDICT_CODES.__getitem__) + [None], dtype=object)  # code -> name
 _SYMBOLS = [str(name) for name in _NAMES[:-1]] + [MISSING_SYMBOL]
@@ -113,9 +110,9 @@ def check_pattern_judges(judges: Sequence[str]) -> list[str]:
     if isinstance(judges, str):
         raise ConfigError(f"judges: a sequence of judge ids is required, got the string {judges!r}")
     values = [str(j) for j in judges]
-    if not values or len(values) > MAX_PATTERN_JUDGES or len(set(values)) != len(values):
+    if not values or len(values) > MAX_VERDICT_PATTERN_JUDGES or len(set(values)) != len(values):
         raise ConfigError(
-            f"judges: must be 1 to {MAX_PATTERN_JUDGES} distinct judge ids, got {len(values)} ({values[:5]}...)"
+            f"judges: must be 1 to {MAX_VERDICT_PATTERN_JUDGES} distinct judge ids, got {len(values)} ({values[:5]}...)"
         )
     return values
 

@@ -4,7 +4,7 @@ The estimator is :class:`judgecal_dist.methods.dawid_skene.DawidSkene` (binary t
 initialisation, smoothing :math:`\eta`, clipping :math:`\varepsilon`, known labels clamped), run with the item
 posteriors kept *implicit*: they are a function of the votes and the parameters, so the driver holds only
 :math:`(\pi, \Pi)` and the item x judge votes stay in Spark, persisted once as one ``binary`` row per item
-(:func:`judgecal_dist.engine.item_votes.dense_votes_spark`, one byte per judge). Iteration :math:`t` is one pass:
+(:func:`judgecal_dist.engine.votes.spark.dense_votes_spark`, one byte per judge). Iteration :math:`t` is one pass:
 
 * inside each partition (``mapInArrow``), the E-step of ``DawidSkene`` turns the parameters
   :math:`\theta_t` into :math:`T^{(t)}` and the item log-likelihoods; the previous posteriors :math:`T^{(t-1)}`
@@ -42,9 +42,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine.item_votes import binary_votes, dense_votes_spark, item_votes_spark
+from judgecal_dist.engine.local import judge_ids_of
 from judgecal_dist.engine.spark import get_session, read_table, spark_url
 from judgecal_dist.engine.store import RunStore
+from judgecal_dist.engine.votes.codec import from_binary_column
+from judgecal_dist.engine.votes.spark import dense_votes_spark, item_votes_spark
 from judgecal_dist.errors import InputError
 from judgecal_dist.methods.dawid_skene import UNLABELLED, DawidSkene, vote_indicators
 
@@ -127,7 +129,7 @@ class DSResult:
 
 def _batch(batch: pa.RecordBatch, n_judges: int, semi: bool) -> tuple[Any, ...]:
     """Indicators ``Ht`` of a batch's votes, and its label codes when semi-supervised."""
-    votes = binary_votes(batch.column("votes"), n_judges)
+    votes = from_binary_column(batch.column("votes"), n_judges)
     labels = batch.column("label").to_numpy(zero_copy_only=False).astype(np.int64) if semi else None
     return vote_indicators(votes), labels
 
@@ -229,21 +231,25 @@ def _run_pass(votes: DataFrame, **kernel: Any) -> _PassStats:
     )
 
 
-def _votes_table(source: str | SparkSession, config: EngineConfig, sample: int) -> tuple[DataFrame, list[str]]:
+def _votes_table(source: str | SparkSession, config: EngineConfig, sample: int) -> tuple[DataFrame, list[str], Any]:
+    """The dense votes of every item at ``sample`` (the vote codec's), the judge ids, and the codec's tally."""
     if isinstance(source, SparkSession):
-        verdicts, labels = source.table("verdicts"), source.table("labels")
+        spark, verdicts, labels = source, source.table("verdicts"), source.table("labels")
+        at_sample = verdicts.where(F.col("sample") == sample)
+        judge_ids = sorted(r.judge_id for r in at_sample.select("judge_id").distinct().collect())
     else:
         spark = get_session(config.spark_master, conf=dict(config.spark_conf))
-        verdicts, labels = read_table(spark, source, "verdicts"), read_table(spark, source, "labels")
-    at_sample = verdicts.where(F.col("sample") == sample)
-    judge_ids = sorted(r.judge_id for r in at_sample.select("judge_id").distinct().collect())
+        verdicts, labels = source, read_table(spark, source, "labels")
+        judge_ids = judge_ids_of(source, config.storage_options, sample=sample)
     if not judge_ids:
         raise InputError(f"{source}: verdicts: sample: no verdict rows with sample={sample}")
-    items = item_votes_spark(verdicts, labels, judge_ids, sample=sample)
+    items, tally = item_votes_spark(
+        spark, verdicts, labels, judge_ids, sample=sample, storage_options=config.storage_options
+    )
     # A cached plan keeps the shuffle's partition count (AQE may not coalesce it), and every pass starts one
     # Python task per partition: one partition per core is enough (batches bound the memory of a task).
-    parallelism = max(1, verdicts.sparkSession.sparkContext.defaultParallelism)
-    return dense_votes_spark(items, len(judge_ids)).coalesce(parallelism), judge_ids
+    parallelism = max(1, spark.sparkContext.defaultParallelism)
+    return dense_votes_spark(items, len(judge_ids)).coalesce(parallelism), judge_ids, tally
 
 
 def dawid_skene_spark(
@@ -308,7 +314,7 @@ def dawid_skene_spark(
         eps=eps,
     )
     model.check_params(where)
-    votes, judge_ids = _votes_table(source, config, sample)
+    votes, judge_ids, tally = _votes_table(source, config, sample)
     votes = votes.persist(StorageLevel.MEMORY_AND_DISK)
     J = len(judge_ids)
     kernel = {"model": model, "n_judges": J, "semi": semi_supervised}
@@ -324,6 +330,12 @@ def dawid_skene_spark(
         return model.m_step_from_counts(stats.counts, stats.t1, stats.n)
 
     stats = run(None, None)  # the initialisation's M-step sums (also materialises the persisted votes)
+    if tally.value.bad_rows:
+        votes.unpersist()
+        raise InputError(
+            f"{source}: verdicts: verdict: {tally.value.bad_rows} rows with a category outside the alphabet "
+            f"(e.g. {sorted(tally.value.bad_examples)})"
+        )
     if stats.n == 0:
         votes.unpersist()
         raise InputError(f"{source}: verdicts: no items with sample={sample}")

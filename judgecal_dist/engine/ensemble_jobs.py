@@ -29,6 +29,7 @@ from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine import local, spark
 from judgecal_dist.engine.stats import choose_engine
 from judgecal_dist.errors import ConfigError
+from judgecal_dist.io.dataset import read_dataset_table
 
 __all__ = ["accuracy_by_k", "accuracy_by_k_spark", "accuracy_by_k_arrow", "budget_vote_counts"]
 
@@ -206,8 +207,8 @@ def accuracy_by_k(
             spark.read_table(session, source, "verdicts"), spark.read_table(session, source, "labels"), k_max
         )
     options = config.storage_options
-    verdicts = local.read_arrow_table(source, "verdicts", _SCORE_COLUMNS, storage_options=options)
-    labels = local.read_arrow_table(source, "labels", ["dataset", "item_id", "label_score"], storage_options=options)
+    verdicts = read_dataset_table(source, "verdicts", _SCORE_COLUMNS, storage_options=options)
+    labels = read_dataset_table(source, "labels", ["dataset", "item_id", "label_score"], storage_options=options)
     return accuracy_by_k_arrow(verdicts, labels, k_max)
 
 
@@ -255,7 +256,7 @@ def budget_vote_counts(
         verdicts = spark.read_table(session, source, "verdicts").select(*columns)
         on_spark = True
     else:
-        source = local.read_arrow_table(source, "verdicts", columns, storage_options=config.storage_options)
+        source = read_dataset_table(source, "verdicts", columns, storage_options=config.storage_options)
         on_spark = False
     for n in budgets:
         if on_spark:

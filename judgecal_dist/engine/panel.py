@@ -2,7 +2,8 @@
 
 A :class:`Panel` is what Ray ships to every replicate task (put in the object store once): int8 votes with
 codes 1 = A (class 1), 0 = B (class 0), -1 = missing, binary labels, per-item group keys for splits, and the
-item metadata a study may need. It is built from an ingested dataset with one pyarrow read.
+item metadata a study may need. It is built from an ingested dataset with one read by the io reader, coded by the
+vote codec (:mod:`judgecal_dist.engine.votes`).
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
-import pyarrow as pa
 import pyarrow.compute as pc
 
+from judgecal_dist.engine.votes.codec import VERDICT_COLUMNS, binary_codes, category_codes, encode
 from judgecal_dist.errors import InputError
-from judgecal_dist.io.dataset import read_dataset_table
+from judgecal_dist.io.dataset import choose_dataset, read_dataset_table
+from judgecal_dist.io.schema import MISSING_CODE, VERDICT_CODES
 from judgecal_dist.splits import group_keys
 
 __all__ = ["Panel", "load_panel", "ORIENTATIONS"]
@@ -94,45 +96,38 @@ def load_panel(
     verdicts = read_dataset_table(
         url,
         "verdicts",
-        columns=["dataset", "item_id", "group_id", "judge_id", "sample", "verdict"],
+        VERDICT_COLUMNS,
         storage_options=storage_options,
+        dictionary_columns=["dataset", "judge_id", "verdict"],
     )
-    labels = read_dataset_table(url, "labels", columns=["dataset", "item_id", "label"], storage_options=storage_options)
-    names = sorted(set(pc.unique(labels["dataset"]).to_pylist()))
-    if dataset is None:
-        if len(names) != 1:
-            raise InputError(f"{url}: labels: dataset: {len(names)} datasets {names[:5]}; choose one with dataset=")
-        dataset = names[0]
-    elif dataset not in names:
-        raise InputError(f"{url}: labels: dataset: {dataset!r} not found (have {names[:5]})")
+    labels = read_dataset_table(url, "labels", ["dataset", "item_id", "label"], storage_options=storage_options)
+    dataset = choose_dataset(pc.unique(labels["dataset"]).to_pylist(), dataset, where=url)
 
-    lab = labels.filter(pc.equal(labels["dataset"], dataset)).to_pandas()
-    keep = lab["label"].isin(["A", "B"])
+    lab = labels.filter(pc.equal(labels["dataset"], dataset))
+    codes = binary_codes(category_codes(lab["label"]))  # A and B; null and tie labels are dropped
+    keep = codes != MISSING_CODE
     info = {"items_labelled": int(keep.sum()), "items_dropped_null_or_tie_label": int((~keep).sum())}
-    lab = lab[keep].sort_values("item_id", kind="stable").reset_index(drop=True)
-    if lab.empty:
+    if not keep.any():
         raise InputError(f"{url}: labels: label: no item of dataset {dataset!r} has label A or B")
+    labelled = lab["item_id"].to_numpy(zero_copy_only=False)[keep]
+    order = np.argsort(labelled, kind="stable")
+    item_index, y = pd.Index(labelled[order]), codes[keep][order]
 
-    ver = verdicts.filter(
-        pc.and_(pc.equal(verdicts["dataset"], dataset), pc.equal(verdicts["sample"], pa.scalar(sample, pa.int32())))
-    ).to_pandas()
-    if ver.empty:
+    # The codec's items are every item with a verdict at `sample`; judges every judge there, sorted.
+    rows = encode(verdicts, None, sample=sample, dataset=dataset)
+    del verdicts
+    if not len(rows.item):
         raise InputError(f"{url}: verdicts: sample: no verdicts for dataset {dataset!r} with sample={sample}")
-
-    item_index = pd.Index(lab["item_id"])
-    judge_ids = np.array(sorted(ver["judge_id"].unique()), dtype=object)
-    rows = item_index.get_indexer(ver["item_id"])
-    cols = pd.Index(judge_ids).get_indexer(ver["judge_id"])
-    code = np.select([ver["verdict"].eq("A").to_numpy(), ver["verdict"].eq("B").to_numpy()], [1, 0], -1).astype(np.int8)
-    info["tie_verdicts_as_missing"] = int(ver["verdict"].eq("tie").sum())
-    info["null_verdicts"] = int(ver["verdict"].isna().sum())
-    on_panel = rows >= 0  # verdicts on unlabelled items are not part of a labelled panel
-    votes = np.full((len(item_index), len(judge_ids)), -1, dtype=np.int8)
-    votes[rows[on_panel], cols[on_panel]] = code[on_panel]
-
-    groups = ver.drop_duplicates("item_id").set_index("item_id")["group_id"].reindex(item_index)
-    groups = groups.fillna(pd.Series(item_index, index=item_index))  # labelled items without verdicts
-    y = (lab["label"].to_numpy() == "A").astype(np.int8)
+    judge_ids = np.array(rows.judges_seen, dtype=object)
+    info["tie_verdicts_as_missing"] = int((rows.code == VERDICT_CODES["tie"]).sum())
+    info["null_verdicts"] = int((rows.code == MISSING_CODE).sum())
+    # verdicts on unlabelled items are not part of a labelled panel; labelled items without verdicts vote nothing
+    where = pd.Index(rows.keys["item_id"].to_numpy(zero_copy_only=False)).get_indexer(item_index)
+    found = where >= 0
+    votes = np.full((len(item_index), len(judge_ids)), MISSING_CODE, dtype=np.int8)
+    votes[found] = rows.dense(len(judge_ids), binary=True)[where[found]]
+    groups = item_index.to_numpy(dtype=object).copy()
+    groups[found] = rows.keys["group_id"].to_numpy(zero_copy_only=False)[where[found]]
 
     if orientation == "randomized":
         flip = np.random.default_rng(orientation_seed).random(len(y)) < 0.5
@@ -155,7 +150,7 @@ def load_panel(
     return Panel(
         dataset=dataset,
         item_ids=item_index.to_numpy(dtype=object),
-        group_keys=group_keys(groups.to_numpy(dtype=str)),
+        group_keys=group_keys(groups.astype(str)),
         judge_ids=judge_ids,
         votes=votes,
         labels=y,

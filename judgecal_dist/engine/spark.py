@@ -12,13 +12,16 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import sys
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from pyspark.errors import (
     AnalysisException,
     ArithmeticException,
@@ -33,10 +36,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_type
 
-from judgecal_dist.engine import counts
-from judgecal_dist.engine.local import COLUMN_DEFAULTS, TABLES, contract_columns, dataset_root
-from judgecal_dist.errors import InputError, RunError
-from judgecal_dist.io.schema import MISSING_CODE, SCHEMAS, VERDICT_CATEGORIES, VERDICT_CODES
+from judgecal_dist.engine import counts, local
+from judgecal_dist.engine.votes.codec import LabelIndex, block_columns, unpack, verdict_patterns
+from judgecal_dist.errors import InputError
+from judgecal_dist.io.dataset import dataset_files, dataset_root, open_table, read_dataset_table, read_part
+from judgecal_dist.io.schema import COLUMN_DEFAULTS, MISSING_CODE, SCHEMAS, TABLES, VERDICT_CATEGORIES, VERDICT_CODES
 from judgecal_dist.splits import group_keys
 
 __all__ = [
@@ -163,14 +167,11 @@ def read_table(spark: SparkSession, url: str, table: str) -> DataFrame:
     InputError
         No ``_SUCCESS`` at ``url``, the table is absent or unreadable, or a column contract violation.
     """
-    fs, root = dataset_root(url)
-    if not fs.exists(f"{root}/{table}"):
-        raise InputError(f"{url}: {table}: table not found")
+    _, present, absent = open_table(url, table)  # the io reader's contract; Spark reads the parts it lists
     try:
-        stored = spark.read.parquet(spark_url(f"{url.rstrip('/')}/{table}"))
+        stored = spark.read.parquet(*[spark_url(f) for f in dataset_files(url, table)])
     except AnalysisException as err:
         raise InputError(f"{url}: {table}: cannot read ({_first_line(err)})") from err
-    present, absent = contract_columns(url, table, stored.columns)
     if table not in SCHEMAS:
         return stored.select(*present)
     columns = []
@@ -199,7 +200,7 @@ def register_views(spark: SparkSession, url: str) -> list[str]:
     fs, root = dataset_root(url)
     names = []
     for table in TABLES:
-        if table in ("judges", "items") and not fs.exists(f"{root}/{table}"):
+        if table not in ("verdicts", "labels") and not fs.exists(f"{root}/{table}"):
             spark.catalog.dropTempView(table)
             continue
         read_table(spark, url, table).createOrReplaceTempView(table)
@@ -319,62 +320,124 @@ def category_code(column: str, *, table: str) -> Column:
     return code.otherwise(F.raise_error(message)).cast(T.ByteType())
 
 
-def _verdict_slot() -> Column:
-    """Verdict slot of the count tensors: the category code, or N_LABELS (3) for a missing verdict."""
-    return F.when(F.col("verdict").isNull(), F.lit(counts.N_LABELS)).otherwise(
-        category_code("verdict", table="verdicts")
-    )
-
-
 def _collect(frame: DataFrame) -> pd.DataFrame:
-    # A category rejected by category_code surfaces here, when the job runs; pyspark's warning that Arrow
-    # could not finish repeats the same error, which is raised below as an InputError.
+    # A category rejected by category_code (in the JVM) or by the codec's kernels (in a Python task) surfaces
+    # here, when the job runs; pyspark's warning that Arrow could not finish repeats the same error, which is
+    # raised below as an InputError with its own one line.
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="toPandas attempted Arrow optimization", category=UserWarning)
             return frame.toPandas()
     except (SparkRuntimeException, PythonException) as err:
-        if "category outside" not in str(err):
+        found = re.search(r"(?:verdicts|labels): \w+: [^\n]*category outside[^\n]*", str(err))
+        if found is None:
             raise
-        message = _first_line(err).split("] ", 1)[-1].split(" SQLSTATE")[0]
-        raise InputError(message) from err
+        raise InputError(found.group(0).split(" SQLSTATE")[0]) from err
 
 
-def judge_cells_spark(verdicts: DataFrame, labels: DataFrame, seeds: Sequence[int], fraction: float) -> pd.DataFrame:
+def _cells_of_tables(
+    tables: Iterator[pa.Table | pa.RecordBatch],
+    labels: Callable[[], LabelIndex] | None,
+    judge_ids: Sequence[str],
+    seeds: Sequence[int],
+    fraction: float,
+) -> Iterator[pa.RecordBatch]:
+    """Task body of the per-judge cells: the codec's cells of every table, summed, emitted as one long batch."""
+    judges = pa.array(list(judge_ids), pa.string())
+    acc = np.zeros((len(seeds), len(counts.SIDES), len(judges), counts.N_LABELS, counts.N_VERDICT_SLOTS), np.int64)
+    index = None
+    for table in tables:
+        if index is None and labels is not None:
+            index = labels()  # read once per task, and only by a task that has rows
+        cell, key = local.batch_cells(table, index, judges)
+        acc += counts.cell_tensor(cell, key, seeds=seeds, fraction=fraction, n_judges=len(judges))
+    yield counts.judge_cell_batch(acc, seeds)
+
+
+def _judge_cells_scan(
+    batches: Iterator[pa.RecordBatch],
+    url: str,
+    files: Sequence[str],
+    present: Sequence[str],
+    storage_options: Mapping[str, Any],
+    **cells: Any,
+) -> Iterator[pa.RecordBatch]:
+    def labels() -> LabelIndex:
+        return LabelIndex(
+            read_dataset_table(url, "labels", ["dataset", "item_id", "label"], storage_options=storage_options)
+        )
+
+    def tables() -> Iterator[pa.Table]:
+        for batch in batches:
+            for index in batch.column("id").to_pylist():
+                yield from read_part(
+                    files[index],
+                    "verdicts",
+                    local.CELL_COLUMNS,
+                    present=present,
+                    storage_options=storage_options,
+                    dictionary_columns=local.CELL_COLUMNS,
+                )
+
+    yield from _cells_of_tables(tables(), labels, **cells)
+
+
+def judge_cells_spark(
+    spark: SparkSession,
+    source: str | tuple[DataFrame, DataFrame],
+    seeds: Sequence[int],
+    fraction: float,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+) -> pd.DataFrame:
     """:func:`judgecal_dist.engine.stats.judge_cells` in Spark: one pass over the verdicts for all replicates.
+
+    Parameters
+    ----------
+    spark : SparkSession
+    source : str or (DataFrame, DataFrame)
+        A dataset root URL, or the ``verdicts`` and ``labels`` DataFrames (e.g. a session's views).
+    seeds, fraction
+        As :func:`~judgecal_dist.engine.stats.judge_cells`.
+    storage_options : mapping, optional
+        fsspec options of a URL source (shipped to the tasks; never logged).
 
     Notes
     -----
-    Two jobs: the distinct judge ids (one column, a few rows back), then scan + broadcast joins + one
-    ``mapInArrow`` (:func:`judgecal_dist.engine.counts.judge_cell_partition`) whose output per partition is at
-    most ``R * 2 * J * 12`` rows, summed by ``groupBy().agg()``.
+    With a URL, the Spark tasks read the verdict parts with the io reader (pyarrow, strings kept
+    dictionary-encoded) and code each row group with the vote codec, so no verdict row crosses from the JVM to
+    Python; each task reads the labels once. With DataFrames, labels are joined in the JVM and the Arrow batches
+    go through the same kernel. Either way a task emits at most ``R * 2 * J * 12`` rows, summed by
+    ``groupBy().agg()``; the judge list comes first (the ``judge_id`` column alone).
     """
-    spark = verdicts.sparkSession
-    judge_ids = sorted(row.judge_id for row in verdicts.select("judge_id").distinct().collect())
-    # Judges are joined on xxhash64(judge_id), a long, which costs a third of a string join; the J hashes are
-    # checked distinct here, and every row's judge is in the list, so the join is exact.
-    judge_keys = group_keys(judge_ids)
-    if len(set(judge_keys.tolist())) != len(judge_ids):
-        raise RunError(f"verdicts: judge_id: two of {len(judge_ids)} judge ids share an xxhash64 value")
-    index = spark.createDataFrame([(int(k), i) for i, k in enumerate(judge_keys)], "judge_key long, judge_idx int")
-    labelled = labels.where(F.col("label").isNotNull()).select(
-        "dataset", "item_id", category_code("label", table="labels").alias("label")
-    )
-    # The flat cell index of counts.cell_codes, computed in the JVM: two columns cross into Python, not four.
-    cell = F.col("judge_idx") * counts.CELLS_PER_JUDGE + F.col("label") * counts.N_VERDICT_SLOTS + _verdict_slot()
-    rows = (
-        verdicts.select("dataset", "item_id", "group_id", "judge_id", "verdict")
-        .join(labelled, on=["dataset", "item_id"], how="inner")
-        .withColumn("judge_key", F.xxhash64("judge_id"))
-        .join(F.broadcast(index), on="judge_key", how="inner")
-        .select(cell.cast(T.IntegerType()).alias("cell"), F.xxhash64("group_id").alias("group_key"))
-    )
-    kernel = functools.partial(
-        counts.judge_cell_partition, seeds=list(seeds), fraction=float(fraction), n_judges=len(judge_ids)
-    )
+    cells: dict[str, Any] = {"seeds": list(seeds), "fraction": float(fraction)}
+    if isinstance(source, str):
+        options = dict(storage_options or {})
+        _, present, _ = open_table(source, "verdicts", storage_options=options)
+        files = dataset_files(source, "verdicts", storage_options=options)
+        judge_ids = local.judge_ids_of(source, options)
+        kernel = functools.partial(
+            _judge_cells_scan,
+            url=source,
+            files=files,
+            present=present,
+            storage_options=options,
+            judge_ids=judge_ids,
+            **cells,
+        )
+        slices = max(1, min(len(files), 2 * spark.sparkContext.defaultParallelism))
+        partials = spark.range(0, len(files), 1, slices).mapInArrow(kernel, counts.JUDGE_CELLS_DDL)
+    else:
+        verdicts, labels = source
+        judge_ids = sorted(row.judge_id for row in verdicts.select("judge_id").distinct().collect())
+        labelled = labels.where(F.col("label").isNotNull()).select(
+            "dataset", "item_id", category_code("label", table="labels").alias("label")
+        )
+        rows = verdicts.select(*local.CELL_COLUMNS).join(labelled, on=["dataset", "item_id"], how="inner")
+        kernel = functools.partial(_cells_of_tables, labels=None, judge_ids=judge_ids, **cells)
+        partials = rows.mapInArrow(kernel, counts.JUDGE_CELLS_DDL)
     keys = ["replicate", "side", "judge_idx", "label", "verdict"]
-    cells = rows.mapInArrow(kernel, counts.JUDGE_CELLS_DDL).groupBy(*keys).agg(F.sum("n").alias("n"))
-    return counts.decode_judge_cells(_collect(cells), judge_ids)
+    return counts.decode_judge_cells(_collect(partials.groupBy(*keys).agg(F.sum("n").alias("n"))), judge_ids)
 
 
 def item_vote_counts_spark(verdicts: DataFrame) -> DataFrame:
@@ -393,7 +456,8 @@ def item_vote_counts_spark(verdicts: DataFrame) -> DataFrame:
 
 
 def pattern_cells_spark(
-    verdicts: DataFrame,
+    spark: SparkSession,
+    verdicts: str | DataFrame,
     labels: DataFrame,
     judges: Sequence[str],
     seeds: Sequence[int] | None = None,
@@ -402,34 +466,32 @@ def pattern_cells_spark(
     *,
     blocks: pd.DataFrame | None = None,
     full_patterns: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
     """:func:`judgecal_dist.engine.stats.pattern_cells` in Spark: one pivot of the items, all prefixes from it.
 
+    ``verdicts`` is a dataset root URL (scanned inside the tasks) or a DataFrame, as in
+    :func:`judgecal_dist.engine.votes.spark.item_votes_spark`.
+
     Notes
     -----
-    The pivot is one ``groupBy`` of the verdicts at ``sample`` by item summing ``(slot - 3) * 4**position``
-    (absent judges keep digit 3 = missing); the items then go through one ``mapInArrow``
-    (:func:`judgecal_dist.engine.counts.pattern_partition`) and a ``groupBy`` of full patterns; prefixes are
+    The pivot is the vote codec's packed items at ``sample`` (ties kept), turned into base-4 patterns
+    (:func:`~judgecal_dist.engine.votes.codec.verdict_patterns`; absent judges are digit 3 = missing); the items
+    then go through one ``mapInArrow`` (:func:`judgecal_dist.engine.counts.pattern_partition`) and a ``groupBy``
+    of full patterns; prefixes are
     sums of full patterns on the driver (:func:`judgecal_dist.engine.counts.expand_prefixes`). With ``blocks``
     the items are joined to the block table instead (broadcast when it is small) and counted per
     ``(replicate, block, pattern)`` in the same aggregation; ``full_patterns`` skips the prefix expansion.
     """
-    spark = verdicts.sparkSession
+    # The codec's Spark module imports this one (category_code): imported here, where it is used.
+    from judgecal_dist.engine.votes.spark import item_votes_spark
+
     judges = counts.check_pattern_judges(judges)
-    # Each judge's weight 4**position comes with the broadcast judge list: digit p of the pattern is its slot.
-    weights = spark.createDataFrame([(j, 4**p) for p, j in enumerate(judges)], "judge_id string, weight bigint")
-    digit = F.when(F.col("weight").isNotNull(), (_verdict_slot() - counts.N_LABELS) * F.col("weight"))
-    pivot = (
-        verdicts.where(F.col("sample") == sample)
-        .join(F.broadcast(weights), on="judge_id", how="left")
-        .groupBy("dataset", "item_id", F.xxhash64("group_id").alias("group_key"))
-        .agg(F.sum(digit).alias("delta"))
+    coded, tally = item_votes_spark(
+        spark, verdicts, labels, judges, sample=sample, binary=False, storage_options=storage_options
     )
-    items = pivot.join(labels.select("dataset", "item_id", "label"), on=["dataset", "item_id"], how="left").select(
-        (F.coalesce(F.col("delta"), F.lit(0)) + F.lit(4 ** len(judges) - 1)).alias("pattern"),
-        category_code("label", table="labels").alias("label"),
-        "group_key",
-    )
+    kernel = functools.partial(_pattern_items, n_judges=len(judges))
+    items = coded.mapInArrow(kernel, "pattern long, label byte, group_key long")
     if blocks is not None:
         table = counts.check_blocks(blocks)
         block_frame = spark.createDataFrame(table, "replicate long, group_key long, block long")
@@ -444,7 +506,7 @@ def pattern_cells_spark(
                 F.count_if(F.col("label") != MISSING_CODE).alias("n_labelled"),
             )
         )
-        frame = _collect(full).astype(np.int64)
+        frame = _checked(_collect(full), tally.value).astype(np.int64)
         frame = frame.sort_values(["replicate", "block", "pattern"], kind="stable").reset_index(drop=True)
         return frame if full_patterns else counts.expand_prefixes(frame, len(judges))
     with_replicates = seeds is not None
@@ -459,11 +521,35 @@ def pattern_cells_spark(
         .groupBy(*keys)
         .agg(*[F.sum(c).alias(c) for c in ("n", "label_sum", "n_labelled")])
     )
-    frame = _collect(full)
+    frame = _checked(_collect(full), tally.value)
     if full_patterns:
         keys = [c for c in ("replicate", "side", "pattern") if c in frame.columns]
         return frame.astype(np.int64).sort_values(keys, kind="stable").reset_index(drop=True)
     return counts.expand_prefixes(frame, len(judges))
+
+
+def _pattern_items(batches: Iterator[pa.RecordBatch], n_judges: int) -> Iterator[pa.RecordBatch]:
+    """Packed items (verdict codes) to ``pattern, label, group_key`` rows."""
+    for batch in batches:
+        codes = unpack([batch.column(c) for c in block_columns(n_judges)], n_judges, binary=False)
+        yield pa.RecordBatch.from_arrays(
+            [
+                pa.array(verdict_patterns(codes), pa.int64()),
+                batch.column("label"),
+                pa.array(group_keys(batch.column("group_id").to_pylist()), pa.int64()),
+            ],
+            names=["pattern", "label", "group_key"],
+        )
+
+
+def _checked(frame: pd.DataFrame, tally: Any) -> pd.DataFrame:
+    """``frame``, once the tasks that built it tallied no verdict outside the alphabet."""
+    if tally.bad_rows:
+        raise InputError(
+            f"verdicts: verdict: {tally.bad_rows} rows with a category outside {VERDICT_CATEGORIES} "
+            f"(e.g. {sorted(tally.bad_examples)})"
+        )
+    return frame
 
 
 def group_sizes_spark(labelled_items: DataFrame) -> pd.DataFrame:

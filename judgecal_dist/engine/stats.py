@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine import counts, local, spark
 from judgecal_dist.errors import ConfigError, InputError
+from judgecal_dist.io.dataset import count_rows, read_dataset_table
 from judgecal_dist.splits import group_keys
 
 __all__ = [
@@ -64,7 +65,7 @@ def choose_engine(source: str | SparkSession, engine: str | None = None, config:
     if engine != "auto":
         log.info("stats engine: %s (requested)", engine)
         return engine
-    rows = local.count_rows(source, "verdicts", config.storage_options)
+    rows = count_rows(source, "verdicts", storage_options=config.storage_options)
     chosen = "local" if rows < config.local_max_rows else "spark"
     log.info("stats engine: %s (auto: %d verdict rows, local below %d)", chosen, rows, config.local_max_rows)
     return chosen
@@ -80,10 +81,19 @@ def _spark_tables(source: str | SparkSession, config: EngineConfig) -> tuple[Dat
     return spark.read_table(session, source, "verdicts"), spark.read_table(session, source, "labels")
 
 
+def _spark_source(source: str | SparkSession, config: EngineConfig) -> tuple[SparkSession, str | DataFrame, DataFrame]:
+    """Session, verdicts (the URL itself: the codec's tasks scan its parts) and labels of a Spark job."""
+    if isinstance(source, SparkSession):
+        verdicts, labels = _spark_tables(source, config)
+        return source, verdicts, labels
+    session = spark.get_session(config.spark_master, conf=dict(config.spark_conf))
+    return session, source, spark.read_table(session, source, "labels")
+
+
 def _arrow_tables(source: str, config: EngineConfig, verdict_columns: list[str]) -> tuple[pa.Table, pa.Table]:
     options = config.storage_options
-    verdicts = local.read_arrow_table(source, "verdicts", verdict_columns, storage_options=options)
-    return verdicts, local.read_arrow_table(source, "labels", _LABEL_COLUMNS, storage_options=options)
+    verdicts = read_dataset_table(source, "verdicts", verdict_columns, storage_options=options)
+    return verdicts, read_dataset_table(source, "labels", _LABEL_COLUMNS, storage_options=options)
 
 
 def judge_cells(
@@ -141,7 +151,10 @@ def judge_cells(
     config = config or EngineConfig()
     values = counts.check_replicates(seeds, fraction)
     if choose_engine(source, engine, config) == "spark":
-        return spark.judge_cells_spark(*_spark_tables(source, config), values, fraction)
+        if isinstance(source, SparkSession):
+            return spark.judge_cells_spark(source, _spark_tables(source, config), values, fraction)
+        session = spark.get_session(config.spark_master, conf=dict(config.spark_conf))
+        return spark.judge_cells_spark(session, source, values, fraction, storage_options=config.storage_options)
     return local.judge_cells_url(source, values, fraction, storage_options=config.storage_options)
 
 
@@ -194,7 +207,7 @@ def item_vote_counts(
     if choose_engine(source, engine, config) == "spark":
         return spark.item_vote_counts_spark(_spark_tables(source, config)[0])
     columns = ["dataset", "item_id", "judge_id", "verdict", "score"]
-    verdicts = local.read_arrow_table(source, "verdicts", columns, storage_options=config.storage_options)
+    verdicts = read_dataset_table(source, "verdicts", columns, storage_options=config.storage_options)
     return local.item_vote_counts_arrow(verdicts)
 
 
@@ -251,8 +264,18 @@ def pattern_cells(
         raise ConfigError("blocks: give either blocks or seeds/fraction, not both")
     options = {"blocks": blocks, "full_patterns": full_patterns}
     if choose_engine(source, engine, config) == "spark":
-        verdicts, labels = _spark_tables(source, config)
-        return spark.pattern_cells_spark(verdicts, labels, judges, values, fraction, sample, **options)
+        session, verdicts, labels = _spark_source(source, config)
+        return spark.pattern_cells_spark(
+            session,
+            verdicts,
+            labels,
+            judges,
+            values,
+            fraction,
+            sample,
+            **options,
+            storage_options=config.storage_options,
+        )
     verdicts, labels = _arrow_tables(source, config, _VERDICT_COLUMNS)
     return local.pattern_cells_arrow(verdicts, labels, judges, values, fraction, sample, **options)
 

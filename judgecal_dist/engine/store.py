@@ -56,6 +56,7 @@ import pyarrow.parquet as pq
 from judgecal_dist.errors import InputError, RunError
 from judgecal_dist.io.filesystem import has_directories, open_fs, retry_transient
 from judgecal_dist.io.records import to_json
+from judgecal_dist.io.schema import SUCCESS
 
 __all__ = ["RunStore", "RunConflict", "SUCCESS", "LEASE", "REJECTED", "is_remote", "progress_line"]
 
@@ -63,7 +64,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-SUCCESS = "_SUCCESS"
 LEASE = "_LEASE.json"
 #: Seconds without a heartbeat after which another host's lease counts as abandoned.
 LEASE_TTL_S = 600.0

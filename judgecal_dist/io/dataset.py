@@ -8,6 +8,11 @@ Layout of a dataset root (local path, ``file://`` or ``s3://``)::
     _ingest.json                      (the adapter's counts report, plus rows and parts written per table)
     _SUCCESS                          (written last; readers trust a dataset only with it)
 
+A table is the ``*.parquet`` files of its folder; any other file there (a ``README.md``, a ``.crc``) is not part
+of it and is ignored, so Spark and pyarrow read exactly the same parts. This module is the one reader of the
+contract: the in-memory engine, Spark (:func:`judgecal_dist.engine.spark.read_table` reads the parts listed here)
+and the scans inside Spark tasks (:func:`read_part`) all take their columns and defaults from it.
+
 Writers validate before writing: :func:`write_dataset` checks every table first, so rejected input leaves nothing
 under the destination; the streaming :class:`DatasetWriter` checks each chunk before writing it and removes what it
 wrote when a later check fails or the writer is closed without :meth:`DatasetWriter.commit`.
@@ -17,17 +22,20 @@ from __future__ import annotations
 
 import json
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 from fsspec import AbstractFileSystem
 
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.filesystem import join_path, open_fs, require_exists
-from judgecal_dist.io.validate import TABLES, validate_tables
-from judgecal_dist.io.writer import REPORT, ROWS_PER_PART, SUCCESS, DatasetWriter, is_committed
+from judgecal_dist.io.schema import COLUMN_DEFAULTS, FREE_TABLES, REQUIRED_COLUMNS, SCHEMAS, SUCCESS, TABLES
+from judgecal_dist.io.validate import validate_tables
+from judgecal_dist.io.writer import REPORT, ROWS_PER_PART, DatasetWriter, is_committed
 
 __all__ = [
     "ROWS_PER_PART",
@@ -36,9 +44,16 @@ __all__ = [
     "open_fs",
     "DatasetWriter",
     "write_dataset",
+    "dataset_root",
     "dataset_tables",
     "dataset_files",
+    "contract_columns",
+    "with_defaults",
+    "open_table",
     "read_dataset_table",
+    "read_part",
+    "count_rows",
+    "choose_dataset",
     "read_report",
 ]
 
@@ -105,23 +120,35 @@ def write_dataset(
     return str(dest)
 
 
-def _committed_root(url: str, storage_options: dict[str, Any] | None) -> tuple[AbstractFileSystem, str]:
-    fs, root = open_fs(url, storage_options)
+def dataset_root(url: str, storage_options: Mapping[str, Any] | None = None) -> tuple[AbstractFileSystem, str]:
+    """Filesystem and path of a committed dataset root (one with ``_SUCCESS``).
+
+    Raises
+    ------
+    InputError
+        ``url`` does not exist, or holds no ``_SUCCESS`` (not a dataset, or an ingest that did not finish).
+    """
+    fs, root = open_fs(str(url).rstrip("/"), dict(storage_options or {}))
+    root = root.rstrip("/")
     require_exists(fs, root, url)
     if not is_committed(fs, root):
         raise InputError(f"{url}: {SUCCESS}: not a committed dataset: run `judgecal ingest`")
     return fs, root
 
 
-def dataset_tables(url: str, *, storage_options: dict[str, Any] | None = None) -> list[str]:
-    """Names of the tables a committed dataset holds, in :data:`~judgecal_dist.io.validate.TABLES` order."""
-    fs, root = _committed_root(url, storage_options)
+def dataset_tables(url: str, *, storage_options: Mapping[str, Any] | None = None) -> list[str]:
+    """Names of the tables a committed dataset holds, in :data:`~judgecal_dist.io.schema.TABLES` order."""
+    fs, root = dataset_root(url, storage_options)
     present = {posixpath.basename(p.rstrip("/")) for p in fs.ls(root, detail=False)}
     return [name for name in TABLES if name in present]
 
 
-def _table_paths(url: str, table: str, storage_options: dict[str, Any] | None) -> tuple[AbstractFileSystem, list[str]]:
-    fs, root = _committed_root(url, storage_options)
+def _table_paths(
+    url: str, table: str, storage_options: Mapping[str, Any] | None
+) -> tuple[AbstractFileSystem, list[str]]:
+    if table not in TABLES:
+        raise InputError(f"{url}: {table}: not a table of a dataset (expected one of {list(TABLES)})")
+    fs, root = dataset_root(url, storage_options)
     folder = join_path(root, table)
     fs.invalidate_cache(folder)
     paths = sorted(fs.glob(join_path(folder, "*.parquet")))
@@ -132,7 +159,7 @@ def _table_paths(url: str, table: str, storage_options: dict[str, Any] | None) -
     return fs, paths
 
 
-def dataset_files(url: str, table: str, *, storage_options: dict[str, Any] | None = None) -> list[str]:
+def dataset_files(url: str, table: str, *, storage_options: Mapping[str, Any] | None = None) -> list[str]:
     """Sorted Parquet part URLs of one table of a committed dataset (same protocol style as ``url``).
 
     Raises
@@ -146,10 +173,102 @@ def dataset_files(url: str, table: str, *, storage_options: dict[str, Any] | Non
     return paths
 
 
+def contract_columns(url: str, table: str, found: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Check a stored table's columns against its contract: ``(present, absent_optional)`` contract columns.
+
+    ``items`` and ``refused`` have free columns besides their required ones; the other tables must hold their
+    required columns and no column outside their schema (:mod:`judgecal_dist.io.schema`).
+
+    Raises
+    ------
+    InputError
+        A required column is missing or an unknown column is present.
+    """
+    if table in FREE_TABLES:
+        required: Sequence[str] = FREE_TABLES[table]
+        schema_names = list(found)
+    else:
+        required = REQUIRED_COLUMNS[table]
+        schema_names = SCHEMAS[table].names
+    missing = [c for c in required if c not in found]
+    if missing:
+        raise InputError(f"{url}: {table}: missing required column(s) {missing} (found {list(found)})")
+    unknown = [c for c in found if c not in schema_names]
+    if unknown:
+        raise InputError(f"{url}: {table}: unknown column(s) {unknown} (the contract has {schema_names})")
+    return [c for c in schema_names if c in found], [c for c in schema_names if c not in found]
+
+
+def with_defaults(data: pa.Table, table: str, wanted: Sequence[str]) -> pa.Table:
+    """``data`` (read from a stored ``table``) as the contract columns ``wanted``, absent ones filled.
+
+    An absent column takes its :data:`~judgecal_dist.io.schema.COLUMN_DEFAULTS` value (``group_id`` a copy of
+    ``item_id``, ``sample`` 0) or nulls; present columns are cast to the schema's type unless they are
+    dictionary-encoded strings (kept encoded: the vote codec reads them that way).
+    """
+    schema = SCHEMAS.get(table)
+    out = {}
+    for name in wanted:
+        field = schema.field(name) if schema is not None else data.schema.field(name)
+        default = COLUMN_DEFAULTS.get(name)
+        if name in data.column_names:
+            column = data[name]
+            out[name] = column if pa.types.is_dictionary(column.type) else column.cast(field.type)
+        elif isinstance(default, str):
+            out[name] = data[default]
+        elif default is not None:
+            out[name] = pa.array(np.full(data.num_rows, default), field.type)
+        else:
+            out[name] = pa.nulls(data.num_rows, field.type)
+    return pa.table(out)
+
+
+def _bad_part(fs: AbstractFileSystem, paths: Sequence[str], url: str, table: str, err: Exception) -> InputError:
+    """The one-line error naming the first part that is not readable Parquet (or the table, when each is)."""
+    for path in paths:
+        try:
+            with fs.open(path, "rb") as fh:
+                pq.read_metadata(fh)
+        except (pa.ArrowInvalid, OSError) as part_err:
+            detail = str(part_err).strip().splitlines()[0] if str(part_err).strip() else type(part_err).__name__
+            return InputError(f"{url}: {table}: {posixpath.basename(path)}: not a readable Parquet file ({detail})")
+    detail = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return InputError(f"{url}: {table}: cannot read ({detail})")
+
+
+def open_table(
+    url: str,
+    table: str,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    dictionary_columns: Sequence[str] = (),
+) -> tuple[pads.Dataset, list[str], list[str]]:
+    """A stored table as a lazy pyarrow dataset over its parts, with its ``(present, absent)`` contract columns.
+
+    Raises
+    ------
+    InputError
+        As :func:`read_dataset_table`.
+    """
+    fs, paths = _table_paths(url, table, storage_options)
+    options = pads.ParquetReadOptions(dictionary_columns=set(dictionary_columns))
+    try:
+        dataset = pads.dataset(paths, filesystem=fs, format=pads.ParquetFileFormat(read_options=options))
+    except (pa.ArrowInvalid, OSError) as err:
+        raise _bad_part(fs, paths, url, table, err) from err
+    present, absent = contract_columns(url, table, dataset.schema.names)
+    return dataset, present, absent
+
+
 def read_dataset_table(
-    url: str, table: str, *, columns: list[str] | None = None, storage_options: dict[str, Any] | None = None
+    url: str,
+    table: str,
+    columns: Sequence[str] | None = None,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    dictionary_columns: Sequence[str] = (),
 ) -> pa.Table:
-    """Read one table of a committed dataset into memory.
+    """Read one table of a committed dataset into memory, as its contract's columns (absent optional ones filled).
 
     Parameters
     ----------
@@ -157,10 +276,12 @@ def read_dataset_table(
         Dataset root URL.
     table : str
         ``verdicts``, ``labels``, ``judges``, ``items`` or ``refused``.
-    columns : list of str, optional
-        Read only these columns.
-    storage_options : dict, optional
-        fsspec options for ``url``.
+    columns : sequence of str, optional
+        Contract columns to read (all by default, in schema order).
+    storage_options : mapping, optional
+        fsspec options for ``url`` (never logged).
+    dictionary_columns : sequence of str
+        String columns to read dictionary-encoded (the vote codec maps each distinct string once).
 
     Returns
     -------
@@ -169,17 +290,76 @@ def read_dataset_table(
     Raises
     ------
     InputError
-        ``url`` does not exist, is not committed (no ``_SUCCESS``), or has no such table or column.
+        ``url`` does not exist, is not committed (no ``_SUCCESS``), has no such table, a part that is not
+        Parquet (named), or a column contract violation.
     """
-    fs, paths = _table_paths(url, table, storage_options)
+    dataset, present, absent = open_table(
+        url, table, storage_options=storage_options, dictionary_columns=dictionary_columns
+    )
+    schema_order = SCHEMAS[table].names if table in SCHEMAS else present
+    wanted = list(columns) if columns is not None else schema_order
+    outside = [c for c in wanted if c not in present + absent]
+    if outside:
+        raise InputError(f"{url}: {table}: no column(s) {outside} in the contract")
+    copied = [str(COLUMN_DEFAULTS[c]) for c in wanted if c in absent and isinstance(COLUMN_DEFAULTS.get(c), str)]
+    read = list(dict.fromkeys([c for c in wanted if c in present] + copied))
     try:
-        return pq.read_table(paths, columns=columns, filesystem=fs)
-    except (pa.ArrowInvalid, KeyError) as err:
-        raise InputError(f"{url}: {table}: cannot read ({err})") from err
+        data = dataset.to_table(columns=read)
+    except (pa.ArrowInvalid, OSError) as err:
+        raise _bad_part(dataset.filesystem, dataset.files, url, table, err) from err
+    return with_defaults(data, table, wanted)
 
 
-def read_report(url: str, *, storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
+def read_part(
+    part_url: str,
+    table: str,
+    columns: Sequence[str],
+    *,
+    present: Sequence[str],
+    storage_options: Mapping[str, Any] | None = None,
+    dictionary_columns: Sequence[str] = (),
+) -> Iterator[pa.Table]:
+    """The row groups of one Parquet part of ``table`` as contract columns (the reader of Spark scan tasks).
+
+    ``present`` is the contract columns the table stores (from :func:`open_table` on the driver): the others of
+    ``columns`` are filled as :func:`with_defaults` fills them.
+    """
+    fs, path = open_fs(part_url, dict(storage_options or {}))
+    read = [c for c in columns if c in present]
+    read += [str(COLUMN_DEFAULTS[c]) for c in columns if c not in present and isinstance(COLUMN_DEFAULTS.get(c), str)]
+    read = list(dict.fromkeys(read))
+    with fs.open(path, "rb") as handle:
+        parquet = pq.ParquetFile(handle, read_dictionary=[c for c in dictionary_columns if c in read])
+        for group in range(parquet.num_row_groups):
+            yield with_defaults(parquet.read_row_group(group, columns=read), table, columns)
+
+
+def count_rows(url: str, table: str = "verdicts", *, storage_options: Mapping[str, Any] | None = None) -> int:
+    """Rows of a stored table, from the Parquet footers only (no data is read)."""
+    dataset, _, _ = open_table(url, table, storage_options=storage_options)
+    return int(dataset.count_rows())
+
+
+def choose_dataset(names: Sequence[str], dataset: str | None, *, where: str) -> str:
+    """The one dataset a job works on: ``dataset``, or the only name of ``names`` (a table's ``dataset`` values).
+
+    Raises
+    ------
+    InputError
+        Several datasets and none chosen, or ``dataset`` not among them.
+    """
+    names = sorted(set(names))
+    if dataset is None:
+        if len(names) != 1:
+            raise InputError(f"{where}: labels: dataset: {len(names)} datasets {names[:5]}; choose one with dataset=")
+        return names[0]
+    if dataset not in names:
+        raise InputError(f"{where}: labels: dataset: {dataset!r} not found (have {names[:5]})")
+    return dataset
+
+
+def read_report(url: str, *, storage_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The ``_ingest.json`` report of a committed dataset."""
-    fs, root = _committed_root(url, storage_options)
+    fs, root = dataset_root(url, storage_options)
     with fs.open(join_path(root, REPORT), "r") as fh:
         return dict(json.load(fh))

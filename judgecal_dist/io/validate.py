@@ -19,11 +19,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from judgecal_dist.errors import InputError
-from judgecal_dist.io.schema import REQUIRED_COLUMNS, SCHEMAS, TABLE_KEYS, VERDICT_CATEGORIES
+from judgecal_dist.io.schema import (
+    FREE_TABLES,
+    REQUIRED_COLUMNS,
+    SCHEMAS,
+    TABLE_KEYS,
+    TABLES,
+    VERDICT_CATEGORIES,
+)
 
 __all__ = [
-    "TABLES",
-    "FREE_TABLES",
     "conform_table",
     "check_unique_keys",
     "distinct_items",
@@ -32,11 +37,6 @@ __all__ = [
     "validate_tables",
 ]
 
-#: Every table an ingested dataset may hold, in writing order.
-TABLES: tuple[str, ...] = ("verdicts", "labels", "judges", "items", "refused")
-
-#: Tables without a fixed schema: their required string columns; any further column is free metadata.
-FREE_TABLES: dict[str, tuple[str, ...]] = {"items": ("dataset", "item_id"), "refused": ("dataset",)}
 
 _N_EXAMPLES = 3
 

@@ -16,9 +16,8 @@ from fsspec import AbstractFileSystem
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.filesystem import join_path, open_fs
 from judgecal_dist.io.records import to_json
-from judgecal_dist.io.schema import TABLE_KEYS
+from judgecal_dist.io.schema import SUCCESS, TABLE_KEYS, TABLES
 from judgecal_dist.io.validate import (
-    TABLES,
     check_known_items,
     check_known_judges,
     check_unique_keys,
@@ -31,7 +30,6 @@ __all__ = ["ROWS_PER_PART", "SUCCESS", "REPORT", "DatasetWriter", "is_committed"
 log = logging.getLogger(__name__)
 
 ROWS_PER_PART = 1_000_000
-SUCCESS = "_SUCCESS"
 REPORT = "_ingest.json"
 _OWN_ENTRIES = {*TABLES, REPORT, SUCCESS}
 

@@ -2,7 +2,7 @@ r"""The dense vote matrix every aggregator reads, and the per-judge counts compu
 
 ``V`` has shape ``(n_items, n_judges)`` with int8 codes :data:`VOTE_A` = 1 (judge votes for response A, class 1),
 :data:`VOTE_B` = 0 (class 0) and :data:`MISSING` = -1 (no verdict, an unparseable one, or a tie, which is mapped
-to missing upstream). In :math:`\pm 1` form, :math:`z_{ij} = 2V_{ij} - 1` and :math:`z_{ij} = 0` when missing.
+to missing upstream); the codes are those of :mod:`judgecal_dist.io.schema`, the one place they are declared. In :math:`\pm 1` form, :math:`z_{ij} = 2V_{ij} - 1` and :math:`z_{ij} = 0` when missing.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ import numpy as np
 import numpy.typing as npt
 
 from judgecal_dist.errors import ConfigError, InputError
+from judgecal_dist.io.schema import MISSING_CODE as MISSING
+from judgecal_dist.io.schema import VOTE_A, VOTE_B
 from judgecal_dist.stats.checks import check_binary_labels, check_same_length
 
 __all__ = [
@@ -23,10 +25,6 @@ __all__ = [
     "check_judge_counts",
     "class_prior",
 ]
-
-VOTE_A: int = 1
-VOTE_B: int = 0
-MISSING: int = -1
 
 
 def check_votes(V: npt.ArrayLike, *, where: str, n_judges: int | None = None) -> npt.NDArray[np.int8]:

@@ -3,8 +3,8 @@
 Each item's votes by the model's judges (at one ``sample``; ties and unparseable verdicts are missing, as when the
 model was fitted) go through the rebuilt one-coin aggregator, beta calibrator and conformal sets of
 :mod:`judgecal_dist.scoring.artifact`, i.e. the very ``methods/`` code the study evaluated. Large tables run on
-Spark (:func:`judgecal_dist.engine.item_votes_scan.item_votes_scan`: tasks read the verdict parts with pyarrow
-and pack each item's votes with numpy, a ``groupBy`` merges items split across row groups, then one
+Spark (:func:`judgecal_dist.engine.votes.spark.item_votes_spark`: tasks read the verdict parts with pyarrow
+and pack each item's votes with the vote codec, a ``groupBy`` merges items split across row groups, then one
 ``mapInArrow`` of :func:`judgecal_dist.scoring.kernel.score_and_write` scores the items and writes them through
 fsspec); tables below ``EngineConfig.local_max_rows`` run in this process with pyarrow + numpy
 (:func:`judgecal_dist.engine.stats.choose_engine` decides); both write the same rows. On Spark the judge, sample
@@ -38,23 +38,21 @@ import functools
 import json
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.dataset as pads
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine import local
-from judgecal_dist.engine.item_votes import check_judges, item_votes_arrow
-from judgecal_dist.engine.item_votes_scan import ScanTally, item_votes_scan
 from judgecal_dist.engine.manifest import fingerprint_inputs
 from judgecal_dist.engine.stats import choose_engine
 from judgecal_dist.engine.store import LEASE, SUCCESS, RunStore
+from judgecal_dist.engine.votes.codec import VERDICT_COLUMNS, ItemVotes, encode
+from judgecal_dist.engine.votes.spark import ScanTally, item_votes_spark
 from judgecal_dist.errors import InputError
-from judgecal_dist.io.dataset import dataset_files
+from judgecal_dist.io.dataset import dataset_files, dataset_tables, open_table, read_dataset_table
 from judgecal_dist.io.records import json_records
 from judgecal_dist.io.schema import VERDICT_CATEGORIES
 from judgecal_dist.progress import Progress
@@ -91,7 +89,8 @@ MIN_JUDGE_COVERAGE = 0.5
 #: Top-level names score writes; a marked folder's foreign files under them are refused, elsewhere left alone.
 _OWN_NAMES = ("items/", "summary/", "figures/", "summary.json", SUCCESS)
 _LOCAL_CHUNK_ITEMS = 200_000  # items scored per numpy call in memory (bounds the float64 copy of the votes)
-_VERDICT_COLUMNS = ["dataset", "item_id", "group_id", "judge_id", "sample", "verdict"]
+#: Verdict columns read dictionary-encoded in memory: the codec maps each distinct string once.
+_DICTIONARY_COLUMNS = ["dataset", "item_id", "group_id", "judge_id", "verdict"]
 
 
 def score_dataset(
@@ -276,6 +275,23 @@ def _inspect_output(store: RunStore) -> _Output:
 
 
 # -- checks ----------------------------------------------------------------------------------------------------
+def check_judges(data_judges: Sequence[str], model_judges: Sequence[str], *, where: str, unknown: str) -> list[str]:
+    """The data's judges outside ``model_judges``; an error unless ``unknown == "ignore"``.
+
+    Raises
+    ------
+    InputError
+        Some judges are unknown and ``unknown == "error"``.
+    """
+    extra = sorted(set(data_judges) - set(model_judges))
+    if extra and unknown != "ignore":
+        raise InputError(
+            f"{where}: judge_id: {len(extra)} judge(s) not in the model (e.g. {extra[:3]}); score only the model's "
+            "judges with --ignore-unknown-judges (their verdicts are then left out)"
+        )
+    return extra
+
+
 @dataclass
 class _Checks:
     """The judge, sample and coverage checks of both engines, and the counts they leave for the summary."""
@@ -333,10 +349,9 @@ class _Checks:
 
 def _items_meta(data_url: str, engine: EngineConfig) -> list[str]:
     """Columns of the optional ``items`` table (empty when it is absent)."""
-    fs, root = local.dataset_root(data_url, engine.storage_options)
-    if not fs.exists(f"{root}/items"):
+    if "items" not in dataset_tables(data_url, storage_options=engine.storage_options):
         return []
-    return list(pads.dataset(f"{root}/items", filesystem=fs, format="parquet").schema.names)
+    return open_table(data_url, "items", storage_options=engine.storage_options)[1]
 
 
 # -- Spark -----------------------------------------------------------------------------------------------------
@@ -349,7 +364,7 @@ def _stage_spark(
     spark = get_session(engine.spark_master, conf=dict(engine.spark_conf))
     labels = read_table(spark, data_url, "labels")
     options = dict(engine.storage_options)
-    items, tally = item_votes_scan(
+    items, tally = item_votes_spark(
         spark, data_url, labels, model.judge_ids, sample=checks.sample, storage_options=options
     )
     log.info("score: scoring items on spark into %s", staged)
@@ -398,13 +413,15 @@ def _summaries_spark(
 def _prepare_local(model: Calibration, data_url: str, engine: EngineConfig, sample: int, checks: _Checks) -> Any:
     """Read and check the table in memory (before anything is written); the scored batches, lazily."""
     options = engine.storage_options
-    verdicts = local.read_arrow_table(data_url, "verdicts", _VERDICT_COLUMNS, storage_options=options)
-    labels = local.read_arrow_table(data_url, "labels", ["dataset", "item_id", "label"], storage_options=options)
-    at_sample = pc.unique(verdicts.filter(pc.equal(verdicts["sample"], pa.scalar(sample, pa.int32())))["judge_id"])
-    checks.judges(sorted(at_sample.to_pylist()))
-    items = item_votes_arrow(verdicts, labels, model.judge_ids, sample=sample)
+    verdicts = read_dataset_table(
+        data_url, "verdicts", VERDICT_COLUMNS, storage_options=options, dictionary_columns=_DICTIONARY_COLUMNS
+    )
+    labels = read_dataset_table(data_url, "labels", ["dataset", "item_id", "label"], storage_options=options)
+    rows = encode(verdicts, model.judge_ids, sample=sample)  # the vote codec, as the Spark tasks run it
     del verdicts
-    return _ScoredBatches(model, items)
+    checks.judges(rows.judges_seen)
+    rows.reject_unknown(where=f"{data_url}: verdicts")
+    return _ScoredBatches(model, ItemVotes.from_rows(rows, labels, len(model.judge_ids)))
 
 
 class _ScoredBatches:
@@ -435,7 +452,7 @@ def _summaries_local(
     tables = {"datasets": summ.finalise(summ.sums_pandas(frame, ["dataset"], alphas, eps), alphas)}
     wanted = [c for c in ("subset", "model_a", "model_b") if c in meta]
     if wanted:
-        extra_cols = local.read_arrow_table(
+        extra_cols = read_dataset_table(
             data_url, "items", ["dataset", "item_id", *wanted], storage_options=engine.storage_options
         )
         frame = frame.merge(extra_cols.to_pandas(), on=["dataset", "item_id"], how="left")

@@ -36,6 +36,7 @@ import pyarrow as pa
 
 from judgecal_dist.engine.store import RunStore
 from judgecal_dist.errors import InputError
+from judgecal_dist.io.schema import VOTE_CODING
 from judgecal_dist.methods.aggregate import OneCoin
 from judgecal_dist.methods.beta import BetaCalibration
 from judgecal_dist.methods.conformal import SplitConformal
@@ -46,8 +47,6 @@ __all__ = ["FORMAT", "MODEL_FILE", "CALIBRATOR_INPUTS", "Calibration", "from_dic
 FORMAT = "judgecal.calibration/v2"
 MODEL_FILE = "model/calibration.json"
 CALIBRATOR_INPUTS = ("probability", "logit")
-#: The vote coding every v2 artifact declares (ties are missing, spec 000 §3.0); anything else is refused.
-VOTE_CODES = {"A": 1, "B": 0, "missing": -1, "tie": "missing"}
 
 
 @dataclass(frozen=True)
@@ -207,8 +206,8 @@ def from_dict(state: Mapping[str, Any], *, source: str = "calibration", digest: 
     weights = _weights(agg, len(judges), f"{source}: aggregator")
     prior = _number(agg, "class_prior", f"{source}: aggregator", 0.0, 1.0)
     eps = _number(state, "eps", source, 0.0, 0.5)
-    if state.get("vote_codes", VOTE_CODES) != VOTE_CODES:
-        raise InputError(f"{source}: vote_codes: expected {VOTE_CODES}, got {state.get('vote_codes')!r}")
+    if state.get("vote_codes", VOTE_CODING) != VOTE_CODING:
+        raise InputError(f"{source}: vote_codes: expected {VOTE_CODING}, got {state.get('vote_codes')!r}")
     fitted_on = state.get("fitted_on") or {}
     if not isinstance(fitted_on, Mapping):
         raise InputError(f"{source}: fitted_on: expected an object, got {type(fitted_on).__name__}")

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
-from judgecal_dist.engine.item_votes import block_columns, votes_from_blocks
+from judgecal_dist.engine.votes.codec import block_columns, unpack
 from judgecal_dist.io.filesystem import open_fs
 from judgecal_dist.scoring.artifact import Calibration
 
@@ -99,11 +99,11 @@ def score_batch(model: Calibration, keys: dict[str, pa.Array], votes: np.ndarray
 
 
 def score_partition(batches: Iterator[pa.RecordBatch], model: Calibration) -> Iterator[pa.RecordBatch]:
-    """Packed item votes (``item_votes_spark`` rows) in, scored rows out."""
+    """Packed item votes (rows of :func:`judgecal_dist.engine.votes.spark.item_votes_spark`) in, scored rows out."""
     n_judges = len(model.judge_ids)
     for batch in batches:
         if batch.num_rows:
-            votes = votes_from_blocks([batch.column(c) for c in block_columns(n_judges)], n_judges)
+            votes = unpack([batch.column(c) for c in block_columns(n_judges)], n_judges)
             labels = batch.column("label").to_numpy(zero_copy_only=False)
             keys = {k: batch.column(k) for k in ("dataset", "item_id", "group_id")}
             yield score_batch(model, keys, votes, labels)

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from judgecal_dist.engine.panel import Panel
+from judgecal_dist.io.schema import VOTE_CODING
 from judgecal_dist.methods.conformal import SplitConformal
 from judgecal_dist.methods.pipeline import aggregate, calibrator, conformal_sets
 from judgecal_dist.splits import assign_blocks
@@ -168,7 +169,7 @@ def fit_model(config: Config, panel: Panel) -> dict[str, Any]:
         },
         "conformal": conformal,
         "eps": config.eps,
-        "vote_codes": {"A": 1, "B": 0, "missing": -1, "tie": "missing"},
+        "vote_codes": dict(VOTE_CODING),
         "fitted_on": {
             "dataset": panel.dataset,
             # Every item the model saw (aggregator, calibrator and conformal slice), as plain ids: a scorer flags

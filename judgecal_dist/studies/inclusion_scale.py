@@ -32,7 +32,6 @@ import numpy as np
 import pandas as pd
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine import local
 from judgecal_dist.engine.onepass.replicates import (
     ONEPASS_CALIBRATORS,
     evaluate_replicates,
@@ -42,6 +41,7 @@ from judgecal_dist.engine.onepass.replicates import (
 from judgecal_dist.engine.panel import Panel, load_panel
 from judgecal_dist.engine.stats import choose_engine
 from judgecal_dist.errors import ConfigError, InputError
+from judgecal_dist.io.dataset import count_rows
 from judgecal_dist.io.records import json_records
 from judgecal_dist.methods.pipeline import Settings, choose_panels, fit_pipelines
 from judgecal_dist.progress import Progress
@@ -174,7 +174,7 @@ def load(config: Config, engine: EngineConfig) -> ScaleInput:
     InputError
         Missing tables, no labelled items, a single label class, several datasets and none chosen.
     """
-    rows = local.count_rows(config.data, "verdicts", dict(engine.storage_options))
+    rows = count_rows(config.data, "verdicts", storage_options=engine.storage_options)
     execution, reason = choose_execution(config, rows)
     panel = None
     if execution == "dense" or choose_engine(config.data, None, engine) == "local":

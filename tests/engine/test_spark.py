@@ -18,8 +18,9 @@ import pytest
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine import spark as sp
 from judgecal_dist.engine import stats
-from judgecal_dist.engine.local import judge_cells_arrow, read_arrow_table
+from judgecal_dist.engine.local import judge_cells_arrow
 from judgecal_dist.errors import ConfigError, InputError
+from judgecal_dist.io.dataset import read_dataset_table as read_arrow_table
 from judgecal_dist.io.schema import LABELS_SCHEMA, VERDICTS_SCHEMA
 from judgecal_dist.splits import calibration_mask, group_keys
 
@@ -371,12 +372,12 @@ def test_judge_cells_of_in_memory_tables_equal_the_streamed_scan(random_root):
 
 def test_read_table_errors(spark, tmp_path):
     verdicts, labels = hand_tables()
-    with pytest.raises(InputError, match=r"no _SUCCESS marker"):
+    with pytest.raises(InputError, match=r"_SUCCESS: not a committed dataset"):
         sp.read_table(spark, write_root(tmp_path / "unfinished", verdicts, labels, success=False), "verdicts")
     with pytest.raises(InputError, match=r"missing required column\(s\) \['judge_id'\]"):
         sp.read_table(spark, write_root(tmp_path / "nojudge", verdicts.drop(columns="judge_id"), labels), "verdicts")
     root = write_root(tmp_path / "ok", verdicts, labels)
-    with pytest.raises(InputError, match=r"judges: table not found"):
+    with pytest.raises(InputError, match=r"judges: table not in dataset"):
         sp.read_table(spark, root, "judges")
     extra = write_root(tmp_path / "extra", verdicts, labels.assign(note="x"))
     with pytest.raises(InputError, match=r"labels: unknown column\(s\) \['note'\]"):

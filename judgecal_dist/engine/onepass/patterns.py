@@ -5,8 +5,9 @@ of :math:`3^k` patterns (A, B or missing each). Per replicate and panel one pass
 (split side, label, pattern) cell (:func:`patterns_kernel`); the calibrators' objectives and the evaluation
 metrics are then sums over cells weighted by their counts, the same sums as over the items in another order, so
 the driver fits Platt and beta with the in-memory optimisers on a few hundred weighted points and no further
-pass (:class:`PatternTable`). Cells are indexed by the code :math:`c = \sum_m (v_m + 1) 3^m` over the panel's
-judges in column order.
+pass (:class:`PatternTable`). Cells are indexed by the vote codec's base-3 pattern
+:math:`c = \sum_m (v_m + 1) 3^m` over the panel's judges in column order
+(:func:`judgecal_dist.engine.votes.codec.vote_pattern_digits`, :func:`~judgecal_dist.engine.votes.codec.vote_pattern_votes`).
 """
 
 from __future__ import annotations
@@ -30,12 +31,16 @@ from judgecal_dist.engine.onepass.kernels import (
     platt_sums,
     row_chunks,
 )
+from judgecal_dist.engine.votes.codec import vote_pattern_digits, vote_pattern_votes
+from judgecal_dist.io.schema import VOTE_A, VOTE_B
 from judgecal_dist.splits import calibration_mask
 
-__all__ = ["MAX_PATTERN_JUDGES", "PatternColumns", "PatternTable", "patterns_kernel", "pattern_log_odds"]
+__all__ = ["MAX_PATTERN_PANEL_JUDGES", "PatternColumns", "PatternTable", "patterns_kernel", "pattern_log_odds"]
 
-#: Panels of at most this many judges are compressed to pattern counts (3**10 = 59,049 codes x 4 cells).
-MAX_PATTERN_JUDGES = 10
+#: Panels of at most this many judges are compressed to vote-pattern counts (3**10 = 59,049 codes x 4 cells per
+#: panel and replicate): a memory bound of the one-pass engine, not a limit of the codes (those of up to 15 judges
+#: are exact in the float32 product below; verdict patterns hold 31, ``MAX_VERDICT_PATTERN_JUDGES``).
+MAX_PATTERN_PANEL_JUDGES = 10
 
 
 @dataclass(frozen=True)
@@ -72,7 +77,7 @@ def patterns_kernel(
     mask = calibration_mask(keys, [spec.seeds[r] for r in reps], spec.fraction)
     out = np.zeros(int(offsets[-1]))
     for chunk in row_chunks(len(keys), len(pat.replicate)):
-        codes = ((votes[chunk] + 1).astype(np.float32) @ pat.powers).astype(np.int64)  # rows x P, exact integers
+        codes = (vote_pattern_digits(votes[chunk]).astype(np.float32) @ pat.powers).astype(np.int64)  # exact
         side = (~mask[rep_index][:, chunk]).T.astype(np.int64)  # 0 = calibration, 1 = evaluation
         cell = (2 * side + labels[chunk, None].astype(np.int64)) * pat.n_codes + codes
         for p in range(len(pat.replicate)):  # one small bincount per column: never a table-sized temporary
@@ -82,8 +87,8 @@ def patterns_kernel(
 
 def pattern_log_odds(codes: np.ndarray, weights: np.ndarray, prior_logit: float) -> np.ndarray:
     """Log-odds of pattern ``codes`` of a panel with one-coin ``weights`` (in column order)."""
-    digits = (codes[:, None] // 3 ** np.arange(len(weights))) % 3  # 0 missing, 1 B, 2 A
-    z = np.where(digits == 2, 1.0, np.where(digits == 1, -1.0, 0.0))
+    votes = vote_pattern_votes(codes, len(weights))
+    z = np.where(votes == VOTE_A, 1.0, np.where(votes == VOTE_B, -1.0, 0.0))
     return np.asarray(prior_logit + z @ weights, dtype=np.float64)
 
 

@@ -60,7 +60,7 @@ from judgecal_dist.engine.onepass.kernels import (
 )
 from judgecal_dist.engine.onepass.lockstep import run_lockstep
 from judgecal_dist.engine.onepass.patterns import (
-    MAX_PATTERN_JUDGES,
+    MAX_PATTERN_PANEL_JUDGES,
     PatternColumns,
     PatternTable,
     patterns_kernel,
@@ -69,6 +69,7 @@ from judgecal_dist.engine.panel import Panel
 from judgecal_dist.engine.replicate_sources import Kernel, PanelSource, SparkItemsSource, spark_items_source
 from judgecal_dist.engine.spark import get_session, read_table
 from judgecal_dist.errors import ConfigError, InputError
+from judgecal_dist.io.dataset import choose_dataset
 from judgecal_dist.methods.aggregate import OneCoin
 from judgecal_dist.methods.pipeline import Settings, aggregate_counts, calibrator, panels_from_counts
 
@@ -119,8 +120,9 @@ def onepass_source(
     if panel is not None:
         return PanelSource(panel)
     session = get_session(engine.spark_master, conf=dict(engine.spark_conf))
-    verdicts, labels = read_table(session, url, "verdicts"), read_table(session, url, "labels")
-    return spark_items_source(verdicts, labels, dataset=dataset, sample=sample, where=url)
+    return spark_items_source(
+        session, url, dataset=dataset, sample=sample, where=url, storage_options=engine.storage_options
+    )
 
 
 def spark_label_classes(url: str, engine: EngineConfig, dataset: str | None) -> np.ndarray:
@@ -134,12 +136,7 @@ def spark_label_classes(url: str, engine: EngineConfig, dataset: str | None) -> 
     """
     session = get_session(engine.spark_master, conf=dict(engine.spark_conf))
     labels = read_table(session, url, "labels")
-    names = sorted(r.dataset for r in labels.select("dataset").distinct().collect())
-    if dataset is None and len(names) != 1:
-        raise InputError(f"{url}: labels: dataset: {len(names)} datasets {names[:5]}; choose one with dataset=")
-    dataset = dataset or names[0]
-    if dataset not in names:
-        raise InputError(f"{url}: labels: dataset: {dataset!r} not found (have {names[:5]})")
+    dataset = choose_dataset([r.dataset for r in labels.select("dataset").distinct().collect()], dataset, where=url)
     found = labels.where((F.col("dataset") == dataset) & F.col("label").isin("A", "B"))
     return np.array([r.label for r in found.select("label").distinct().collect()])
 
@@ -153,7 +150,7 @@ def evaluate_replicates(
     calibrators: Sequence[str] = ONEPASS_CALIBRATORS,
     settings: Settings | None = None,
     n_bins: int = 10,
-    max_pattern_judges: int = MAX_PATTERN_JUDGES,
+    max_pattern_judges: int = MAX_PATTERN_PANEL_JUDGES,
 ) -> pd.DataFrame:
     """Metrics of one-coin x ``calibrators`` x ``panels`` for every replicate seed (module docstring).
 
@@ -174,7 +171,8 @@ def evaluate_replicates(
     n_bins : int
         ECE bins.
     max_pattern_judges : int
-        Panels of at most this many judges (at most :data:`~judgecal_dist.engine.onepass.patterns.MAX_PATTERN_JUDGES`)
+        Panels of at most this many judges (at most
+        :data:`~judgecal_dist.engine.onepass.patterns.MAX_PATTERN_PANEL_JUDGES`)
         are fitted from vote-pattern counts; 0 fits every panel by passes.
 
     Returns
@@ -198,8 +196,8 @@ def evaluate_replicates(
         raise ConfigError(
             f"calibrators: the one-pass path supports {list(ONEPASS_CALIBRATORS)}, got {list(calibrators)}"
         )
-    if not 0 <= max_pattern_judges <= MAX_PATTERN_JUDGES:  # 4 x 3^k cells per panel and replicate
-        raise ConfigError(f"max_pattern_judges: must be in [0, {MAX_PATTERN_JUDGES}], got {max_pattern_judges}")
+    if not 0 <= max_pattern_judges <= MAX_PATTERN_PANEL_JUDGES:  # 4 x 3^k cells per panel and replicate
+        raise ConfigError(f"max_pattern_judges: must be in [0, {MAX_PATTERN_PANEL_JUDGES}], got {max_pattern_judges}")
     spec = PassSpec(tuple(int(s) for s in seeds), float(fraction), settings.calibrator_input, settings.eps, n_bins)
     n_seeds, n_judges = len(spec.seeds), len(source.judge_ids)
     t0 = time.perf_counter()

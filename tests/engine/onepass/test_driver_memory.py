@@ -46,9 +46,7 @@ def _peak(fn: Callable[[], object]) -> int:
 
 
 def _onepass(spark, root: str) -> None:
-    source = spark_items_source(
-        read_table(spark, root, "verdicts"), read_table(spark, root, "labels"), dataset=None, sample=0, where=root
-    )
+    source = spark_items_source(spark, root, dataset=None, sample=0, where=root)
     try:
         evaluate_replicates(source, [0, 1], 0.5, panels=("all",), calibrators=("none", "platt"))
     finally:

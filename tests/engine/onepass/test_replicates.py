@@ -20,7 +20,6 @@ from judgecal_dist.engine.onepass.kernels import Partial, PassSpec, counts_kerne
 from judgecal_dist.engine.onepass.replicates import evaluate_replicates
 from judgecal_dist.engine.panel import Panel, load_panel
 from judgecal_dist.engine.replicate_sources import PanelSource, spark_items_source
-from judgecal_dist.engine.spark import read_table
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.synthetic import generate_panel
 from judgecal_dist.methods.pipeline import Settings, aggregate, calibrate, choose_panels
@@ -137,13 +136,7 @@ def test_partial_bytes_round_trip_sparse_and_dense():
 @pytest.mark.heavy  # ~1-2 min on a contended 2-core machine: ~30 Spark passes of ~1-3 s job overhead each
 def test_spark_onepass_equals_in_memory_on_generated(spark, generated):
     settings = Settings(calibrator_input="logit", class_prior="empirical")
-    source = spark_items_source(
-        read_table(spark, generated, "verdicts"),
-        read_table(spark, generated, "labels"),
-        dataset=None,
-        sample=0,
-        where=generated,
-    )
+    source = spark_items_source(spark, generated, dataset=None, sample=0, where=generated)
     try:
         # top3 from pattern counts, the full panel and top5 by lockstep passes over the workers' cached inputs
         got = evaluate_replicates(source, SPARK_SEEDS, 0.4, panels=PANELS, settings=settings, max_pattern_judges=3)
@@ -161,13 +154,7 @@ def test_onepass_equals_in_memory_on_llmbar(request, llmbar_root, engine):
         got = evaluate_replicates(PanelSource(panel, batch_items=97), seeds, 0.5, panels=PANELS, settings=settings)
     else:
         spark = request.getfixturevalue("spark")
-        source = spark_items_source(
-            read_table(spark, llmbar_root, "verdicts"),
-            read_table(spark, llmbar_root, "labels"),
-            dataset=None,
-            sample=0,
-            where=llmbar_root,
-        )
+        source = spark_items_source(spark, llmbar_root, dataset=None, sample=0, where=llmbar_root)
         try:
             got = evaluate_replicates(source, seeds, 0.5, panels=PANELS, settings=settings)
         finally:
@@ -244,11 +231,10 @@ def test_bad_input_is_rejected_with_a_clear_error(generated):
 
 
 def test_spark_source_rejects_unknown_dataset_and_sample(spark, generated):
-    verdicts, labels = read_table(spark, generated, "verdicts"), read_table(spark, generated, "labels")
     with pytest.raises(InputError, match="dataset: 'nope' not found"):
-        spark_items_source(verdicts, labels, dataset="nope", sample=0, where=generated)
+        spark_items_source(spark, generated, dataset="nope", sample=0, where=generated)
     with pytest.raises(InputError, match="no verdicts for dataset 'synthetic' with sample=3"):
-        spark_items_source(verdicts, labels, dataset=None, sample=3, where=generated)
+        spark_items_source(spark, generated, dataset=None, sample=3, where=generated)
 
 
 @pytest.mark.heavy  # ~30 s: two Spark item tables on a contended 2-core machine
@@ -267,9 +253,7 @@ def test_spark_items_equal_the_dense_panel(spark, tmp_path, label_fraction):
     verdicts[verdicts["item_id"] != dropped].to_parquet(f"{root}/verdicts/part-0.parquet", index=False)
     panel = load_panel(root)
     assert (panel.votes[panel.item_ids == dropped] == -1).all()
-    source = spark_items_source(
-        read_table(spark, root, "verdicts"), read_table(spark, root, "labels"), dataset=None, sample=0, where=root
-    )
+    source = spark_items_source(spark, root, dataset=None, sample=0, where=root)
     try:
         spec = PassSpec((0, 1, 2), 0.5)
         got = source.map_reduce(functools.partial(counts_kernel, spec=spec)).sum

@@ -1,4 +1,5 @@
-"""Packed item votes read straight from the Parquet parts equal the in-memory ``item_votes_arrow``."""
+"""The codec's packed item votes, read straight from the Parquet parts by Spark tasks, equal the in-memory codec
+and a brute-force loop over the rows."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from judgecal_dist.engine.item_votes import block_columns, item_votes_arrow, votes_from_blocks
-from judgecal_dist.engine.item_votes_scan import item_votes_scan, partial_item_votes
-from judgecal_dist.engine.local import read_arrow_table
 from judgecal_dist.engine.spark import read_table
+from judgecal_dist.engine.votes.codec import block_columns, item_votes
+from judgecal_dist.engine.votes.codec import unpack as votes_from_blocks
+from judgecal_dist.engine.votes.spark import item_votes_spark, partial_items
+from judgecal_dist.io.dataset import read_dataset_table as read_arrow_table
 from judgecal_dist.io.writer import DatasetWriter
 
 #: 40 model judges (two packed blocks) plus two judges the model does not know.
@@ -37,8 +39,13 @@ def random_tables(seed: int = 0, n_items: int = 60) -> tuple[pa.Table, pa.Table]
     verdicts = pa.table({c: [r[k] for r in rows] for k, c in enumerate(COLUMNS)})
     verdicts = verdicts.set_column(4, "sample", verdicts["sample"].cast(pa.int32()))
     items = sorted({(r[0], r[1]) for r in rows})
-    labels = pa.table({"dataset": [d for d, _ in items], "item_id": [i for _, i in items],
-                       "label": [["A", "B", "tie", None][k % 4] for k in range(len(items))]})  # fmt: skip
+    labels = pa.table(
+        {
+            "dataset": [d for d, _ in items],
+            "item_id": [i for _, i in items],
+            "label": [["A", "B", "tie", None][k % 4] for k in range(len(items))],
+        }
+    )
     return verdicts, labels
 
 
@@ -48,15 +55,39 @@ def as_dense(frame, n_judges: int) -> dict[tuple[str, str], tuple[str, int, tupl
     return {(d, i): (g, int(lab), tuple(v)) for (d, i, g, lab), v in zip(keys, votes.tolist(), strict=True)}
 
 
+def brute_force(verdicts: pa.Table, labels: pa.Table | None, sample: int) -> dict:
+    """Item -> (group, label code, votes) by a loop over the rows: A = 1, B = 0, anything else -1."""
+    code = {"A": 1, "B": 0}
+    label_of = (
+        {}
+        if labels is None
+        else {
+            (d, i): code.get(v, -1)
+            for d, i, v in zip(*[labels[c].to_pylist() for c in ("dataset", "item_id", "label")], strict=True)
+        }
+    )
+    out: dict = {}
+    for d, i, g, j, s, v in zip(*[verdicts[c].to_pylist() for c in COLUMNS], strict=True):
+        if s != sample:
+            continue
+        votes = out.setdefault((d, i), (g, label_of.get((d, i), -1), [-1] * len(MODEL)))[2]
+        if j in MODEL and v in code:
+            votes[MODEL.index(j)] = code[v]
+    return {k: (g, lab, tuple(v)) for k, (g, lab, v) in out.items()}
+
+
 def expected(verdicts: pa.Table, labels: pa.Table | None, sample: int) -> dict:
-    ref = item_votes_arrow(verdicts, labels, MODEL, sample=sample)
+    """The in-memory codec's items, checked against the brute-force loop first."""
+    ref = item_votes(verdicts, labels, MODEL, sample=sample)
     keys = ref.keys.to_pydict()
-    return {
+    in_memory = {
         (d, i): (g, int(lab), tuple(v))
         for d, i, g, lab, v in zip(
             keys["dataset"], keys["item_id"], keys["group_id"], ref.labels, ref.votes.tolist(), strict=True
-        )  # fmt: skip
+        )
     }
+    assert in_memory == brute_force(verdicts, labels, sample)
+    return in_memory
 
 
 @pytest.fixture(scope="module")
@@ -76,9 +107,9 @@ def split_dataset(tmp_path_factory) -> tuple[str, pa.Table, pa.Table]:
 
 
 @pytest.mark.parametrize("sample", [0, 1])
-def test_scan_equals_item_votes_arrow_across_files_and_row_groups(split_dataset, sample, spark):
+def test_scan_equals_in_memory_codec_across_files_and_row_groups(split_dataset, sample, spark):
     url, verdicts, labels = split_dataset
-    items, tally = item_votes_scan(spark, url, read_table(spark, url, "labels"), MODEL, sample=sample)
+    items, tally = item_votes_spark(spark, url, read_table(spark, url, "labels"), MODEL, sample=sample)
     got = as_dense(items.toPandas(), len(MODEL))
     want = expected(verdicts, labels, sample)
     assert len(got) == len(want) and got == want
@@ -94,7 +125,7 @@ def test_scan_without_labels_and_with_the_optional_columns_absent(tmp_path, spar
     (root / "verdicts").mkdir(parents=True)
     pq.write_table(verdicts, root / "verdicts" / "part-00000.parquet")
     (root / "_SUCCESS").write_text("")
-    items, tally = item_votes_scan(spark, str(root), None, MODEL)
+    items, tally = item_votes_spark(spark, str(root), None, MODEL)
     got = as_dense(items.toPandas(), len(MODEL))
     # The contract's defaults: group_id = item_id, every row at sample 0; no labels: -1 everywhere.
     filled = verdicts.append_column("group_id", verdicts["item_id"]).append_column(
@@ -105,9 +136,16 @@ def test_scan_without_labels_and_with_the_optional_columns_absent(tmp_path, spar
 
 
 def test_partial_votes_tally_categories_outside_the_alphabet():
-    table = pa.table({"dataset": ["d"] * 4, "item_id": ["a", "a", "b", "b"], "group_id": ["a", "a", "b", "b"],
-                      "judge_id": ["j00", "j01", "j00", "zz"], "verdict": ["A", "C", "D", "B"]})  # fmt: skip
-    batch, tally = partial_item_votes(table, pa.array(MODEL), 0)
+    table = pa.table(
+        {
+            "dataset": ["d"] * 4,
+            "item_id": ["a", "a", "b", "b"],
+            "group_id": ["a", "a", "b", "b"],
+            "judge_id": ["j00", "j01", "j00", "zz"],
+            "verdict": ["A", "C", "D", "B"],
+        }
+    )
+    batch, tally = partial_items(table, pa.array(MODEL), sample=0, dataset=None, binary=True)
     assert tally.rows == 4 and tally.bad_rows == 2 and tally.bad_examples == {"C", "D"}
     assert tally.judges == {"j00", "j01", "zz"}
     votes = votes_from_blocks([batch.column(c) for c in block_columns(len(MODEL))], len(MODEL))
@@ -125,6 +163,6 @@ def test_scan_reads_s3_parts_through_fsspec(split_dataset, s3_server, s3_bucket,
         writer.write_verdicts(verdicts)
         writer.write_table("labels", pa.table({"dataset": ["d1"], "item_id": ["i000"], "label": ["A"]}))
         writer.commit({"adapter": "test"})
-    items, tally = item_votes_scan(spark, url, None, MODEL, sample=1, storage_options=options)
+    items, tally = item_votes_spark(spark, url, None, MODEL, sample=1, storage_options=options)
     assert as_dense(items.toPandas(), len(MODEL)) == expected(verdicts, None, 1)
     assert tally.value.rows == verdicts.filter(pa.compute.equal(verdicts["sample"], 1)).num_rows

@@ -1,0 +1,139 @@
+"""One reader, one vote codec: the old decoders are gone, every vote-building call site uses the codec, and the
+vote codes, ``TABLES``, ``SUCCESS``, the column defaults and the dataset chooser are defined once (issue 20).
+
+Nothing is patched: the modules are imported and their names compared, and the package's source is searched the
+way ``grep`` would.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+import judgecal_dist
+from judgecal_dist.engine.votes import codec
+from judgecal_dist.engine.votes import spark as codec_spark
+from judgecal_dist.io import dataset as io_dataset
+
+PACKAGE = Path(judgecal_dist.__file__).parent
+SOURCES = {path.relative_to(PACKAGE.parent).as_posix(): path.read_text() for path in PACKAGE.rglob("*.py")}
+
+
+@pytest.mark.parametrize("module", ["judgecal_dist.engine.item_votes", "judgecal_dist.engine.item_votes_scan"])
+def test_the_old_decoder_modules_are_gone(module):
+    assert importlib.util.find_spec(module) is None
+
+
+@pytest.mark.parametrize(
+    ("module", "names"),
+    [
+        # the in-memory decoder, the JVM packing and the second scan
+        (
+            "judgecal_dist.engine.local",
+            [
+                "read_arrow_table",
+                "contract_columns",
+                "dataset_root",
+                "count_rows",
+                "_LabelLookup",
+                "_group_keys_of",
+            ],
+        ),
+        ("judgecal_dist.engine.spark", ["_verdict_slot", "item_votes_spark"]),
+        ("judgecal_dist.scoring.apply", ["item_votes_arrow", "item_votes_scan"]),
+        ("judgecal_dist.scoring.artifact", ["VOTE_CODES"]),
+        ("judgecal_dist.engine.replicate_sources", ["_pack_partition", "DENSE_LABEL_SHARE", "votes_from_blocks"]),
+        ("judgecal_dist.engine.ds_spark", ["binary_votes"]),
+    ],
+)
+def test_old_decoders_and_readers_are_deleted(module, names):
+    loaded = importlib.import_module(module)
+    assert [n for n in names if n in vars(loaded)] == []
+
+
+@pytest.mark.parametrize(
+    ("module", "names"),
+    [
+        ("judgecal_dist.engine.panel", ["encode"]),
+        ("judgecal_dist.engine.local", ["encode", "LabelIndex", "verdict_patterns", "category_codes"]),
+        ("judgecal_dist.engine.spark", ["LabelIndex", "unpack", "verdict_patterns"]),
+        ("judgecal_dist.engine.replicate_sources", ["item_votes_spark", "dense_votes_spark", "from_binary_column"]),
+        ("judgecal_dist.engine.ds_spark", ["item_votes_spark", "dense_votes_spark", "from_binary_column"]),
+        ("judgecal_dist.scoring.apply", ["item_votes", "item_votes_spark"]),
+        ("judgecal_dist.scoring.kernel", ["unpack"]),
+    ],
+)
+def test_every_vote_building_module_holds_the_codec_itself(module, names):
+    """Each call site's name is the codec's own object (an import), not a look-alike defined there."""
+    loaded = importlib.import_module(module)
+    owners = {**vars(codec), **vars(codec_spark)}
+    assert {n: vars(loaded).get(n) is owners[n] for n in names} == dict.fromkeys(names, True)
+
+
+def test_the_call_sites_call_the_codec():
+    """The functions that build votes name the codec's functions in their code (what they call)."""
+    from judgecal_dist.engine import local, panel
+
+    assert "encode" in panel.load_panel.__code__.co_names
+    assert "encode" in local.batch_cells.__code__.co_names
+    assert {"encode", "verdict_patterns"} <= set(local.pattern_items_arrow.__code__.co_names)
+    assert "encode" in codec_spark.partial_items.__code__.co_names
+    assert "encode" in codec.item_votes.__code__.co_names
+
+
+def _definitions(name: str) -> list[str]:
+    """Files of the package that assign ``name`` at module level (``NAME = ...`` or ``NAME: type = ...``)."""
+    pattern = re.compile(rf"^{name}\s*(:[^=\n]*)?=", re.MULTILINE)
+    return sorted(path for path, text in SOURCES.items() if pattern.search(text))
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "VERDICT_CODES",
+        "MISSING_CODE",
+        "UNKNOWN_CODE",
+        "VOTE_A",
+        "VOTE_B",
+        "VOTE_CODING",
+        "TABLES",
+        "SUCCESS",
+        "COLUMN_DEFAULTS",
+        "FREE_TABLES",
+    ],
+)
+def test_codes_tables_and_markers_are_defined_once_in_io_schema(name):
+    assert _definitions(name) == ["judgecal_dist/io/schema.py"]
+
+
+def test_pattern_limits_are_defined_once_each_under_distinct_names():
+    assert _definitions("MAX_VERDICT_PATTERN_JUDGES") == ["judgecal_dist/engine/votes/codec.py"]
+    assert _definitions("MAX_PATTERN_JUDGES") == []
+
+
+def test_no_vote_coding_literal_outside_io_schema():
+    literal = re.compile(r"""["']A["']\s*:\s*1\s*,\s*["']B["']\s*:\s*0|["']B["']\s*:\s*0\s*,\s*["']A["']\s*:\s*1""")
+    assert sorted(p for p, text in SOURCES.items() if literal.search(text)) == ["judgecal_dist/io/schema.py"]
+
+
+def test_one_dataset_chooser():
+    assert _definitions_of_function("choose_dataset") == ["judgecal_dist/io/dataset.py"]
+    # its message is written in one place: every other module calls it
+    message = "choose one with dataset="
+    assert sorted(p for p, text in SOURCES.items() if message in text) == ["judgecal_dist/io/dataset.py"]
+    assert io_dataset.choose_dataset(["b", "a", "b"], "a", where="x") == "a"
+
+
+def _definitions_of_function(name: str) -> list[str]:
+    pattern = re.compile(rf"^def {name}\(", re.MULTILINE)
+    return sorted(path for path, text in SOURCES.items() if pattern.search(text))
+
+
+def test_one_dataset_reader():
+    """Reading a stored table is io's: nobody else opens a table folder with pyarrow.dataset or a glob."""
+    opens = re.compile(r"pads\.dataset\(f?\"?\{?root|\.glob\([^)]*\*\.parquet")
+    assert sorted(p for p, text in SOURCES.items() if opens.search(text)) == ["judgecal_dist/io/dataset.py"]
