@@ -52,8 +52,9 @@ def main() -> None:
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="ds-bench-"))
     data = str(workdir / f"panel-{args.items}x{args.judges}-{args.labelled}")
     if not Path(data, "_SUCCESS").exists():
-        generate_panel(data, n_items=args.items, n_judges=args.judges, seed=0, label_fraction=args.labelled,
-                       overwrite=True)  # fmt: skip
+        generate_panel(
+            data, n_items=args.items, n_judges=args.judges, seed=0, label_fraction=args.labelled, overwrite=True
+        )
     verdicts = args.items * args.judges
     spark = get_session(args.master)
     spark.range(10).count()  # JVM start-up is not part of any figure
@@ -87,12 +88,16 @@ def main() -> None:
 
     print(f"panel {args.items} items x {args.judges} judges = {verdicts:,} verdicts, {fit.n_labelled} labelled")
     print(f"scan of the verdict table (count + sum): {scan:.2f}s ({verdicts / scan / 1e6:.1f}M rows/s)")
-    print(f"dawid-skene on spark: {fit.n_iter_} iterations, converged={fit.converged_}, total {total:.1f}s; "
-          f"first pass (builds + persists the votes) {fit.seconds_per_pass[0]:.2f}s; "
-          f"per iteration median {per_iter:.2f}s (min {min(later):.2f}s, max {max(later):.2f}s)")  # fmt: skip
+    print(
+        f"dawid-skene on spark: {fit.n_iter_} iterations, converged={fit.converged_}, total {total:.1f}s; "
+        f"first pass (builds + persists the votes) {fit.seconds_per_pass[0]:.2f}s; "
+        f"per iteration median {per_iter:.2f}s (min {min(later):.2f}s, max {max(later):.2f}s)"
+    )
     print(f"count over the persisted votes: {cached_scan:.2f}s")
-    print(f"in-memory DawidSkene: {model.n_iter_} iterations, {in_memory:.3f}s per iteration; "
-          f"max |confusion difference| {diff:.2e}")  # fmt: skip
+    print(
+        f"in-memory DawidSkene: {model.n_iter_} iterations, {in_memory:.3f}s per iteration; "
+        f"max |confusion difference| {diff:.2e}"
+    )
     print(f"ratio iteration / scan: {per_iter / scan:.2f}x (target <= 2x)")
     fit.unpersist()
 

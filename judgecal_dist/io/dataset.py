@@ -130,7 +130,10 @@ def dataset_root(url: str, storage_options: Mapping[str, Any] | None = None) -> 
     """
     fs, root = open_fs(str(url).rstrip("/"), dict(storage_options or {}))
     root = root.rstrip("/")
-    require_exists(fs, root, url)
+    try:
+        require_exists(fs, root, url)
+    except InputError as err:  # a missing root is no dataset either: say both
+        raise InputError(f"{err}: not a committed dataset (no {SUCCESS}): run `judgecal ingest`") from err
     if not is_committed(fs, root):
         raise InputError(f"{url}: {SUCCESS}: not a committed dataset: run `judgecal ingest`")
     return fs, root
