@@ -160,11 +160,10 @@ def score_dataset(
     if output.marker is not None and output.marker.get("inputs") == inputs and store.succeeded:
         log.info("score: %s is committed for the same inputs; nothing to do", output_url)
         return store.read_json("summary.json") | {"skipped": True}
+    started = time.perf_counter()
     chosen = choose_engine(data_url, None, engine)
     checks = _Checks(model, data_url, sample, unknown_judges, float(min_judge_coverage))
     prepared = _prepare_local(model, data_url, engine, sample, checks) if chosen == "local" else None
-
-    started = time.perf_counter()
     if output.marker is None:  # claim the folder: from here on, what is in it is score's
         store.write_json(MARKER, _marker(None, []))
     staged = store.stage("items")
@@ -181,16 +180,7 @@ def score_dataset(
         raise
 
     meta = _items_meta(data_url, engine)
-    names = ["datasets"] + (["subsets"] if "subset" in meta else [])
-    names += ["pairs", "models"] if {"model_a", "model_b"} <= set(meta) else []
-    new_files = {f"items/{f}" for f, _ in written} | {f"summary/{n}.parquet" for n in names}
-    new_files |= {"summary.json", "figures/win_rates.png"}
-    old_files = set(output.marker.get("files", [])) if output.marker else set()
-    # Commit: readers stop trusting the folder, the marker covers old and new files, old files go, new ones come.
-    store.reopen()
-    store.write_json(MARKER, _marker(None, sorted(old_files | new_files)))
-    store.remove_files(sorted(old_files - new_files - {MARKER, SUCCESS}))
-    store.promote(staged, "items", [f for f, _ in written])
+    new_files = _replace(store, output, staged, [f for f, _ in written], meta)
     if prepared is not None:
         tables = _summaries_local(
             model, data_url, engine, meta, pa.Table.from_batches(prepared.batches, items_schema(model))
@@ -216,7 +206,7 @@ def score_dataset(
         store.write_table(f"summary/{name}.parquet", table)
     store.write_bytes("figures/win_rates.png", summ.figure(tables["datasets"], tables.get("models")))
     store.write_json("summary.json", record)
-    store.write_json(MARKER, _marker(inputs, sorted(new_files)))
+    store.write_json(MARKER, _marker(inputs, new_files))
     store.commit_success()
     log.info(
         "score: %d items (%d without votes) of %d dataset(s) on %s -> %s",
@@ -230,6 +220,21 @@ def score_dataset(
 
 
 # -- the output folder -----------------------------------------------------------------------------------------
+def _replace(store: RunStore, output: _Output, staged: str, written: list[str], meta: list[str]) -> list[str]:
+    """The first half of the commit: readers stop trusting the folder (``_SUCCESS`` withdrawn), the marker lists
+    the old and the new files, the old ones go and the staged items come into place; returns the new file list."""
+    names = ["datasets"] + (["subsets"] if "subset" in meta else [])
+    names += ["pairs", "models"] if {"model_a", "model_b"} <= set(meta) else []
+    new_files = {f"items/{f}" for f in written} | {f"summary/{n}.parquet" for n in names}
+    new_files |= {"summary.json", "figures/win_rates.png"}
+    old_files = set(output.marker.get("files", [])) if output.marker else set()
+    store.reopen()
+    store.write_json(MARKER, _marker(None, sorted(old_files | new_files)))  # a crash from here on leaves it ours
+    store.remove_files(sorted(old_files - new_files - {MARKER, SUCCESS}))
+    store.promote(staged, "items", written)
+    return sorted(new_files)
+
+
 @dataclass(frozen=True)
 class _Output:
     """What an output folder holds before score writes: nothing (``new``), or its marker's content."""
@@ -258,11 +263,12 @@ def _inspect_output(store: RunStore) -> _Output:
         marker = json.loads(store.read_bytes(MARKER).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise InputError(f"{store.url_of(MARKER)}: not a score marker ({err}); choose another --output") from err
-    if (
-        not isinstance(marker, dict)
-        or marker.get("format") != MARKER_FORMAT
-        or not isinstance(marker.get("files"), list)
-    ):
+    listed = marker.get("files") if isinstance(marker, dict) else None
+    # The files it lists are the ones a rerun removes: only score's own names, never a path out of the folder.
+    own = isinstance(listed, list) and all(
+        isinstance(f, str) and f.startswith(_OWN_NAMES) and ".." not in f.split("/") for f in listed
+    )
+    if not own or marker.get("format") != MARKER_FORMAT:
         raise InputError(f"{store.url_of(MARKER)}: not a {MARKER_FORMAT} marker; choose another --output")
     mine = set(marker["files"]) | {MARKER, SUCCESS}
     foreign = [f for f in files if f not in mine and not f.startswith("_tmp/") and f.startswith(_OWN_NAMES)]

@@ -163,3 +163,18 @@ def test_store_promotes_only_reported_files_and_skips_writer_bookkeeping(tmp_pat
     assert not (tmp_path / "run").exists()
     with pytest.raises(ValueError, match="not a staging folder"):
         store.promote(str(tmp_path / "elsewhere"), "items")
+
+
+def test_a_marker_listing_paths_out_of_the_folder_is_refused(arena, tmp_path):
+    run = write_run(tmp_path / "run", model_json())
+    out = tmp_path / "out"
+    engine = EngineConfig(stats_engine="local")
+    score_dataset(run, arena, str(out), engine=engine)
+    (tmp_path / "precious.txt").write_text("keep")
+    marker = json.loads((out / MARKER).read_text())
+    marker["files"].append("items/../../precious.txt")
+    (out / MARKER).write_text(json.dumps(marker))
+    other = write_run(tmp_path / "other", model_json(OTHER))
+    with pytest.raises(InputError, match=r"_JUDGECAL_SCORE: not a judgecal\.score-output/v1 marker"):
+        score_dataset(other, arena, str(out), engine=engine)
+    assert (tmp_path / "precious.txt").read_text() == "keep"
