@@ -15,6 +15,7 @@ Order of work (each step's failure leaves nothing misleading behind):
 5. Summarise all parts; write ``summary.*``, ``report.md``, ``figures/``, ``model/``, the final manifest, and
    ``_SUCCESS`` last. A failure after the manifest rewrites it with ``status: failed`` and the error; a rerun of
    the same run id resumes.
+6. Append the run (succeeded or failed) to ``<output>/history`` (:mod:`judgecal_dist.history`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from judgecal_dist.engine import ray as ray_engine
 from judgecal_dist.engine.manifest import build_manifest, fingerprint_inputs, input_digest, redact_text, utc_now
 from judgecal_dist.engine.store import RunConflict, RunStore, is_remote
 from judgecal_dist.errors import ConfigError
+from judgecal_dist.history.recorder import record_study_run
 from judgecal_dist.io.filesystem import require_bucket
 from judgecal_dist.studies import get_study
 
@@ -197,13 +199,16 @@ def execute(
         planned = len(seeds)
         wall = round(time.perf_counter() - t0, 3)
         extra = {"replicates": planned, "resumed_replicates": resumed, "wall_seconds": wall}
-        store.write_json("manifest.json", manifest("succeeded", utc_now(), extra))
+        final = manifest("succeeded", utc_now(), extra)
+        store.write_json("manifest.json", final)
         store.commit_success()
     except RunConflict:
         raise  # another live attempt owns the run folder and its manifest
     except BaseException as err:
-        _record_failure(store, lambda message: manifest("failed", utc_now(), {"error": message}), err)
+        failed = _record_failure(store, lambda message: manifest("failed", utc_now(), {"error": message}), err)
+        record_study_run(out, failed, run_url=store.url, data_url=None, engine=engine)
         raise
+    record_study_run(out, final, run_url=store.url, data_url=next(iter(_input_urls(config)), None), engine=engine)
     return store.url
 
 
@@ -261,14 +266,19 @@ def _summarise(module: Any, config: Any, data: Any, store: RunStore, seeds: list
         store.write_json(f"model/{name}", doc)
 
 
-def _record_failure(store: RunStore, failed: Callable[[str], dict[str, Any]], err: BaseException) -> None:
-    """Rewrite the manifest as ``failed`` with the error on one line (redacted); never hide the original error."""
+def _record_failure(store: RunStore, failed: Callable[[str], dict[str, Any]], err: BaseException) -> dict[str, Any]:
+    """Rewrite the manifest as ``failed`` with the error on one line (redacted); never hide the original error.
+
+    Returns the failed manifest (for the run history).
+    """
     text = str(err).strip().splitlines()[0] if str(err).strip() else ""
     message = redact_text(f"{type(err).__name__}: {text}" if text else type(err).__name__)[:500]
+    document = failed(message)
     try:
-        store.write_json("manifest.json", failed(message))
+        store.write_json("manifest.json", document)
     except Exception as write_err:  # noqa: BLE001 - the run's own error is the one to report
         log.warning("%s: could not record the failure in manifest.json (%s)", redact_text(store.url), write_err)
+    return document
 
 
 def _input_urls(config: Any) -> list[str]:

@@ -1,0 +1,58 @@
+"""Record a study run in the history of its output root (called by the runner after commit, and after failure)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from judgecal_dist.config import EngineConfig
+from judgecal_dist.engine.store import RunStore
+from judgecal_dist.history.judges import judge_counts, with_rates
+from judgecal_dist.history.store import record_run
+
+__all__ = ["record_study_run", "model_parameters"]
+
+log = logging.getLogger(__name__)
+MODEL_FILE = "model/calibration.json"
+
+
+def model_parameters(store: RunStore) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """(per-judge fitted weights, calibrator parameters) of the run's saved calibration; empty when it has none."""
+    if not store.exists(MODEL_FILE):
+        return pd.DataFrame(columns=["judge_id", "weight"]), {}
+    doc = store.read_json(MODEL_FILE)
+    aggregator = doc.get("aggregator") or {}
+    ids, weights = aggregator.get("judge_ids") or [], aggregator.get("weights") or []
+    per_judge = pd.DataFrame({"judge_id": ids, "weight": weights}) if len(ids) == len(weights) else pd.DataFrame()
+    calibrator = {k: v for k, v in (doc.get("calibrator") or {}).items() if isinstance(v, int | float)}
+    return per_judge, calibrator
+
+
+def record_study_run(
+    output: str, manifest: Mapping[str, Any], *, run_url: str, data_url: str | None, engine: EngineConfig
+) -> None:
+    """Append the run's rows to ``<output>/history``; a problem is logged, never raised (the run stands).
+
+    A succeeded run records its summary rows and per-judge statistics of ``data_url`` (with fitted weights and
+    calibrator parameters when its model has them); a failed run records its ``runs`` row (status and error).
+    """
+    options = dict(engine.storage_options)
+    try:
+        summary = judges = None
+        extra: dict[str, Any] = {}
+        if manifest.get("status") == "succeeded":
+            store = RunStore(run_url, storage_options=options)
+            summary = store.read_table("summary.parquet")
+            weights, calibrator = model_parameters(store)
+            extra["calibrator"] = json.dumps(calibrator, sort_keys=True) if calibrator else None
+            if data_url:
+                judges = with_rates(judge_counts(data_url, config=engine))
+                if not weights.empty:
+                    judges = judges.merge(weights, on="judge_id", how="left")
+        record_run(output, manifest, summary=summary, judges=judges, extra=extra, storage_options=options)
+    except Exception as err:  # noqa: BLE001 - the run's results are committed; a missing history row is a warning
+        log.warning("history: could not record run %s (%s: %s)", manifest.get("run_id"), type(err).__name__, err)

@@ -1,0 +1,143 @@
+"""The run history under an output root: ``<output>/history/{runs,results,judges}``.
+
+Layout (Hive partitions, so Spark and the catalog read each table as one partitioned Parquet table)::
+
+    <output>/history/<table>/study=<study>/date=<YYYY-MM-DD>/<run_id>.parquet
+
+One file per run and table, written under a temporary name and then moved into place, so a reader never sees
+half a file. ``date`` is the day the attempt ended (UTC). A resumed run rewrites its own file (same name); when
+the attempts end on different days, :func:`read_history` keeps only the rows of the latest attempt of each run id
+(``recorded_at``), so a run's rows appear once however often it is resumed. ``study`` and ``date`` live in the
+path only (never in the file), as Hive partitioning expects.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import re
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from judgecal_dist.io.filesystem import has_directories, open_fs
+
+__all__ = ["TABLES", "history_url", "record_run", "read_history", "run_row"]
+
+log = logging.getLogger(__name__)
+
+TABLES: tuple[str, ...] = ("runs", "results", "judges")
+_PARTITION = re.compile(r"/study=(?P<study>[^/]+)/date=(?P<date>[^/]+)/[^/]+\.parquet$")
+
+
+def history_url(output: str) -> str:
+    """``<output>/history``."""
+    return f"{output.rstrip('/')}/history"
+
+
+def run_row(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``history/runs`` row of a run, from its manifest (never credentials: the manifest is redacted)."""
+    inputs = manifest.get("inputs") or []
+    config = manifest.get("config") or {}
+    return {
+        "run_id": manifest.get("run_id"),
+        "status": manifest.get("status"),
+        "dataset_url": (inputs[0].get("url") if inputs else None) or config.get("data"),
+        "input_digest": manifest.get("input_digest"),
+        "config_digest": manifest.get("config_digest"),
+        "started": manifest.get("started"),
+        "finished": manifest.get("ended"),
+        "judgecal_version": manifest.get("version"),
+        "git_sha": manifest.get("git_sha"),
+        "versions": json.dumps(manifest.get("versions") or {}, sort_keys=True),
+        "error": manifest.get("error"),
+        "wall_seconds": manifest.get("wall_seconds"),
+    }
+
+
+def _write_once(fs: Any, path: str, frame: pd.DataFrame) -> None:
+    """Write ``frame`` to ``path`` atomically: a temporary name in the same folder, then a move."""
+    folder = path.rsplit("/", 1)[0]
+    if has_directories(fs):
+        fs.makedirs(folder, exist_ok=True)
+    tmp = f"{folder}/_tmp-{uuid.uuid4().hex}.parquet"
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    with fs.open(tmp, "wb") as fh:
+        fh.write(buffer.getvalue())
+    fs.mv(tmp, path)
+
+
+def record_run(
+    output: str,
+    manifest: Mapping[str, Any],
+    *,
+    summary: pd.DataFrame | None = None,
+    judges: pd.DataFrame | None = None,
+    extra: Mapping[str, Any] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> dict[str, str]:
+    """Append a finished or failed run's rows to the history under ``output``; return the files written.
+
+    Parameters
+    ----------
+    output : str
+        Results root URL (the history lives in ``<output>/history``).
+    manifest : mapping
+        The run's final manifest (``status`` succeeded or failed, ``ended`` set).
+    summary : DataFrame, optional
+        The run's summary rows (``history/results``); absent for a failed run.
+    judges : DataFrame, optional
+        Per-judge statistics (:func:`judgecal_dist.history.judges.with_rates`, plus model parameters).
+    extra : mapping, optional
+        More columns of the ``runs`` row (e.g. the fitted calibrator's parameters as JSON).
+    storage_options : mapping, optional
+        fsspec options for ``output``.
+    """
+    row = run_row(manifest) | dict(extra or {})
+    study, run_id = str(manifest["study"]), str(row["run_id"])
+    recorded_at = row["finished"] or row["started"]
+    date = str(recorded_at)[:10]
+    key = {"run_id": run_id, "recorded_at": recorded_at}
+    frames = {"runs": pd.DataFrame([row | {"recorded_at": recorded_at}])}
+    if summary is not None and not summary.empty:
+        frames["results"] = summary.drop(columns=["study", "run_id"], errors="ignore").assign(**key)
+    if judges is not None and not judges.empty:
+        frames["judges"] = judges.assign(**key)
+    fs, root = open_fs(history_url(output), dict(storage_options or {}))
+    written = {}
+    for table, frame in frames.items():
+        path = f"{root}/{table}/study={study}/date={date}/{run_id}.parquet"
+        _write_once(fs, path, frame.drop(columns=["study", "date"], errors="ignore"))
+        written[table] = path
+    log.info("history: %s %s (%s) recorded in %s", study, run_id, row["status"], history_url(output))
+    return written
+
+
+def read_history(
+    output: str, table: str, *, study: str | None = None, storage_options: Mapping[str, Any] | None = None
+) -> pd.DataFrame:
+    """The rows of history ``table`` (one of :data:`TABLES`), latest attempt per run id, with ``study``, ``date``.
+
+    Returns an empty frame when there is no history yet. Sorted by ``recorded_at``.
+    """
+    if table not in TABLES:
+        raise ValueError(f"table: must be one of {TABLES}, got {table!r}")
+    fs, root = open_fs(history_url(output), dict(storage_options or {}))
+    pattern = f"{root}/{table}/study={study or '*'}/date=*/*.parquet"
+    frames = []
+    for path in sorted(fs.glob(pattern)):
+        found = _PARTITION.search(path)
+        if found is None or path.rsplit("/", 1)[-1].startswith("_tmp-"):
+            continue
+        with fs.open(path, "rb") as fh:
+            frames.append(pd.read_parquet(fh).assign(study=found["study"], date=found["date"]))
+    if not frames:
+        return pd.DataFrame()
+    rows = pd.concat(frames, ignore_index=True)
+    latest = rows.groupby(["study", "run_id"])["recorded_at"].transform("max")
+    rows = rows[rows["recorded_at"] == latest]
+    return rows.sort_values(["recorded_at", "run_id"], kind="stable").reset_index(drop=True)
