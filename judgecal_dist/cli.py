@@ -1,8 +1,9 @@
-"""The ``judgecal`` command: ingest, generate, run, sql, status.
+"""The ``judgecal`` command: ingest, generate, run, sql, status, submit, score, drift.
 
 Each command parses its options, calls one function of io/, engine/ or studies/, and prints. Exit codes: 0 on
 success, 1 when a run fails, 2 when input or configuration is rejected (one line naming file, column and keys;
-the traceback only with ``--debug``). The last line a ``run`` prints on stdout is the run's results URL.
+the traceback only with ``--debug``), 3 when ``drift`` raises a flag. The last line a ``run`` prints on stdout is
+the run's results URL.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class ExitCode(IntEnum):
     OK = 0
     FAILED = 1
     REJECTED = 2
+    DRIFT = 3  # `judgecal drift` raised a flag: a scheduler alerts on it
 
 
 class Rejected(click.ClickException):
@@ -157,24 +159,42 @@ def ingest(fmt: str, dataset: str | None, overwrite: bool, src: str, dest: str) 
 @click.option("--samples", type=int, default=1, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--label-fraction", type=float, default=1.0, show_default=True)
+@click.option("--nights", type=int, default=None, help="Write a nightly sequence DEST/night-NN of this many tables.")
+@click.option(
+    "--drift",
+    "drift_changes",
+    multiple=True,
+    metavar="JUDGE@NIGHT:KIND[=VALUE]",
+    help="With --nights: a judge that changes from a night on; KIND accuracy (delta), bias (P(A) when unsure), "
+    "parse (null share) or replace (new id, accuracy); e.g. judge-001@5:accuracy=-0.2 (repeatable).",
+)
 @click.option("--overwrite", is_flag=True)
 @click.argument("dest")
 @guarded
 def generate(
-    items: int, judges: int, samples: int, seed: int, label_fraction: float, overwrite: bool, dest: str
+    items: int,
+    judges: int,
+    samples: int,
+    seed: int,
+    label_fraction: float,
+    nights: int | None,
+    drift_changes: tuple[str, ...],
+    overwrite: bool,
+    dest: str,
 ) -> None:
-    """Write a seeded synthetic verdict panel (an ingested dataset) at DEST."""
+    """Write a seeded synthetic verdict panel (an ingested dataset) at DEST, or a nightly sequence with --nights."""
     from judgecal_dist.io.synthetic import generate_panel
+    from judgecal_dist.io.synthetic_drift import generate_drift_sequence, parse_change
 
-    report = generate_panel(
-        dest,
-        n_items=items,
-        n_judges=judges,
-        n_samples=samples,
-        seed=seed,
-        label_fraction=label_fraction,
-        overwrite=overwrite,
-    )
+    if drift_changes and nights is None:
+        raise Rejected("--drift: needs --nights (the length of the nightly sequence)")
+    common = dict(n_items=items, n_judges=judges, n_samples=samples, seed=seed, label_fraction=label_fraction)
+    if nights is not None:
+        changes = [parse_change(text) for text in drift_changes]
+        report = generate_drift_sequence(dest, nights=nights, changes=changes, overwrite=overwrite, **common)
+        click.echo("\n".join(report["nights"]))
+        return
+    report = generate_panel(dest, overwrite=overwrite, **common)
     log.info("generated %s", {k: v for k, v in report.items() if not isinstance(v, list | dict)})
     click.echo(dest)
 
@@ -413,6 +433,76 @@ def score(
     )
     click.echo(json.dumps(result["counts"] | {"engine": result["engine"]}, default=str))
     click.echo(output_url)
+
+
+@cli.command()
+@click.option("--output", default="./results", show_default=True, help="Results root URL whose history/ is read.")
+@click.option("--study", default=None, help="Study to compare (default: the only one in the history).")
+@click.option(
+    "--baseline",
+    default="previous",
+    show_default=True,
+    help="previous (the run before --current), window:N (the N runs before it, counts pooled) or a run id.",
+)
+@click.option("--current", default=None, help="Run id to check (default: the latest succeeded run).")
+@click.option("--alpha", type=float, default=0.05, show_default=True, help="Level of the adjusted tests.")
+@click.option(
+    "--method",
+    type=click.Choice(["holm", "fdr_bh"]),
+    default="holm",
+    show_default=True,
+    help="Multiplicity control across judges x measures: Holm (family-wise) or Benjamini-Hochberg (FDR).",
+)
+@click.option("--min-change", type=float, default=0.02, show_default=True, help="Smallest change that is flagged.")
+@click.option("--report", "report_url", default=None, help="Report folder (default: <output>/drift/<study>/<current>).")
+@conf_option
+@guarded
+def drift(
+    output: str,
+    study: str | None,
+    baseline: str,
+    current: str | None,
+    alpha: float,
+    method: str,
+    min_change: float,
+    report_url: str | None,
+    conf_path: Path | None,
+) -> None:
+    """Compare each judge of a run with its baseline in <output>/history; write report.md and drift.json.
+
+    \b
+    Prints one line per flag, then the report folder. Exit codes: 0 no flag (or no baseline yet), 3 a flag
+    was raised (a judge changed, is new or vanished), 2 a rejected setting or history, 1 a failure.
+    """
+    from judgecal_dist.config import load_engine_config
+    from judgecal_dist.history.drift import DriftSettings, detect_drift
+    from judgecal_dist.history.drift_report import write_drift_report
+
+    settings = DriftSettings(alpha=alpha, method=method, min_change=min_change).check()  # before anything is read
+    engine = load_engine_config(conf_path)
+    comparison = detect_drift(
+        output,
+        study=study,
+        baseline=baseline,
+        current=current,
+        settings=settings,
+        storage_options=engine.storage_options,
+    )
+    dest = report_url or f"{output.rstrip('/')}/drift/{comparison.study}/{comparison.current}"
+    write_drift_report(comparison, output, dest, storage_options=engine.storage_options)
+    for row in comparison.flagged.to_dict("records"):
+        click.echo(
+            f"FLAG {row['judge_id']} {row['measure']}: {row['kind']} ({row['baseline']:.3f} -> {row['current']:.3f})"
+        )
+    for judge in comparison.new_judges:
+        click.echo(f"FLAG {judge}: new judge")
+    for judge in comparison.vanished_judges:
+        click.echo(f"FLAG {judge}: vanished judge")
+    if not comparison.baseline:
+        click.echo(f"{comparison.study} {comparison.current}: no baseline run yet, nothing compared")
+    click.echo(dest)
+    if comparison.raised:
+        sys.exit(ExitCode.DRIFT)
 
 
 def main() -> None:

@@ -25,7 +25,7 @@ import pandas as pd
 
 from judgecal_dist.io.filesystem import has_directories, open_fs
 
-__all__ = ["TABLES", "history_url", "record_run", "read_history", "run_row"]
+__all__ = ["TABLES", "history_url", "record_run", "read_history", "run_row", "write_bytes_atomic"]
 
 log = logging.getLogger(__name__)
 
@@ -58,17 +58,21 @@ def run_row(manifest: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _write_once(fs: Any, path: str, frame: pd.DataFrame) -> None:
-    """Write ``frame`` to ``path`` atomically: a temporary name in the same folder, then a move."""
-    folder = path.rsplit("/", 1)[0]
+def write_bytes_atomic(fs: Any, path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically: a temporary name in the same folder, then a move."""
+    folder, name = path.rsplit("/", 1)
     if has_directories(fs):
         fs.makedirs(folder, exist_ok=True)
-    tmp = f"{folder}/_tmp-{uuid.uuid4().hex}.parquet"
+    tmp = f"{folder}/_tmp-{uuid.uuid4().hex}-{name}"
+    with fs.open(tmp, "wb") as fh:
+        fh.write(data)
+    fs.mv(tmp, path)
+
+
+def _write_once(fs: Any, path: str, frame: pd.DataFrame) -> None:
     buffer = io.BytesIO()
     frame.to_parquet(buffer, index=False)
-    with fs.open(tmp, "wb") as fh:
-        fh.write(buffer.getvalue())
-    fs.mv(tmp, path)
+    write_bytes_atomic(fs, path, buffer.getvalue())
 
 
 def record_run(

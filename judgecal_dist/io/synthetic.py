@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -41,7 +41,7 @@ from judgecal_dist.io.schema import VERDICT_CODES
 from judgecal_dist.io.writer import ROWS_PER_PART, DatasetWriter
 from judgecal_dist.progress import Progress
 
-__all__ = ["generate_panel"]
+__all__ = ["generate_panel", "JUDGE_PARAMS"]
 
 #: Dictionary of the verdict codes (index = code of :data:`~judgecal_dist.io.schema.VERDICT_CODES`).
 log = logging.getLogger(__name__)
@@ -84,6 +84,35 @@ def _judges(
         "t_right": ndtri(sure),
         "t_unsure": ndtri(sure + unsure_rate),
     }
+
+
+#: Per-judge settings ``judge_params`` may override (the drift generator changes judges night by night).
+JUDGE_PARAMS = ("accuracy", "position_bias", "missing_rate", "judge_id")
+
+
+def _override(judges: dict[str, Any], judge_params: Mapping[str, Mapping[str, Any]], rates: dict[str, float]) -> None:
+    """Apply ``judge_params`` (judge id -> settings of :data:`JUDGE_PARAMS`) to the drawn judges, in place."""
+    n = len(judges["judge_id"])
+    judges["position_bias"] = np.full(n, rates["position_bias"])
+    judges["missing_rate"] = np.full(n, rates["missing_rate"])
+    index = {judge: j for j, judge in enumerate(judges["judge_id"])}
+    for judge, params in judge_params.items():
+        unknown = sorted(set(params) - set(JUDGE_PARAMS))
+        if judge not in index or unknown:
+            raise ConfigError(f"judge_params: {judge}: unknown judge or settings {unknown}; settings: {JUDGE_PARAMS}")
+        j = index[judge]
+        for name in ("accuracy", "position_bias", "missing_rate"):
+            if name in params:
+                value = float(params[name])
+                if not 0.0 <= value <= 1.0:
+                    raise ConfigError(f"judge_params: {judge}: {name}: must be in [0, 1], got {value}")
+                judges[name][j] = value
+        if "judge_id" in params:
+            judges["judge_id"][j] = str(params["judge_id"])
+    sure = judges["accuracy"] - rates["unsure_rate"] / 2
+    if (sure < 0).any() or (sure + rates["unsure_rate"] > 1).any():
+        raise ConfigError("judge_params: accuracy: need unsure_rate / 2 <= accuracy <= 1 - unsure_rate / 2")
+    judges["t_right"], judges["t_unsure"] = ndtri(sure), ndtri(sure + rates["unsure_rate"])
 
 
 def _check(n_items: int, n_judges: int, n_samples: int, pairs: bool, rates: dict[str, float]) -> None:
@@ -129,12 +158,12 @@ class _Panel:
         unsure = ~right & (z < j["t_unsure"][None, :, None])
         label = truth[:, None, None]
         wrong_code = np.where(label == _A, _B, _A)
-        guess = np.where(rng.random(z.shape) < p["position_bias"], _A, _B)
+        guess = np.where(rng.random(z.shape) < j["position_bias"][None, :, None], _A, _B)
         codes = np.where(right, label, np.where(unsure, guess, wrong_code)).astype(np.int8)
         if p["tie_rate"] > 0:
             codes[rng.random(z.shape) < p["tie_rate"]] = _TIE
-        if p["missing_rate"] > 0:
-            codes[rng.random(z.shape) < p["missing_rate"]] = -1
+        if (j["missing_rate"] > 0).any():
+            codes[rng.random(z.shape) < j["missing_rate"][None, :, None]] = -1
         scores = None
         if p["scores"]:
             sign = np.select([codes == _A, codes == _B], [1.0, -1.0], 0.0)
@@ -200,6 +229,7 @@ def generate_panel(
     validate: bool = True,
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
+    judge_params: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Generate a seeded synthetic panel (model in the module docstring) and write it as a dataset at ``dest``.
 
@@ -242,6 +272,11 @@ def generate_panel(
         Replace a committed dataset at ``dest``.
     storage_options : dict, optional
         fsspec options for ``dest``.
+    judge_params : mapping, optional
+        Per judge id (as drawn, ``judge-000``...): ``accuracy``, ``position_bias``, ``missing_rate`` overriding the
+        drawn or panel-wide value, and ``judge_id`` renaming the judge. The random draws are the same with or
+        without it (unless it turns null verdicts on in a panel with ``missing_rate=0``), so a judge changed here
+        leaves every other judge's verdicts as they were.
 
     Returns
     -------
@@ -258,19 +293,28 @@ def generate_panel(
     -----
     Memory holds one chunk (about ``ROWS_PER_PART`` rows, a few tens of MB) plus one label and id per item.
     """
-    rates = dict(label_fraction=label_fraction, family_corr=family_corr, sample_corr=sample_corr,
-                 below_chance=below_chance, unsure_rate=unsure_rate, position_bias=position_bias,
-                 missing_rate=missing_rate, tie_rate=tie_rate)  # fmt: skip
+    rates = dict(
+        label_fraction=label_fraction,
+        family_corr=family_corr,
+        sample_corr=sample_corr,
+        below_chance=below_chance,
+        unsure_rate=unsure_rate,
+        position_bias=position_bias,
+        missing_rate=missing_rate,
+        tie_rate=tie_rate,
+    )
     _check(n_items, n_judges, n_samples, pairs, rates)
     started = time.perf_counter()
     rng = np.random.default_rng(seed)
     judges = _judges(rng, n_judges, families, accuracy_range, below_chance, unsure_rate)
+    _override(judges, judge_params or {}, rates)
     panel = _Panel(rng, judges, n_samples=n_samples, pairs=pairs, scores=scores, **rates)
     step = chunk_items or max(1, ROWS_PER_PART // (n_judges * n_samples))
     step = step + (step % 2) if pairs else step
     label_parts: list[tuple[pa.Array, np.ndarray, np.ndarray]] = []
-    with DatasetWriter(dest, overwrite=overwrite, storage_options=storage_options, validate=validate,
-                       score_range=(0.0, 1.0)) as writer:  # fmt: skip
+    with DatasetWriter(
+        dest, overwrite=overwrite, storage_options=storage_options, validate=validate, score_range=(0.0, 1.0)
+    ) as writer:
         progress = Progress(n_items, label=f"generate {dest}: items")
         for start in range(0, n_items, step):
             n = min(step, n_items - start)
@@ -299,12 +343,23 @@ def generate_panel(
         report = {
             "format": "synthetic",
             "datasets": [dataset],
-            "generator": {"n_items": n_items, "n_judges": n_judges, "seed": seed, "n_samples": n_samples,
-                          "families": judges["family_names"], "accuracy_range": list(accuracy_range),
-                          "scores": scores, "pairs": pairs, "chunk_items": step, **rates},
-            "judges": [{"judge_id": j, "family": f, "accuracy": float(a)}
-                       for j, f, a in zip(judges["judge_id"], family, judges["accuracy"], strict=True)],
-        }  # fmt: skip
+            "generator": {
+                "n_items": n_items,
+                "n_judges": n_judges,
+                "seed": seed,
+                "n_samples": n_samples,
+                "families": judges["family_names"],
+                "accuracy_range": list(accuracy_range),
+                "scores": scores,
+                "pairs": pairs,
+                "chunk_items": step,
+                **rates,
+            },
+            "judges": [
+                {"judge_id": j, "family": f, "accuracy": float(a)}
+                for j, f, a in zip(judges["judge_id"], family, judges["accuracy"], strict=True)
+            ],
+        }
         report = writer.commit(report)
     log.info("generated %s in %.1f s (%s)", dest, time.perf_counter() - started, report["rows_written"])
     return report

@@ -1,0 +1,266 @@
+r"""Judge drift between runs of the history: which judges changed, how, and how sure we are.
+
+For every judge present in both the baseline and the current run and every measure of
+:data:`~judgecal_dist.history.judges.MEASURES` (a proportion :math:`k / n`), the change
+:math:`\hat p_1 - \hat p_0` gets Newcombe's hybrid-score interval [1]_ and a two-sided score test of
+:math:`p_1 = p_0` (statsmodels ``confint_proportions_2indep`` / ``test_proportions_2indep``). The p-values of all
+judges x measures of one comparison are adjusted together (Holm's step-down for the family-wise error rate [2]_,
+or Benjamini-Hochberg for the false discovery rate), so the chance that a night with no change raises any flag
+stays at or under ``alpha`` (Holm). A change is flagged when its adjusted p-value is at most ``alpha`` *and* its
+size is at least ``min_change`` (a practically negligible shift on a huge table is significant, not news).
+Judges present on one side only are flagged as ``new`` or ``vanished``.
+
+The baseline is the previous succeeded run, a run id, or ``window:N``: the N succeeded runs before the current
+one, whose counts are pooled (a steadier reference than one night).
+
+References
+----------
+.. [1] R. G. Newcombe. Interval estimation for the difference between independent proportions: comparison of
+   eleven methods. Statistics in Medicine 17(8), 873-890, 1998. doi:10.1002/(SICI)1097-0258(19980430)17:8<873::AID-SIM779>3.0.CO;2-I
+.. [2] S. Holm. A simple sequentially rejective multiple test procedure. Scandinavian Journal of Statistics 6(2),
+   65-70, 1979.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.proportion import confint_proportions_2indep, test_proportions_2indep
+
+from judgecal_dist.errors import ConfigError, InputError
+from judgecal_dist.history.judges import MEASURES
+from judgecal_dist.history.store import history_url, read_history
+
+__all__ = ["DriftSettings", "Comparison", "select_runs", "compare_judges", "panel_shift", "detect_drift"]
+
+_WINDOW = re.compile(r"window:(\d+)")
+#: How a flagged change is named, by measure and direction.
+_KINDS = {
+    ("accuracy", -1): "accuracy drop",
+    ("accuracy", 1): "accuracy rise",
+    ("agreement", -1): "agreement with the panel drop",
+    ("agreement", 1): "agreement with the panel rise",
+    ("share_A", -1): "position bias shift (fewer A verdicts)",
+    ("share_A", 1): "position bias shift (more A verdicts)",
+    ("parse_rate", -1): "parse failures",
+    ("parse_rate", 1): "parse rate rise",
+    ("coverage", -1): "coverage drop",
+    ("coverage", 1): "coverage rise",
+}
+_PANEL_METRICS = ("nll", "ece")
+
+
+@dataclasses.dataclass(frozen=True)
+class DriftSettings:
+    """Thresholds of ``judgecal drift`` (checked by :meth:`check` before anything is read or written).
+
+    Attributes
+    ----------
+    alpha : float
+        Level of the multiplicity-adjusted tests, in (0, 0.5].
+    method : {"holm", "fdr_bh"}
+        Holm (family-wise error) or Benjamini-Hochberg (false discovery rate) across judges x measures.
+    min_change : float
+        Smallest absolute change of a proportion that can be flagged, in [0, 1).
+    ci_level : float
+        Level of the intervals, in (0, 1).
+    measures : tuple of str
+        Measures compared (a subset of :data:`~judgecal_dist.history.judges.MEASURES`).
+    """
+
+    alpha: float = 0.05
+    method: str = "holm"
+    min_change: float = 0.02
+    ci_level: float = 0.95
+    measures: tuple[str, ...] = tuple(MEASURES)
+
+    def check(self) -> DriftSettings:
+        """Return self, or raise :class:`ConfigError` naming the first setting out of range."""
+        if not 0 < self.alpha <= 0.5:
+            raise ConfigError(f"--alpha: must be in (0, 0.5], got {self.alpha}")
+        if self.method not in ("holm", "fdr_bh"):
+            raise ConfigError(f"--method: must be holm or fdr_bh, got {self.method!r}")
+        if not 0 <= self.min_change < 1:
+            raise ConfigError(f"--min-change: must be in [0, 1), got {self.min_change}")
+        if not 0 < self.ci_level < 1:
+            raise ConfigError(f"--ci-level: must be in (0, 1), got {self.ci_level}")
+        unknown = [m for m in self.measures if m not in MEASURES]
+        if unknown or not self.measures:
+            raise ConfigError(f"--measures: unknown {unknown or 'none given'}; known: {', '.join(MEASURES)}")
+        return self
+
+
+@dataclasses.dataclass
+class Comparison:
+    """One drift comparison: the runs compared, per judge x measure changes, judge set changes and panel shift."""
+
+    study: str
+    current: str
+    baseline: list[str]
+    changes: pd.DataFrame
+    new_judges: list[str]
+    vanished_judges: list[str]
+    panel: pd.DataFrame
+    settings: DriftSettings
+
+    @property
+    def flagged(self) -> pd.DataFrame:
+        """The flagged judge x measure rows."""
+        return self.changes[self.changes["flag"]] if not self.changes.empty else self.changes
+
+    @property
+    def raised(self) -> bool:
+        """True when any change is flagged or a judge is new or vanished."""
+        return bool(len(self.flagged) or self.new_judges or self.vanished_judges)
+
+
+def _study_of(runs: pd.DataFrame, study: str | None, where: str) -> str:
+    studies = sorted(runs["study"].unique())
+    if study is None:
+        if len(studies) > 1:
+            raise ConfigError(
+                f"{where}: several studies in the history ({', '.join(studies)}); choose one with --study"
+            )
+        return str(studies[0])
+    if study not in studies:
+        raise ConfigError(f"--study: {study!r} has no runs in {where} (found: {', '.join(studies) or 'none'})")
+    return study
+
+
+def select_runs(runs: pd.DataFrame, *, current: str | None, baseline: str, where: str) -> tuple[str, list[str]]:
+    """(current run id, baseline run ids) among the succeeded ``runs`` of one study, oldest first.
+
+    ``current`` defaults to the latest succeeded run; ``baseline`` is ``previous``, ``window:N`` or a run id.
+    Returns an empty baseline when the current run is the first.
+    """
+    done = runs[runs["status"] == "succeeded"].sort_values(["recorded_at", "run_id"], kind="stable")
+    ids = done["run_id"].tolist()
+    if not ids:
+        raise InputError(f"{where}: no succeeded run recorded yet (run a study with this --output first)")
+    current = current or ids[-1]
+    if current not in ids:
+        raise ConfigError(f"--current: run {current!r} is not a succeeded run in {where}; known: {', '.join(ids[-5:])}")
+    before = ids[: ids.index(current)]
+    window = _WINDOW.fullmatch(baseline)
+    if baseline == "previous":
+        return current, before[-1:]
+    if window:
+        size = int(window.group(1))
+        if size < 1:
+            raise ConfigError(f"--baseline: window size must be at least 1, got {baseline!r}")
+        return current, before[-size:]
+    if baseline.startswith("window:"):
+        raise ConfigError(f"--baseline: {baseline!r} is not window:N with N a positive integer")
+    if baseline not in ids or baseline == current:
+        raise ConfigError(f"--baseline: run {baseline!r} is not another succeeded run in {where}; or use previous")
+    return current, [baseline]
+
+
+def _counts(judges: pd.DataFrame, run_ids: list[str]) -> pd.DataFrame:
+    """Counts per judge summed over ``run_ids`` (one run: its counts; a window: pooled)."""
+    columns = sorted({c for pair in MEASURES.values() for c in pair})
+    rows = judges[judges["run_id"].isin(run_ids)]
+    return rows.groupby("judge_id")[columns].sum()
+
+
+def compare_judges(
+    judges: pd.DataFrame, current: str, baseline: list[str], settings: DriftSettings
+) -> tuple[pd.DataFrame, list[str], list[str]]:
+    """Per judge x measure change with interval, raw and adjusted p-values and flag; new and vanished judges."""
+    now, before = _counts(judges, [current]), _counts(judges, baseline)
+    common = sorted(set(now.index) & set(before.index))
+    rows = []
+    for measure in settings.measures:
+        num, den = MEASURES[measure]
+        k1, n1 = now.loc[common, num].to_numpy(float), now.loc[common, den].to_numpy(float)
+        k0, n0 = before.loc[common, num].to_numpy(float), before.loc[common, den].to_numpy(float)
+        ok = (n1 > 0) & (n0 > 0)
+        for i in np.flatnonzero(ok):
+            rows.append((common[i], measure, k0[i], n0[i], k1[i], n1[i]))
+    changes = pd.DataFrame(rows, columns=["judge_id", "measure", "k_baseline", "n_baseline", "k_current", "n_current"])
+    changes = changes.assign(flag=pd.Series(dtype=bool)) if changes.empty else _test(changes, settings)
+    return changes, sorted(set(now.index) - set(before.index)), sorted(set(before.index) - set(now.index))
+
+
+def _test(changes: pd.DataFrame, settings: DriftSettings) -> pd.DataFrame:
+    k0, n0 = changes["k_baseline"].to_numpy(), changes["n_baseline"].to_numpy()
+    k1, n1 = changes["k_current"].to_numpy(), changes["n_current"].to_numpy()
+    with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        low, high = confint_proportions_2indep(
+            k1, n1, k0, n0, method="newcomb", compare="diff", alpha=1 - settings.ci_level
+        )
+        pvalue = np.asarray(test_proportions_2indep(k1, n1, k0, n0, method="score", compare="diff").pvalue, float)
+    # Both proportions 0 (or both 1): the score statistic is 0/0; nothing changed, so p = 1.
+    pvalue = np.where(np.isfinite(pvalue), pvalue, 1.0)
+    adjusted = multipletests(pvalue, alpha=settings.alpha, method=settings.method)[1]
+    change = k1 / n1 - k0 / n0
+    flag = (adjusted <= settings.alpha) & (np.abs(change) >= settings.min_change)
+    kind = [_KINDS[(m, 1 if c > 0 else -1)] for m, c in zip(changes["measure"], change, strict=True)]
+    return changes.assign(
+        baseline=k0 / n0,
+        current=k1 / n1,
+        change=change,
+        change_ci_low=np.asarray(low, float),
+        change_ci_high=np.asarray(high, float),
+        p_value=pvalue,
+        p_adjusted=adjusted,
+        flag=flag,
+        kind=np.where(flag, kind, ""),
+    )
+
+
+def panel_shift(results: pd.DataFrame, current: str, baseline: list[str]) -> pd.DataFrame:
+    """The panel's calibrated NLL/ECE per summary row (method keys): baseline mean, current, change."""
+    metrics = [m for m in _PANEL_METRICS if m in results.columns]
+    if results.empty or not metrics:
+        return pd.DataFrame()
+    skip = {"run_id", "recorded_at", "study", "date", "dataset"}
+    keys = [c for c in results.columns if results[c].dtype == object and c not in skip]
+    now = results[results["run_id"] == current].set_index(keys)[metrics]
+    before = results[results["run_id"].isin(baseline)].groupby(keys)[metrics].mean()
+    both = now.join(before, how="inner", lsuffix="_current", rsuffix="_baseline")
+    for m in metrics:
+        both[f"{m}_change"] = both[f"{m}_current"] - both[f"{m}_baseline"]
+    return both.reset_index()
+
+
+def detect_drift(
+    output: str,
+    *,
+    study: str | None = None,
+    baseline: str = "previous",
+    current: str | None = None,
+    settings: DriftSettings | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Comparison:
+    """Compare the current run of ``study`` in ``<output>/history`` with its baseline (see the module docstring).
+
+    Raises
+    ------
+    ConfigError
+        A setting out of range, an unknown study or run id, several studies and no ``study``.
+    InputError
+        No history, or no succeeded run in it.
+    """
+    settings = (settings or DriftSettings()).check()
+    where = history_url(output)
+    runs = read_history(output, "runs", study=None, storage_options=storage_options)
+    if runs.empty:
+        raise InputError(f"{where}: no run history (run a study with --output {output} first)")
+    study = _study_of(runs, study, where)
+    current, before = select_runs(runs[runs["study"] == study], current=current, baseline=baseline, where=where)
+    judges = read_history(output, "judges", study=study, storage_options=storage_options)
+    results = read_history(output, "results", study=study, storage_options=storage_options)
+    if not before or judges.empty:
+        empty = pd.DataFrame(columns=["judge_id", "measure", "flag"]).astype({"flag": bool})
+        return Comparison(study, current, before, empty, [], [], pd.DataFrame(), settings)
+    changes, new, vanished = compare_judges(judges, current, before, settings)
+    return Comparison(study, current, before, changes, new, vanished, panel_shift(results, current, before), settings)
