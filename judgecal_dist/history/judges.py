@@ -29,6 +29,7 @@ from statsmodels.stats.proportion import proportion_confint
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine import stats as engine_stats
+from judgecal_dist.io.dataset import read_dataset_table
 
 __all__ = ["MEASURES", "COUNT_COLUMNS", "judge_counts", "with_rates"]
 
@@ -112,9 +113,7 @@ def judge_counts(url: str, *, engine: str | None = None, config: EngineConfig | 
     config = config or EngineConfig()
     votes = engine_stats.item_vote_counts(url, engine=engine, config=config)
     if isinstance(votes, pd.DataFrame):
-        from judgecal_dist.engine.local import read_arrow_table
-
-        labels = read_arrow_table(url, "labels", [*_KEYS, "label"], storage_options=config.storage_options)
+        labels = read_dataset_table(url, "labels", [*_KEYS, "label"], storage_options=config.storage_options)
         out = _pandas_counts(votes, labels.to_pandas())
     else:
         from judgecal_dist.engine import spark
