@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import io
 import json
 import logging
@@ -509,8 +510,9 @@ class RunStore:
         """
         self._ensure_lease(verify=True)
         for name in names:
+            path = self._p(name)
             with contextlib.suppress(FileNotFoundError):
-                self._retry(lambda n=name: self.fs.rm_file(self._p(n)), name)
+                self._retry(functools.partial(self.fs.rm_file, path), name)
         self.fs.invalidate_cache(self.path)
 
     def reopen(self) -> None:

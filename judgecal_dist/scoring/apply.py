@@ -434,7 +434,8 @@ class _ScoredBatches:
     """Scored batches of in-memory item votes, kept for the summaries (one pass of the kernel)."""
 
     def __init__(self, model: Calibration, items: Any) -> None:
-        self.model, self.items, self.batches = model, items, []
+        self.model, self.items = model, items
+        self.batches: list[pa.RecordBatch] = []
 
     def __iter__(self) -> Any:
         items, n = self.items, len(self.items.labels)
