@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
 import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -212,14 +213,13 @@ class _PassStats:
 
 
 def _run_pass(votes: DataFrame, **kernel: Any) -> _PassStats:
-    sums = (
+    per_slot: pd.DataFrame = (
         votes.mapInArrow(functools.partial(_pass_partition, **kernel), _PASS_DDL)
         .groupBy("slot")
         .agg(*[F.sum(c).alias(c) for c in ("t0", "t1", "ll", "n", "n_known")], F.max("delta").alias("delta"))
         .toPandas()
-        .set_index("slot")
-        .sort_index()
-    )
+    )  # 2J + 1 rows
+    sums = per_slot.set_index("slot").sort_index()
     scalars = sums.loc[-1]
     return _PassStats(
         counts=sums.loc[0:, ["t0", "t1"]].to_numpy(),

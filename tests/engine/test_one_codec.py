@@ -46,7 +46,7 @@ def test_the_old_decoder_modules_are_gone(module):
         ("judgecal_dist.engine.spark", ["_verdict_slot", "item_votes_spark"]),
         ("judgecal_dist.scoring.apply", ["item_votes_arrow", "item_votes_scan"]),
         ("judgecal_dist.scoring.artifact", ["VOTE_CODES"]),
-        ("judgecal_dist.engine.replicate_sources", ["_pack_partition", "DENSE_LABEL_SHARE", "votes_from_blocks"]),
+        ("judgecal_dist.engine.onepass.sources", ["_pack_partition", "DENSE_LABEL_SHARE", "votes_from_blocks"]),
         ("judgecal_dist.engine.ds_spark", ["binary_votes"]),
     ],
 )
@@ -61,7 +61,7 @@ def test_old_decoders_and_readers_are_deleted(module, names):
         ("judgecal_dist.engine.panel", ["encode"]),
         ("judgecal_dist.engine.local", ["encode", "LabelIndex", "verdict_patterns", "category_codes"]),
         ("judgecal_dist.engine.spark", ["LabelIndex", "unpack", "verdict_patterns"]),
-        ("judgecal_dist.engine.replicate_sources", ["item_votes_spark", "dense_votes_spark", "from_binary_column"]),
+        ("judgecal_dist.engine.onepass.sources", ["item_votes_spark", "dense_votes_spark", "from_binary_column"]),
         ("judgecal_dist.engine.ds_spark", ["item_votes_spark", "dense_votes_spark", "from_binary_column"]),
         ("judgecal_dist.scoring.apply", ["encode", "ItemVotes", "item_votes_spark"]),
         ("judgecal_dist.scoring.kernel", ["unpack"]),

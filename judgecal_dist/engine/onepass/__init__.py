@@ -4,9 +4,9 @@
 metrics) of the pipeline in :mod:`judgecal_dist.methods.pipeline`; :mod:`~.kernels` holds the per-batch
 kernels every pass maps over the items, :mod:`~.patterns` the exact vote-pattern cells of small panels,
 :mod:`~.fits` the calibrators' own optimisers fed with summed data, and :mod:`~.lockstep` runs many such
-optimisers so that one pass answers all their pending requests. The items come from a source in
-:mod:`judgecal_dist.engine.replicate_sources` (the dense panel in memory, or a persisted Spark table).
+optimisers so that one pass answers all their pending requests, and :mod:`~.sources` serves the labelled items
+the passes read (the dense panel in memory, or a persisted Spark table).
 
 Import the submodules directly (``from judgecal_dist.engine.onepass.replicates import evaluate_replicates``):
-this package imports nothing itself, so the sources module can use the kernels without an import cycle.
+this package imports nothing itself, so its modules import one another without a cycle.
 """

@@ -65,8 +65,8 @@ from judgecal_dist.engine.onepass.patterns import (
     PatternTable,
     patterns_kernel,
 )
+from judgecal_dist.engine.onepass.sources import Kernel, PanelSource, SparkItemsSource, spark_items_source
 from judgecal_dist.engine.panel import Panel
-from judgecal_dist.engine.replicate_sources import Kernel, PanelSource, SparkItemsSource, spark_items_source
 from judgecal_dist.engine.spark import get_session, read_table
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.dataset import choose_dataset
