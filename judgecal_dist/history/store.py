@@ -25,11 +25,11 @@ import pandas as pd
 
 from judgecal_dist.io.filesystem import has_directories, open_fs
 
-__all__ = ["TABLES", "history_url", "record_run", "read_history", "run_row", "write_bytes_atomic"]
+__all__ = ["HISTORY_TABLES", "history_url", "record_run", "read_history", "run_row", "write_bytes_atomic"]
 
 log = logging.getLogger(__name__)
 
-TABLES: tuple[str, ...] = ("runs", "results", "judges")
+HISTORY_TABLES: tuple[str, ...] = ("runs", "results", "judges")
 _PARTITION = re.compile(r"/study=(?P<study>[^/]+)/date=(?P<date>[^/]+)/[^/]+\.parquet$")
 
 
@@ -124,12 +124,12 @@ def record_run(
 def read_history(
     output: str, table: str, *, study: str | None = None, storage_options: Mapping[str, Any] | None = None
 ) -> pd.DataFrame:
-    """The rows of history ``table`` (one of :data:`TABLES`), latest attempt per run id, with ``study``, ``date``.
+    """The rows of history ``table`` (one of :data:`HISTORY_TABLES`), latest attempt per run id, with ``study``, ``date``.
 
     Returns an empty frame when there is no history yet. Sorted by ``recorded_at``.
     """
-    if table not in TABLES:
-        raise ValueError(f"table: must be one of {TABLES}, got {table!r}")
+    if table not in HISTORY_TABLES:
+        raise ValueError(f"table: must be one of {HISTORY_TABLES}, got {table!r}")
     fs, root = open_fs(history_url(output), dict(storage_options or {}))
     pattern = f"{root}/{table}/study={study or '*'}/date=*/*.parquet"
     frames = []
