@@ -6,7 +6,7 @@ see the same items), then
 
 1. fits ``crowdkit.aggregation.DawidSkene(n_iter=N, tol=-inf)`` on the long ``task``/``worker``/``label`` frame
    (its native input; ``tol=-inf`` makes it run exactly N iterations);
-2. fits ``judgecal_dist.methods.dawid_skene.DawidSkene(n_iter=N, smoothing=0, eps=1e-10, fixed_iter=True)`` on
+2. fits ``judgecal_dist.methods.aggregation.dawid_skene.DawidSkene(n_iter=N, smoothing=0, eps=1e-10, fixed_iter=True)`` on
    the dense int8 vote matrix (its native input) with crowd-kit's conventions (no smoothing, 1e-10 floors);
 3. prints both wall times (ours: best of ``--repeats``), their ratio, the largest absolute posterior
    difference, and then our default fit (smoothing 0.01, tolerances of spec 000 §3.1(e)) run to convergence
@@ -27,7 +27,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from judgecal_dist.methods.dawid_skene import DawidSkene
+from judgecal_dist.methods.aggregation.dawid_skene import DawidSkene
 
 
 def one_coin_panel(n_items: int, n_judges: int, missing: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -8,7 +8,7 @@ Spark session (not timed), then measures
 2. ``dawid_skene_spark`` (semi-supervised) to convergence, or for exactly ``--n-iter`` iterations with
    ``--fixed``: the first pass (which also builds and persists the item x judge votes) and the median of the
    later passes, one per EM iteration; and a ``count`` over the persisted votes (a scan of the cached input);
-3. the in-memory estimator (:class:`judgecal_dist.methods.dawid_skene.DawidSkene`) on the same votes, per
+3. the in-memory estimator (:class:`judgecal_dist.methods.aggregation.dawid_skene.DawidSkene`) on the same votes, per
    iteration, and the largest difference of the two fits' confusion matrices.
 
 It prints the ratio iteration / scan (target of issue 9: within 2x at 50M verdicts). Usage (repository root)::
@@ -47,7 +47,7 @@ def main() -> None:
     from judgecal_dist.engine.votes.codec import VERDICT_COLUMNS, item_votes
     from judgecal_dist.io.dataset import read_dataset_table
     from judgecal_dist.io.synthetic import generate_panel
-    from judgecal_dist.methods.dawid_skene import DawidSkene
+    from judgecal_dist.methods.aggregation.dawid_skene import DawidSkene
 
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="ds-bench-"))
     data = str(workdir / f"panel-{args.items}x{args.judges}-{args.labelled}")

@@ -26,8 +26,8 @@ import warnings
 import numpy as np
 
 from judgecal_dist.io.synthetic_judge import strict_compressing_judge
-from judgecal_dist.methods.hb_linear import HierarchicalLinear
-from judgecal_dist.methods.linear_conjugate import ConjugateLinear, ols_from_stats, sufficient_stats
+from judgecal_dist.methods.continuous.hb_linear import HierarchicalLinear
+from judgecal_dist.methods.continuous.linear_conjugate import ConjugateLinear, ols_from_stats, sufficient_stats
 from judgecal_dist.studies.continuous import split
 from judgecal_dist.studies.continuous_data import load_paired_scores
 

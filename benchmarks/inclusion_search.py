@@ -21,8 +21,8 @@ import numpy as np
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.panel import load_panel
 from judgecal_dist.engine.ray import single_threaded_blas
-from judgecal_dist.methods.aggregate import OneCoin
-from judgecal_dist.methods.beta import BetaCalibration
+from judgecal_dist.methods.aggregation.aggregate import OneCoin
+from judgecal_dist.methods.calibration.beta import BetaCalibration
 from judgecal_dist.methods.pipeline import Settings
 from judgecal_dist.splits import calibration_mask
 from judgecal_dist.stats.metrics import nll

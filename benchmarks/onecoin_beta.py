@@ -15,9 +15,9 @@ import time
 
 import numpy as np
 
-from judgecal_dist.methods.aggregate import OneCoin
-from judgecal_dist.methods.beta import BetaCalibration
-from judgecal_dist.methods.votes import count_judge_votes
+from judgecal_dist.methods.aggregation.aggregate import OneCoin
+from judgecal_dist.methods.aggregation.votes import count_judge_votes
+from judgecal_dist.methods.calibration.beta import BetaCalibration
 from judgecal_dist.splits import calibration_mask, group_keys
 from judgecal_dist.stats.metrics import nll
 

@@ -115,7 +115,7 @@ def test_no_module_reaches_another_modules_private_names():
 def test_the_private_scan_sees_imports_and_attribute_reaches(tmp_path):
     source = tmp_path / "probe.py"
     source.write_text(
-        "from judgecal_dist.methods.dawid_skene import _clamp\n"
+        "from judgecal_dist.methods.aggregation.dawid_skene import _clamp\n"
         "def f(model, store, spark):\n"
         "    model._e_step()\n"
         "    store._own = 1\n"

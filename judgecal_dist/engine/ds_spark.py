@@ -1,6 +1,6 @@
 r"""Dawid-Skene over every item of a verdict table through Spark, one pass per EM iteration.
 
-The estimator is :class:`judgecal_dist.methods.dawid_skene.DawidSkene` (binary two-coin model, vote-fraction
+The estimator is :class:`judgecal_dist.methods.aggregation.dawid_skene.DawidSkene` (binary two-coin model, vote-fraction
 initialisation, smoothing :math:`\eta`, clipping :math:`\varepsilon`, known labels clamped), run with the item
 posteriors kept *implicit*: they are a function of the votes and the parameters, so the driver holds only
 :math:`(\pi, \Pi)` and the item x judge votes stay in Spark, persisted once as one ``binary`` row per item
@@ -49,7 +49,7 @@ from judgecal_dist.engine.store import RunStore
 from judgecal_dist.engine.votes.codec import from_binary_column
 from judgecal_dist.engine.votes.spark import dense_votes_spark, item_votes_spark
 from judgecal_dist.errors import InputError
-from judgecal_dist.methods.dawid_skene import UNLABELLED, DawidSkene, vote_indicators
+from judgecal_dist.methods.aggregation.dawid_skene import UNLABELLED, DawidSkene, vote_indicators
 
 __all__ = ["DSResult", "dawid_skene_spark"]
 
@@ -276,7 +276,7 @@ def dawid_skene_spark(
     source : str or SparkSession
         Dataset root URL, or a session with the views ``verdicts`` and ``labels``.
     n_iter, tol, tol_posterior, smoothing, eps, fixed_iter
-        As in :class:`~judgecal_dist.methods.dawid_skene.DawidSkene` (``tol`` is its relative log-likelihood
+        As in :class:`~judgecal_dist.methods.aggregation.dawid_skene.DawidSkene` (``tol`` is its relative log-likelihood
         change; note the default here is 1e-6).
     semi_supervised : bool, default True
         Clamp the labelled items (``DawidSkene(semi_supervised=True)``); False ignores the labels.

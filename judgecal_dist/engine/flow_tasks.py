@@ -1,6 +1,6 @@
 """Flow training as a Ray task that asks for a GPU when the cluster has one (ARCHITECTURE: GPU placement).
 
-:func:`fit_predict_flows` trains a stack of Neural-ODE flows (:func:`judgecal_dist.methods.score_flow.fit_flow_stack`)
+:func:`fit_predict_flows` trains a stack of Neural-ODE flows (:func:`judgecal_dist.methods.continuous.score_flow.fit_flow_stack`)
 and returns MC-dropout predictions on test items. Inside a Ray worker on a cluster whose resources include a GPU,
 it submits :func:`_flow_task` with ``num_gpus=1`` (the study's replicate task blocks on it, releasing its CPU);
 otherwise it trains in the calling process on CPU, so CI and laptops need no GPU.
@@ -64,7 +64,7 @@ def _run(job: FlowJob) -> FlowOutput:
 
     import torch
 
-    from judgecal_dist.methods.score_flow import fit_flow_stack
+    from judgecal_dist.methods.continuous.score_flow import fit_flow_stack
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     previous = torch.get_num_threads()

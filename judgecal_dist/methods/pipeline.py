@@ -26,17 +26,17 @@ import numpy.typing as npt
 from scipy.special import expit, logit
 
 from judgecal_dist.errors import ConfigError
-from judgecal_dist.methods.aggregate import MajorityVote, OneCoin
-from judgecal_dist.methods.beta import BetaCalibration
-from judgecal_dist.methods.conformal import SplitConformal
-from judgecal_dist.methods.curate import dedup_by_family, top_k
-from judgecal_dist.methods.dawid_skene import DawidSkene
-from judgecal_dist.methods.isotonic import IsotonicCalibrator
-from judgecal_dist.methods.platt import PlattCalibrator
-from judgecal_dist.methods.stacking import LogisticStacking
-from judgecal_dist.methods.temperature import TemperatureScaling
-from judgecal_dist.methods.votes import count_judge_votes, signed_votes
-from judgecal_dist.methods.weighted import AccuracyWeighted, LogOddsWeighted
+from judgecal_dist.methods.aggregation.aggregate import MajorityVote, OneCoin
+from judgecal_dist.methods.aggregation.dawid_skene import DawidSkene
+from judgecal_dist.methods.aggregation.stacking import LogisticStacking
+from judgecal_dist.methods.aggregation.votes import count_judge_votes, signed_votes
+from judgecal_dist.methods.aggregation.weighted import AccuracyWeighted, LogOddsWeighted
+from judgecal_dist.methods.calibration.beta import BetaCalibration
+from judgecal_dist.methods.calibration.conformal import SplitConformal
+from judgecal_dist.methods.calibration.isotonic import IsotonicCalibrator
+from judgecal_dist.methods.calibration.platt import PlattCalibrator
+from judgecal_dist.methods.calibration.temperature import TemperatureScaling
+from judgecal_dist.methods.selection.curate import dedup_by_family, top_k
 from judgecal_dist.splits import assign_blocks
 
 __all__ = [

@@ -2,15 +2,15 @@ r"""The calibration a study run saved (``<run>/model/calibration.json``), read b
 
 Format ``judgecal.calibration/v2`` (written by ``_model`` in :mod:`judgecal_dist.studies.inclusion`): the one-coin
 aggregator (``judge_ids``, log-odds ``weights``, ``class_prior``), the beta calibrator (``a``, ``b``, ``c``),
-split-conformal thresholds per alpha (:meth:`~judgecal_dist.methods.conformal.SplitConformal.to_dict`), the
+split-conformal thresholds per alpha (:meth:`~judgecal_dist.methods.calibration.conformal.SplitConformal.to_dict`), the
 clipping ``eps`` and the ``vote_codes``. The optional ``calibrator_input`` says what the calibrator was fitted
 on: ``"probability"`` (absent = this; the aggregator's :math:`P(A)`, clipped to :math:`[\varepsilon,
 1-\varepsilon]`) or ``"logit"`` (the aggregator's unclipped log-odds :math:`t`, so that the beta features are
 :math:`\ln s = \log\sigma(t)` and :math:`-\ln(1-s) = -\log\sigma(-t)`, finite for any :math:`t`).
 
-:func:`from_dict` rebuilds :class:`~judgecal_dist.methods.aggregate.OneCoin`,
-:class:`~judgecal_dist.methods.beta.BetaCalibration` and
-:class:`~judgecal_dist.methods.conformal.SplitConformal` instances with their fitted attributes, so scoring
+:func:`from_dict` rebuilds :class:`~judgecal_dist.methods.aggregation.aggregate.OneCoin`,
+:class:`~judgecal_dist.methods.calibration.beta.BetaCalibration` and
+:class:`~judgecal_dist.methods.calibration.conformal.SplitConformal` instances with their fitted attributes, so scoring
 runs exactly the code that the study evaluated.
 
 Every number is checked when the file is read (a hand-edited or truncated file is refused with the file and the
@@ -37,10 +37,10 @@ import pyarrow as pa
 from judgecal_dist.engine.store import RunStore
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.schema import VOTE_CODING
-from judgecal_dist.methods.aggregate import OneCoin
-from judgecal_dist.methods.beta import BetaCalibration
-from judgecal_dist.methods.conformal import SplitConformal
-from judgecal_dist.methods.votes import check_votes
+from judgecal_dist.methods.aggregation.aggregate import OneCoin
+from judgecal_dist.methods.aggregation.votes import check_votes
+from judgecal_dist.methods.calibration.beta import BetaCalibration
+from judgecal_dist.methods.calibration.conformal import SplitConformal
 
 __all__ = ["FORMAT", "MODEL_FILE", "CALIBRATOR_INPUTS", "Calibration", "from_dict", "load_calibration"]
 

@@ -40,10 +40,10 @@ import pandas as pd
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.panel import ORIENTATIONS, Panel, load_panel
 from judgecal_dist.errors import ConfigError, InputError
-from judgecal_dist.methods.aggregate import OneCoin
-from judgecal_dist.methods.calibrate import BetaCalibration, PlattCalibrator, TemperatureScaling
-from judgecal_dist.methods.curate import top_k
-from judgecal_dist.methods.votes import count_judge_votes
+from judgecal_dist.methods.aggregation.aggregate import OneCoin
+from judgecal_dist.methods.aggregation.votes import count_judge_votes
+from judgecal_dist.methods.calibration import BetaCalibration, PlattCalibrator, TemperatureScaling
+from judgecal_dist.methods.selection.curate import top_k
 from judgecal_dist.splits import calibration_mask, split_uniforms
 from judgecal_dist.stats.metrics import metric_table
 from judgecal_dist.studies import budget_report

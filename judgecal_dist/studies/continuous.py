@@ -28,10 +28,10 @@ from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.flow_tasks import FlowJob, fit_predict_flows
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.synthetic_judge import strict_compressing_judge
-from judgecal_dist.methods.hb_linear import ConvergenceGateWarning, HierarchicalLinear
-from judgecal_dist.methods.linear_conjugate import ConjugateLinear, sufficient_stats
-from judgecal_dist.methods.score_flow import MASK_POLICIES, route_for_review
-from judgecal_dist.methods.score_transport import MarginalOT
+from judgecal_dist.methods.continuous.hb_linear import ConvergenceGateWarning, HierarchicalLinear
+from judgecal_dist.methods.continuous.linear_conjugate import ConjugateLinear, sufficient_stats
+from judgecal_dist.methods.continuous.score_flow import MASK_POLICIES, route_for_review
+from judgecal_dist.methods.continuous.score_transport import MarginalOT
 from judgecal_dist.splits import group_keys, split_uniforms
 from judgecal_dist.stats.continuous_metrics import continuous_metrics
 from judgecal_dist.studies import continuous_report

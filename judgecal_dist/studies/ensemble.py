@@ -30,8 +30,13 @@ import pandas as pd
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.errors import ConfigError, InputError
-from judgecal_dist.methods import ensemble as ens
-from judgecal_dist.methods.routing import HardVarianceRouting, SoftBlend, VarianceInformedEnsemble, stratified_split
+from judgecal_dist.methods.repeated import ensemble as ens
+from judgecal_dist.methods.repeated.routing import (
+    HardVarianceRouting,
+    SoftBlend,
+    VarianceInformedEnsemble,
+    stratified_split,
+)
 from judgecal_dist.studies import ensemble_report
 from judgecal_dist.studies.base import StudyResult
 from judgecal_dist.studies.score_collections import Collection, TierScores, attach_tier, load_collections, lookup_rows

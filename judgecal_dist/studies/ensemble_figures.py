@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from judgecal_dist.io.figures import png, pyplot
-from judgecal_dist.methods import ensemble as ens
+from judgecal_dist.methods.repeated import ensemble as ens
 
 if TYPE_CHECKING:
     from judgecal_dist.studies.ensemble import Config, EnsembleInput

@@ -15,7 +15,7 @@ import pandas as pd
 from scipy.stats import pearsonr
 
 from judgecal_dist.io.records import json_records, plain
-from judgecal_dist.methods import ensemble as ens
+from judgecal_dist.methods.repeated import ensemble as ens
 from judgecal_dist.studies.base import StudyResult
 from judgecal_dist.studies.score_collections import attach_tier
 

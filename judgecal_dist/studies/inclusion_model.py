@@ -13,7 +13,7 @@ import pandas as pd
 
 from judgecal_dist.engine.panel import Panel
 from judgecal_dist.io.schema import VOTE_CODING
-from judgecal_dist.methods.conformal import SplitConformal
+from judgecal_dist.methods.calibration.conformal import SplitConformal
 from judgecal_dist.methods.pipeline import aggregate, calibrator, conformal_sets
 from judgecal_dist.splits import assign_blocks
 from judgecal_dist.stats.inference import summarise_over_splits

@@ -5,7 +5,7 @@ calibration part. A candidate subset :math:`A` is scored by the 5-fold cross-val
 (the study's penalty, on the study's calibrator input) refitted on :math:`A`'s one-coin scores of the inner
 calibration part. The one-coin weight :math:`\\psi_j` of a judge does not depend on the subset, so the scores
 of every candidate of a search step are one matrix product (candidates x judges) @ (judges x items), and their
-calibrators are fitted together by :func:`~judgecal_dist.methods.batched_calibration.beta_cv_nll`.
+calibrators are fitted together by :func:`~judgecal_dist.methods.calibration.batched_beta.beta_cv_nll`.
 
 Each search returns a panel that then runs through every aggregator x calibrator of the study like any curated
 panel (main protocol, paired test against ``all``). Spec Table 3 is reported beside it: the searched subset and
@@ -23,11 +23,17 @@ import numpy.typing as npt
 from scipy.special import expit, logit
 
 from judgecal_dist.errors import ConfigError
-from judgecal_dist.methods.aggregate import OneCoin
-from judgecal_dist.methods.batched_calibration import beta_cv_nll
+from judgecal_dist.methods.aggregation.aggregate import OneCoin
+from judgecal_dist.methods.aggregation.votes import signed_votes
+from judgecal_dist.methods.calibration.batched_beta import beta_cv_nll
 from judgecal_dist.methods.pipeline import Settings, calibrate
-from judgecal_dist.methods.search import SearchResult, backward_elimination, beam_search, exhaustive, greedy_forward
-from judgecal_dist.methods.votes import signed_votes
+from judgecal_dist.methods.selection.search import (
+    SearchResult,
+    backward_elimination,
+    beam_search,
+    exhaustive,
+    greedy_forward,
+)
 from judgecal_dist.splits import assign_blocks
 from judgecal_dist.stats.metrics import pointwise_nll
 

@@ -25,8 +25,8 @@ from sklearn.exceptions import ConvergenceWarning
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.errors import ConfigError
-from judgecal_dist.methods.davidson import DavidsonAggregator
-from judgecal_dist.methods.self_consistency import (
+from judgecal_dist.methods.repeated.davidson import DavidsonAggregator
+from judgecal_dist.methods.repeated.self_consistency import (
     SC_TIE_BREAKS,
     confidence_self_consistency,
     constant_tie,

@@ -31,8 +31,8 @@ from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.ensemble_jobs import budget_vote_counts
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.dataset import dataset_tables, read_dataset_table
-from judgecal_dist.methods.self_consistency import MISSING
-from judgecal_dist.methods.vote_simulation import simulate_label_first, vote_counts
+from judgecal_dist.methods.repeated.self_consistency import MISSING
+from judgecal_dist.methods.repeated.vote_simulation import simulate_label_first, vote_counts
 from judgecal_dist.splits import group_keys, split_uniforms
 from judgecal_dist.studies.score_collections import Collection, load_collections
 

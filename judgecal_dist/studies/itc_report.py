@@ -18,7 +18,7 @@ from scipy.stats import norm
 
 from judgecal_dist.io.figures import png, pyplot
 from judgecal_dist.io.records import json_records
-from judgecal_dist.methods.davidson import DavidsonAggregator
+from judgecal_dist.methods.repeated.davidson import DavidsonAggregator
 from judgecal_dist.studies.base import StudyResult
 
 if TYPE_CHECKING:

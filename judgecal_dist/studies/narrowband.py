@@ -47,10 +47,10 @@ from judgecal_dist.config import EngineConfig
 from judgecal_dist.errors import ConfigError
 from judgecal_dist.io.figures import png, pyplot
 from judgecal_dist.io.records import json_records
-from judgecal_dist.methods.aggregate import MajorityVote, log_odds_proba
-from judgecal_dist.methods.curate import top_k
-from judgecal_dist.methods.votes import count_judge_votes
-from judgecal_dist.methods.weighted import LogOddsWeighted
+from judgecal_dist.methods.aggregation.aggregate import MajorityVote, log_odds_proba
+from judgecal_dist.methods.aggregation.votes import count_judge_votes
+from judgecal_dist.methods.aggregation.weighted import LogOddsWeighted
+from judgecal_dist.methods.selection.curate import top_k
 from judgecal_dist.stats.inference import summarise_over_splits
 from judgecal_dist.stats.metrics import accuracy
 from judgecal_dist.studies.base import StudyResult

@@ -38,10 +38,10 @@ from judgecal_dist.io.growth import (
     draw_semi_real_outputs,
     growth_eta,
 )
-from judgecal_dist.methods.fcps_paths import PATH_RULES, JudgePath
-from judgecal_dist.methods.fcps_select import MENUS, Cells, evaluate_candidates, menu_families, select_candidate
-from judgecal_dist.methods.joint_table import FALLBACKS
-from judgecal_dist.methods.scalar_families import SCALAR_FAMILIES
+from judgecal_dist.methods.fcps.joint_table import FALLBACKS
+from judgecal_dist.methods.fcps.paths import PATH_RULES, JudgePath
+from judgecal_dist.methods.fcps.scalar_families import SCALAR_FAMILIES
+from judgecal_dist.methods.fcps.select import MENUS, Cells, evaluate_candidates, menu_families, select_candidate
 from judgecal_dist.studies import regime_map_report
 from judgecal_dist.studies.base import StudyResult
 from judgecal_dist.studies.regime_map_data import RealInput, balanced_cells, load_real

@@ -32,7 +32,7 @@ import pandas as pd
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine import stats
 from judgecal_dist.errors import ConfigError, InputError
-from judgecal_dist.methods.fcps_select import Cells
+from judgecal_dist.methods.fcps.select import Cells
 from judgecal_dist.splits import split_uniforms
 
 __all__ = ["BLOCKS", "SplitCells", "RealInput", "sized_blocks", "block_table", "balanced_cells", "load_real"]

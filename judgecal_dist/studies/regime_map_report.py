@@ -11,8 +11,8 @@ from scipy import stats as sps
 
 from judgecal_dist.errors import RunError
 from judgecal_dist.io.figures import png, pyplot
-from judgecal_dist.methods.fcps_paths import PATH_RULES
-from judgecal_dist.methods.fcps_select import FAMILY_LADDER, MENUS, menu_families, selection_penalty
+from judgecal_dist.methods.fcps.paths import PATH_RULES
+from judgecal_dist.methods.fcps.select import FAMILY_LADDER, MENUS, menu_families, selection_penalty
 from judgecal_dist.studies.base import StudyResult
 
 if TYPE_CHECKING:

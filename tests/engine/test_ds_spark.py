@@ -13,7 +13,7 @@ from judgecal_dist.errors import InputError
 from judgecal_dist.io.dataset import read_dataset_table
 from judgecal_dist.io.ingest import ingest
 from judgecal_dist.io.synthetic import generate_panel
-from judgecal_dist.methods.dawid_skene import DawidSkene
+from judgecal_dist.methods.aggregation.dawid_skene import DawidSkene
 
 ENGINE = EngineConfig(spark_master="local[2]")
 

@@ -8,7 +8,7 @@ from scipy.stats import binomtest, fisher_exact
 
 from judgecal_dist.errors import ConfigError
 from judgecal_dist.io.one_coin import simulate_one_coin, write_one_coin_panel
-from judgecal_dist.methods.diagnostics import flag_missingness
+from judgecal_dist.methods.selection.diagnostics import flag_missingness
 
 
 def _observed_accuracy(panel) -> np.ndarray:

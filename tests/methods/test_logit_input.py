@@ -9,15 +9,15 @@ import pytest
 from scipy.special import expit, logit
 
 from judgecal_dist.errors import ConfigError, InputError
-from judgecal_dist.methods.aggregate import MajorityVote, OneCoin
-from judgecal_dist.methods.beta import BetaCalibration
-from judgecal_dist.methods.dawid_skene import DawidSkene
-from judgecal_dist.methods.isotonic import IsotonicCalibrator
+from judgecal_dist.methods.aggregation.aggregate import MajorityVote, OneCoin
+from judgecal_dist.methods.aggregation.dawid_skene import DawidSkene
+from judgecal_dist.methods.aggregation.stacking import LogisticStacking
+from judgecal_dist.methods.aggregation.weighted import AccuracyWeighted, LogOddsWeighted
+from judgecal_dist.methods.calibration.beta import BetaCalibration
+from judgecal_dist.methods.calibration.isotonic import IsotonicCalibrator
+from judgecal_dist.methods.calibration.platt import PlattCalibrator
+from judgecal_dist.methods.calibration.temperature import TemperatureScaling
 from judgecal_dist.methods.pipeline import Settings, aggregate, calibrate, step1_scores
-from judgecal_dist.methods.platt import PlattCalibrator
-from judgecal_dist.methods.stacking import LogisticStacking
-from judgecal_dist.methods.temperature import TemperatureScaling
-from judgecal_dist.methods.weighted import AccuracyWeighted, LogOddsWeighted
 
 CALIBRATORS = [PlattCalibrator, TemperatureScaling, BetaCalibration, IsotonicCalibrator]
 

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from judgecal_dist.errors import ConfigError
-from judgecal_dist.methods.aggregate import OneCoin
-from judgecal_dist.methods.beta import BetaCalibration
-from judgecal_dist.methods.conformal import SplitConformal
-from judgecal_dist.methods.curate import top_k
+from judgecal_dist.methods.aggregation.aggregate import OneCoin
+from judgecal_dist.methods.calibration.beta import BetaCalibration
+from judgecal_dist.methods.calibration.conformal import SplitConformal
+from judgecal_dist.methods.calibration.platt import PlattCalibrator
 from judgecal_dist.methods.pipeline import (
     Settings,
     aggregate_counts,
@@ -19,7 +19,7 @@ from judgecal_dist.methods.pipeline import (
     fit_pipelines,
     panels_from_counts,
 )
-from judgecal_dist.methods.platt import PlattCalibrator
+from judgecal_dist.methods.selection.curate import top_k
 
 
 @pytest.fixture(scope="module")

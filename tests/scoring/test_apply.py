@@ -13,9 +13,9 @@ from scipy.special import expit, log_expit, logit
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.panel import load_panel
 from judgecal_dist.io.ingest import ingest
-from judgecal_dist.methods.aggregate import OneCoin
-from judgecal_dist.methods.beta import BetaCalibration
-from judgecal_dist.methods.conformal import SplitConformal
+from judgecal_dist.methods.aggregation.aggregate import OneCoin
+from judgecal_dist.methods.calibration.beta import BetaCalibration
+from judgecal_dist.methods.calibration.conformal import SplitConformal
 from judgecal_dist.scoring.apply import score_dataset
 from judgecal_dist.scoring.summary import set_column
 from judgecal_dist.splits import assign_blocks

@@ -13,8 +13,8 @@ from sklearn.metrics import log_loss
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.errors import ConfigError, InputError
-from judgecal_dist.methods.aggregate import OneCoin
-from judgecal_dist.methods.calibrate import BetaCalibration
+from judgecal_dist.methods.aggregation.aggregate import OneCoin
+from judgecal_dist.methods.calibration import BetaCalibration
 from judgecal_dist.splits import calibration_mask, split_uniforms
 from judgecal_dist.stats.resampling import multiplier_max_t
 from judgecal_dist.studies import STUDIES, budget

@@ -9,10 +9,10 @@ import pytest
 from scipy.special import log_expit
 
 from judgecal_dist.errors import ConfigError
-from judgecal_dist.methods.aggregate import OneCoin
-from judgecal_dist.methods.beta import BetaCalibration
+from judgecal_dist.methods.aggregation.aggregate import OneCoin
+from judgecal_dist.methods.calibration.beta import BetaCalibration
 from judgecal_dist.methods.pipeline import Settings, protocol_roles, protocol_scores
-from judgecal_dist.methods.search import backward_elimination, beam_search, exhaustive, greedy_forward
+from judgecal_dist.methods.selection.search import backward_elimination, beam_search, exhaustive, greedy_forward
 from judgecal_dist.splits import assign_blocks, group_keys
 from judgecal_dist.stats.metrics import nll
 from judgecal_dist.studies.inclusion_search import (

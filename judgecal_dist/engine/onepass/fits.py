@@ -1,7 +1,7 @@
 """The in-memory Platt and beta fits, their objective sums answered by an ``evaluate`` callback.
 
-Each function runs exactly the optimiser of :class:`~judgecal_dist.methods.platt.PlattCalibrator` /
-:class:`~judgecal_dist.methods.beta.BetaCalibration` (same start, options, penalty and degenerate-case rules), but
+Each function runs exactly the optimiser of :class:`~judgecal_dist.methods.calibration.platt.PlattCalibrator` /
+:class:`~judgecal_dist.methods.calibration.beta.BetaCalibration` (same start, options, penalty and degenerate-case rules), but
 the data sums of every objective evaluation come from ``evaluate(("platt" | "beta", column, 1 / m, params))``:
 a shared data pass (:func:`judgecal_dist.engine.onepass.lockstep.run_lockstep`) or weighted vote-pattern cells
 (:class:`judgecal_dist.engine.onepass.patterns.PatternTable`). The penalty is added here, once.
@@ -17,8 +17,8 @@ from scipy.optimize import minimize
 from scipy.special import logit
 from sklearn.exceptions import ConvergenceWarning
 
-from judgecal_dist.methods import beta as beta_module
-from judgecal_dist.methods import platt as platt_module
+from judgecal_dist.methods.calibration import beta as beta_module
+from judgecal_dist.methods.calibration import platt as platt_module
 
 __all__ = ["fit_platt", "fit_beta"]
 
@@ -26,7 +26,7 @@ _BETA_UPPER = np.array([np.inf, np.inf, np.inf, 1.0, 1.0, np.inf])  # as BetaCal
 
 
 def _classes_separated(lo: np.ndarray, hi: np.ndarray) -> bool:
-    # calibrator_base.separates on the class ranges: max(x0) <= min(x1) or max(x1) <= min(x0)
+    # calibration.base.separates on the class ranges: max(x0) <= min(x1) or max(x1) <= min(x0)
     return bool(hi[0] <= lo[1] or hi[1] <= lo[0])
 
 

@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import expit, log_expit, logit
 
-from judgecal_dist.methods.votes import signed_votes
+from judgecal_dist.methods.aggregation.votes import signed_votes
 from judgecal_dist.splits import calibration_mask
 from judgecal_dist.stats.metrics import bin_index, correctness
 
@@ -154,7 +154,7 @@ def beta_logs(x: npt.NDArray[np.float64], spec: PassSpec) -> tuple[npt.NDArray[n
 def _loss_and_sigmoid(tt: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""Log-loss :math:`\log(1 + e^{-(2y-1)t})`, :math:`\sigma(t)` and :math:`\sigma(-t)` from one ``exp`` and one ``log1p``.
 
-    The same stable forms as :func:`~judgecal_dist.methods.calibrator_base.logistic_loss` (``logaddexp``) and
+    The same stable forms as :func:`~judgecal_dist.methods.calibration.base.logistic_loss` (``logaddexp``) and
     ``expit``, equal to them within an ulp, at about half the cost: these sums are the fit passes' whole work.
     """
     e = np.exp(-np.abs(tt))
@@ -240,7 +240,7 @@ def metric_sums(p: np.ndarray, y: np.ndarray, spec: PassSpec, count: np.ndarray 
 def counts_kernel(votes: np.ndarray, labels: np.ndarray, keys: np.ndarray, spec: PassSpec) -> Partial:
     """Calibration-side ``n_cal[r]``, ``n_pos[r]``, ``n_votes[r, j]``, ``n_correct[r, j]`` (flattened, in that order).
 
-    The counts of :func:`judgecal_dist.methods.votes.count_judge_votes` on every replicate's calibration part at
+    The counts of :func:`judgecal_dist.methods.aggregation.votes.count_judge_votes` on every replicate's calibration part at
     once: a ``R x n`` membership matrix times ``n x J`` indicators (exact in float64 below 2**53).
     """
     mask = calibration_mask(keys, spec.seeds, spec.fraction).astype(np.float64)

@@ -70,7 +70,7 @@ from judgecal_dist.engine.panel import Panel
 from judgecal_dist.engine.spark import get_session, read_table
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.dataset import choose_dataset
-from judgecal_dist.methods.aggregate import OneCoin
+from judgecal_dist.methods.aggregation.aggregate import OneCoin
 from judgecal_dist.methods.pipeline import Settings, aggregate_counts, calibrator, panels_from_counts
 
 __all__ = ["ONEPASS_CALIBRATORS", "evaluate_replicates", "panel_columns", "onepass_source", "spark_label_classes"]

@@ -1,0 +1,267 @@
+r"""Low-dimensional stackers of the prefix judges' verdicts (spec 002 §3.2, §3.5): the FCPS scalar families.
+
+Every family maps the categorical codes of the prefix judges (pairwise engine codes 0 = B, 1 = A, 2 = tie,
+3 = err) to the scalar encoding :math:`s = 1` (A), :math:`0` (B), :math:`1/2` (tie, err) and the centred
+:math:`t = 2s - 1`, then fits a score and (except the logistic families) a non-decreasing isotonic map on the
+calibration rows. Rows may be aggregated pattern cells with weights :math:`n_c` and targets :math:`S_c/n_c`:
+weighted least squares, weighted PAV and the soft-label logistic likelihood have the same optimum as the
+row-level fits (spec 002 §10).
+
+References
+----------
+.. [1] Y. Li. A Finite-Calibration Regime Map for LLM Judge Panels (FCPS), §3.4, Tables 8, 9, 16.
+.. [2] A. P. Dawid, A. M. Skene. Maximum likelihood estimation of observer error-rates using the EM algorithm.
+   JRSS C 28(1):20-28, 1979. doi:10.2307/2346806.
+.. [3] D. H. Wolpert. Stacked generalization. Neural Networks 5(2):241-259, 1992.
+   doi:10.1016/S0893-6080(05)80023-1.
+.. [4] B. Zadrozny, C. Elkan. Transforming classifier scores into accurate multiclass probability estimates.
+   KDD 2002. doi:10.1145/775047.775151.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Self
+
+import numpy as np
+import numpy.typing as npt
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.isotonic import IsotonicRegression
+from sklearn.linear_model import LogisticRegression
+from sklearn.utils.validation import check_is_fitted
+
+from judgecal_dist.errors import ConfigError
+from judgecal_dist.methods.aggregation.aggregate import OneCoin
+from judgecal_dist.methods.fcps.joint_table import check_patterns
+from judgecal_dist.stats.checks import check_param
+
+__all__ = [
+    "VERDICT_SCALAR",
+    "SCALAR_FAMILIES",
+    "encode_scalar",
+    "pairwise_features",
+    "MeanIsotonic",
+    "OneCoinIsotonic",
+    "RidgeIsotonic",
+    "LogisticStack",
+    "make_family",
+]
+
+#: Scalar encoding of the pairwise engine codes (0 = B, 1 = A, 2 = tie, 3 = err): A -> 1, B -> 0, tie/err -> 1/2.
+VERDICT_SCALAR = np.array([0.0, 1.0, 0.5, 0.5])
+#: Family ids of spec 002 §3.5, in the ladder order used to break validation ties (simplest first).
+SCALAR_FAMILIES = ("mean_iso", "one_coin_iso", "ridge_iso", "logistic", "ridge_pair_iso", "logistic_pair")
+_A, _B = 1, 0
+
+
+def encode_scalar(codes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    """:math:`s_{ij}` of each code (``VERDICT_SCALAR``)."""
+    return VERDICT_SCALAR[codes]
+
+
+def pairwise_features(t: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """``t`` and all products :math:`t_l t_{l'}` (:math:`l < l'`): dimension :math:`k + \\binom k2`."""
+    k = t.shape[1]
+    left, right = np.triu_indices(k, 1)
+    return np.hstack([t, t[:, left] * t[:, right]])
+
+
+def _isotonic(u: npt.NDArray[np.float64], y: npt.NDArray[np.float64], w: npt.NDArray[np.float64]) -> IsotonicRegression:
+    # sklearn's PAV directly, not methods.isotonic.IsotonicCalibrator: that one clips its input to a probability
+    # range, while these scores live on the real line (ridge/one-coin scores); ties are pooled and predictions
+    # interpolate linearly between knots and clip outside them, as spec 002 §3.5 asks.
+    return IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip").fit(u, y, sample_weight=w)
+
+
+class _ScoreIsotonic(RegressorMixin, BaseEstimator):
+    """Shared fit/predict of the "score + isotonic" families; subclasses define ``_fit_score``/``_score``."""
+
+    def fit(self, X: npt.ArrayLike, y: npt.ArrayLike, sample_weight: npt.ArrayLike | None = None) -> Self:
+        """Fit the score on the calibration rows, then the isotonic map of ``y`` on the in-sample scores."""
+        codes, target, weights = check_patterns(X, y, sample_weight, n_categories=4, where=type(self).__name__)
+        assert target is not None
+        self.n_features_in_ = codes.shape[1]
+        self._fit_score(codes, target, weights)
+        self.isotonic_ = _isotonic(self._score(codes), target, weights)
+        return self
+
+    def decision_function(self, X: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """The score :math:`u` before the isotonic map."""
+        check_is_fitted(self)
+        codes, _, _ = check_patterns(X, None, None, n_categories=4, where=type(self).__name__)
+        return self._score(codes)
+
+    def predict(self, X: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """:math:`\\mathrm{Iso}(u)` in [0, 1]."""
+        return np.clip(self.isotonic_.predict(self.decision_function(X)), 0.0, 1.0)
+
+    def _fit_score(self, codes: npt.NDArray[np.int64], y: npt.NDArray[np.float64], w: npt.NDArray[np.float64]) -> None:
+        raise NotImplementedError
+
+    def _score(self, codes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        raise NotImplementedError
+
+
+class MeanIsotonic(_ScoreIsotonic):
+    r"""Mean/vote + isotonic: :math:`u = \frac1k\sum_l s_l`, :math:`f = \mathrm{Iso}(u)` (``mean_iso``).
+
+    Majority vote is a monotone function of :math:`u` for binary outputs, so it is covered.
+
+    Examples
+    --------
+    >>> model = MeanIsotonic().fit(np.array([[1, 1], [1, 0], [0, 0], [0, 0]]), [1, 1, 0, 1])
+    >>> model.predict(np.array([[1, 1], [0, 0]])).tolist()
+    [1.0, 0.5]
+    """
+
+    def _fit_score(self, codes: npt.NDArray[np.int64], y: npt.NDArray[np.float64], w: npt.NDArray[np.float64]) -> None:
+        self.fitted_ = True
+
+    def _score(self, codes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        return encode_scalar(codes).mean(axis=1)
+
+
+class OneCoinIsotonic(_ScoreIsotonic):
+    r"""Supervised one-coin reliability weights + isotonic (``one_coin_iso``).
+
+    .. math::
+
+        \hat q_j = \frac{a_j + 1}{d_j + 2},\quad w_j = \log\frac{\hat q_j}{1 - \hat q_j},\quad
+        u = \sum_l w_l t_l,\quad f = \mathrm{Iso}(u),
+
+    with :math:`d_j` the judge's decisive (A/B) calibration rows and :math:`a_j` those agreeing with the label
+    (soft targets count :math:`y` agreement for A and :math:`1-y` for B). The weights are those of the Beta(1, 1)
+    one-coin model :class:`judgecal_dist.methods.aggregation.aggregate.OneCoin` (:math:`\psi_j`), reused here.
+
+    Attributes
+    ----------
+    weights_ : ndarray of float64, shape (k,)
+        :math:`w_j` (0 for a judge without decisive votes).
+    """
+
+    def _fit_score(self, codes: npt.NDArray[np.int64], y: npt.NDArray[np.float64], w: npt.NDArray[np.float64]) -> None:
+        decisive = (codes == _A) | (codes == _B)
+        d = (w[:, None] * decisive).sum(axis=0)
+        a = (w[:, None] * ((codes == _A) * y[:, None] + (codes == _B) * (1.0 - y[:, None]))).sum(axis=0)
+        if np.allclose(d, np.round(d)) and np.allclose(a, np.round(a)):
+            self.weights_ = OneCoin.from_counts(np.round(d).astype(np.int64), np.round(a).astype(np.int64)).weights_
+        else:  # soft targets or fractional weights: the same Beta(1, 1) log-odds in closed form
+            self.weights_ = np.where(d > 0, np.log(a + 1.0) - np.log(d - a + 1.0), 0.0)
+
+    def _score(self, codes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        return (2.0 * encode_scalar(codes) - 1.0) @ self.weights_
+
+
+class RidgeIsotonic(_ScoreIsotonic):
+    r"""Ridge stacking + isotonic (``ridge_iso``; ``ridge_pair_iso`` with ``pairwise=True``).
+
+    .. math::
+
+        (\hat b, \hat w) = \arg\min \sum_i w_i (y_i - b - w^\top \phi_i)^2 + \lambda_r \lVert w \rVert_2^2,
+        \qquad u = \hat b + \hat w^\top \phi,\quad f = \mathrm{Iso}(u),
+
+    intercept unpenalised, :math:`\phi = t` or the pairwise features (:func:`pairwise_features`).
+
+    Parameters
+    ----------
+    lam : float, default 1.0
+        :math:`\lambda_r` on the unstandardised :math:`t` (spec 002 recommended value).
+    pairwise : bool, default False
+    """
+
+    def __init__(self, *, lam: float = 1.0, pairwise: bool = False) -> None:
+        self.lam = lam
+        self.pairwise = pairwise
+
+    def _features(self, codes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        t = 2.0 * encode_scalar(codes) - 1.0
+        return pairwise_features(t) if self.pairwise else t
+
+    def _fit_score(self, codes: npt.NDArray[np.int64], y: npt.NDArray[np.float64], w: npt.NDArray[np.float64]) -> None:
+        lam = float(check_param(self.lam, where="RidgeIsotonic", name="lam", target_type=numbers.Real, min_val=0.0))
+        phi = self._features(codes)
+        total = w.sum()
+        mean_phi, mean_y = (w @ phi) / total, float(w @ y) / total
+        centred = phi - mean_phi
+        gram = centred.T @ (w[:, None] * centred) + lam * np.eye(phi.shape[1])
+        # lstsq keeps lam = 0 with collinear features (e.g. a constant judge) well defined (minimum-norm solution).
+        self.coef_ = np.linalg.lstsq(gram, centred.T @ (w * (y - mean_y)), rcond=None)[0]
+        self.intercept_ = mean_y - float(mean_phi @ self.coef_)
+
+    def _score(self, codes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        return self.intercept_ + self._features(codes) @ self.coef_
+
+
+class LogisticStack(RegressorMixin, BaseEstimator):
+    r"""L2 logistic stacking of :math:`t` (``logistic``; ``logistic_pair`` with ``pairwise=True``), no isotonic.
+
+    .. math::
+
+        (\hat b, \hat w) = \arg\min -\sum_i w_i\big[y_i \log\sigma(b + w^\top\phi_i)
+        + (1 - y_i)\log(1 - \sigma(\cdot))\big] + \frac{1}{2C}\lVert w \rVert_2^2,
+
+    soft targets allowed: each row enters twice, as class 1 with weight :math:`w_i y_i` and class 0 with
+    :math:`w_i(1-y_i)`, which is the same objective for :class:`sklearn.linear_model.LogisticRegression`
+    (whose loss is :math:`C` times this one, with the same optimum). Constant targets have no finite optimum
+    with an unpenalised intercept: the prediction is then the constant.
+
+    Parameters
+    ----------
+    C : float, default 1.0
+        Inverse L2 strength (spec 002 recommended value).
+    pairwise : bool, default False
+    """
+
+    def __init__(self, *, C: float = 1.0, pairwise: bool = False) -> None:
+        self.C = C
+        self.pairwise = pairwise
+
+    def fit(self, X: npt.ArrayLike, y: npt.ArrayLike, sample_weight: npt.ArrayLike | None = None) -> Self:
+        """Fit the soft-label weighted logistic regression on the calibration rows."""
+        where = "LogisticStack.fit"
+        C = float(check_param(self.C, where=where, name="C", target_type=numbers.Real, min_val=0.0,
+                              include_boundaries="neither"))  # fmt: skip
+        codes, target, weights = check_patterns(X, y, sample_weight, n_categories=4, where=where)
+        assert target is not None
+        self.n_features_in_ = codes.shape[1]
+        pos, neg = (weights * target).sum(), (weights * (1.0 - target)).sum()
+        self.constant_ = None if pos > 0 and neg > 0 else float(pos > 0)
+        if self.constant_ is None:
+            phi = self._features(codes)
+            both = np.vstack([phi, phi])
+            labels = np.r_[np.ones(len(phi)), np.zeros(len(phi))]
+            w = np.r_[weights * target, weights * (1.0 - target)]
+            keep = w > 0
+            self.model_ = LogisticRegression(C=C, max_iter=1000).fit(both[keep], labels[keep], sample_weight=w[keep])
+        return self
+
+    def _features(self, codes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        t = 2.0 * encode_scalar(codes) - 1.0
+        return pairwise_features(t) if self.pairwise else t
+
+    def predict(self, X: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """:math:`\\sigma(\\hat b + \\hat w^\\top \\phi)`."""
+        check_is_fitted(self)
+        codes, _, _ = check_patterns(X, None, None, n_categories=4, where="LogisticStack.predict")
+        if self.constant_ is not None:
+            return np.full(len(codes), self.constant_)
+        return self.model_.predict_proba(self._features(codes))[:, 1]
+
+
+def make_family(name: str, *, lam: float = 1.0, C: float = 1.0) -> RegressorMixin:
+    """A fresh estimator of family ``name`` (one of :data:`SCALAR_FAMILIES`).
+
+    Raises
+    ------
+    ConfigError
+        An unknown family.
+    """
+    if name == "mean_iso":
+        return MeanIsotonic()
+    if name == "one_coin_iso":
+        return OneCoinIsotonic()
+    if name in ("ridge_iso", "ridge_pair_iso"):
+        return RidgeIsotonic(lam=lam, pairwise=name == "ridge_pair_iso")
+    if name in ("logistic", "logistic_pair"):
+        return LogisticStack(C=C, pairwise=name == "logistic_pair")
+    raise ConfigError(f"family: unknown scalar family {name!r}; known: {SCALAR_FAMILIES}")

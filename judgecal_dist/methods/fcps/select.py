@@ -1,0 +1,291 @@
+r"""FCPS validation selection over (path, prefix size, family) from pattern-cell statistics (spec 002 §4.4).
+
+Per split and budget: paths are built on the selection block, every candidate :math:`(\pi, k, F)` is fitted on
+the calibration block, and the candidate with the smallest validation MSE is selected,
+
+.. math:: (\hat\pi, \hat k, \hat F) = \arg\min_{(\pi, k, F) \in \mathcal M} \hat R_{D_{\mathrm{val}}}(\hat f_{\pi,k,F,B}),
+
+with deterministic ties (smaller :math:`k`, then the simpler family in :data:`FAMILY_LADDER`, then the path in
+:data:`~judgecal_dist.methods.fcps.paths.PATH_RULES` order). Every block enters as :class:`Cells`: distinct full
+pool patterns with their row count :math:`n`, label sum :math:`S` and :math:`Q = \sum Y^2` (the output of the
+engine's pattern job), and the MSE of any pattern predictor :math:`p` on a block is
+:math:`\sum_c (Q_c - 2 p_c S_c + p_c^2 n_c) / \sum_c n_c`.
+
+References
+----------
+.. [1] Y. Li. A Finite-Calibration Regime Map for LLM Judge Panels (FCPS), Eqs. 2, 11, Theorem 1, Tables 2, 3, 10, 11.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Self
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
+
+from judgecal_dist.errors import ConfigError, InputError
+from judgecal_dist.methods.fcps.joint_table import JointTableCalibrator, pattern_keys
+from judgecal_dist.methods.fcps.paths import PATH_RULES, JudgePath
+from judgecal_dist.methods.fcps.scalar_families import SCALAR_FAMILIES, make_family
+from judgecal_dist.stats.support import cell_pressure, effective_support
+
+__all__ = [
+    "FAMILY_LADDER",
+    "MENUS",
+    "Cells",
+    "menu_families",
+    "evaluate_candidates",
+    "select_candidate",
+    "selection_penalty",
+    "FCPSSelector",
+]
+
+#: Families in the "simpler first" order that breaks validation ties (spec 002 §4.4).
+FAMILY_LADDER = (*SCALAR_FAMILIES, "table")
+#: Restricted menus of Eq. 2: table-only, scalar-only (all configured scalar families), and their union.
+MENUS = ("table", "scalar", "union")
+
+
+@dataclass(frozen=True)
+class Cells:
+    """One block as distinct full-pool patterns: ``codes`` (P x m, engine codes), ``n``, ``s`` and ``q``."""
+
+    codes: npt.NDArray[np.int64]
+    n: npt.NDArray[np.float64]
+    s: npt.NDArray[np.float64]
+    q: npt.NDArray[np.float64]
+
+    @classmethod
+    def from_rows(cls, codes: npt.ArrayLike, y: npt.ArrayLike) -> Cells:
+        """Aggregate row-level codes and targets into distinct patterns."""
+        arr, target = np.asarray(codes, dtype=np.int64), np.asarray(y, dtype=np.float64)
+        if arr.ndim != 2 or len(arr) != len(target) or not len(arr):
+            raise InputError(
+                f"Cells.from_rows: need matching non-empty codes (2-D) and y, got {arr.shape}, {target.shape}"
+            )
+        uniq, inverse = np.unique(arr, axis=0, return_inverse=True)
+        inverse = inverse.ravel()
+        sums = [
+            np.bincount(inverse, weights=v, minlength=len(uniq)).astype(np.float64, copy=False)
+            for v in (np.ones(len(target)), target, target**2)
+        ]
+        return cls(uniq, *sums)
+
+    @property
+    def rows(self) -> float:
+        return float(self.n.sum())
+
+    def mse(self, p: npt.NDArray[np.float64]) -> float:
+        """MSE of per-pattern predictions ``p`` (clipped to [0, 1]) on this block."""
+        p = np.clip(p, 0.0, 1.0)
+        return float(max((self.q - 2.0 * p * self.s + p * p * self.n).sum(), 0.0) / self.rows)
+
+
+def menu_families(menu: str, scalar: Sequence[str]) -> tuple[str, ...]:
+    """Families of ``menu`` (one of :data:`MENUS`) given the configured scalar families."""
+    if menu == "table":
+        return ("table",)
+    if menu == "scalar":
+        return tuple(scalar)
+    if menu == "union":
+        return ("table", *scalar)
+    raise ConfigError(f"menu: must be one of {MENUS}, got {menu!r}")
+
+
+def _prefix_cells(cells: Cells, prefix: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], ...]:
+    """Distinct prefix patterns of a block (codes, n, s) and each full pattern's prefix index."""
+    keys = pattern_keys(cells.codes[:, prefix], 4)
+    uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    n = np.bincount(inverse, weights=cells.n, minlength=len(uniq))
+    s = np.bincount(inverse, weights=cells.s, minlength=len(uniq))
+    return cells.codes[first][:, prefix], n, s, uniq
+
+
+def _fit_family(family: str, codes: npt.NDArray[np.int64], n: Any, s: Any, options: dict[str, Any]) -> Any:
+    y = np.divide(s, n, out=np.zeros_like(s), where=n > 0)
+    if family == "table":
+        model = JointTableCalibrator(alpha=options.get("alpha", 1.0), fallback=options.get("fallback", "global"))
+    else:
+        model = make_family(family, lam=options.get("ridge_lam", 1.0), C=options.get("C", 1.0))
+    return model.fit(codes, y, sample_weight=n)
+
+
+def evaluate_candidates(
+    paths: dict[str, npt.NDArray[np.int64]],
+    cal: Cells,
+    val: Cells,
+    test: Cells | None = None,
+    *,
+    families: Sequence[str] = FAMILY_LADDER,
+    max_k: int | None = None,
+    **options: Any,
+) -> pd.DataFrame:
+    r"""Validation (and test) MSE and support diagnostics of every candidate :math:`(\pi, k, F)`.
+
+    Parameters
+    ----------
+    paths : dict
+        Path rule -> pool indices in path order (:class:`~judgecal_dist.methods.fcps.paths.JudgePath` ``path_``).
+    cal, val, test : Cells
+        Calibration (fitting), validation (selection) and test (reporting only) blocks.
+    families : sequence of str
+        ``table`` and/or scalar family ids.
+    max_k : int, optional
+        Largest prefix (default: the panel size).
+    **options
+        ``alpha``, ``fallback`` (table), ``ridge_lam``, ``C`` (stackers).
+
+    Returns
+    -------
+    DataFrame
+        One row per candidate: ``path, k, family, val_mse, test_mse`` and, for the candidate's prefix,
+        ``effective_support`` (calibration :math:`S_{\mathrm{eff}}`), ``occupied`` (:math:`|\mathcal S|`),
+        ``seen_term``, ``unseen_rate`` and ``cell_pressure`` (test-block frequencies; NaN-free: without a test
+        block the validation block is used).
+
+    Raises
+    ------
+    ConfigError
+        ``max_k`` outside 1..m, or an unknown family.
+    """
+    m = cal.codes.shape[1]
+    max_k = m if max_k is None else int(max_k)
+    if not 1 <= max_k <= m:
+        raise ConfigError(f"max_k: a prefix of {max_k} judges is longer than the panel ({m} judges)")
+    unknown = sorted(set(families) - set(FAMILY_LADDER))
+    if unknown:
+        raise ConfigError(f"families: unknown {unknown}; known: {FAMILY_LADDER}")
+    report = test if test is not None else val
+    rows = []
+    for rule, path in paths.items():
+        for k in range(1, max_k + 1):
+            prefix = np.asarray(path[:k], dtype=np.int64)
+            codes, n, s, keys = _prefix_cells(cal, prefix)
+            report_keys = pattern_keys(report.codes[:, prefix], 4)
+            pos = np.clip(np.searchsorted(keys, report_keys), 0, len(keys) - 1)
+            cal_at_report = np.where(keys[pos] == report_keys, n[pos], 0.0)
+            seen_term, unseen, pressure = cell_pressure(cal_at_report, report.n)
+            diag = {"effective_support": effective_support(n), "occupied": int((n > 0).sum())}
+            diag |= {"seen_term": seen_term, "unseen_rate": unseen, "cell_pressure": pressure}
+            for family in families:
+                model = _fit_family(family, codes, n, s, options)
+                row = {"path": rule, "k": k, "family": family, "val_mse": val.mse(model.predict(val.codes[:, prefix]))}
+                row["test_mse"] = test.mse(model.predict(test.codes[:, prefix])) if test is not None else math.nan
+                rows.append(row | diag)
+    return pd.DataFrame(rows)
+
+
+def select_candidate(candidates: pd.DataFrame, families: Sequence[str]) -> pd.Series:
+    """The validation-selected row among ``families`` with FCPS's deterministic tie-breaking.
+
+    Raises
+    ------
+    InputError
+        No candidate of those families.
+    """
+    pool = candidates[candidates["family"].isin(list(families))]
+    if pool.empty:
+        raise InputError(f"select_candidate: no candidate of families {list(families)}")
+    order = pool.assign(
+        _f=pool["family"].map({f: i for i, f in enumerate(FAMILY_LADDER)}),
+        _p=pool["path"].map({p: i for i, p in enumerate(PATH_RULES)}),
+    ).sort_values(["val_mse", "k", "_f", "_p"], kind="stable")
+    return order.iloc[0].drop(["_f", "_p"])
+
+
+def selection_penalty(n_candidates: int, n_val: int, delta: float = 0.05) -> float:
+    r"""Theorem 1's :math:`2\sqrt{\log(2|\mathcal M|/\delta) / (2 n_{\mathrm{val}})}` (reported with a selection).
+
+    Examples
+    --------
+    >>> round(selection_penalty(147, 100), 2)
+    0.42
+    """
+    return 2.0 * math.sqrt(math.log(2.0 * n_candidates / delta) / (2.0 * n_val))
+
+
+class FCPSSelector(BaseEstimator):
+    r"""FCPS end to end on one split: paths on selection, fits on calibration, choice on validation.
+
+    Parameters
+    ----------
+    paths : tuple of str, default ("information_first", "complexity_penalised", "random")
+    families : tuple of str, default :data:`FAMILY_LADDER`
+    max_k : int or None
+    budget : int or None
+        Planned budget of the complexity-penalised path (default: the calibration rows).
+    alpha, fallback, lam, ridge_lam, C : hyperparameters (spec 002 recommended defaults)
+    random_state : int or None
+        Seed of the random path.
+
+    Attributes
+    ----------
+    paths_ : dict of str to ndarray
+    candidates_ : DataFrame
+        :func:`evaluate_candidates` output (validation only).
+    selected_ : pandas.Series
+        The selected ``path, k, family`` row.
+    estimator_ : estimator
+        The selected candidate fitted on the calibration block (predicts from the selected prefix).
+    prefix_ : ndarray of int64
+    """
+
+    def __init__(
+        self,
+        *,
+        paths: tuple[str, ...] = ("information_first", "complexity_penalised", "random"),
+        families: tuple[str, ...] = FAMILY_LADDER,
+        max_k: int | None = None,
+        budget: int | None = None,
+        alpha: float = 1.0,
+        fallback: str = "global",
+        lam: float = 0.25,
+        ridge_lam: float = 1.0,
+        C: float = 1.0,
+        random_state: int | None = None,
+    ) -> None:
+        self.paths = paths
+        self.families = families
+        self.max_k = max_k
+        self.budget = budget
+        self.alpha = alpha
+        self.fallback = fallback
+        self.lam = lam
+        self.ridge_lam = ridge_lam
+        self.C = C
+        self.random_state = random_state
+
+    def fit(self, sel: Cells, cal: Cells, val: Cells) -> Self:
+        """Build paths on ``sel``, evaluate every candidate on ``val``, refit the selected one on ``cal``."""
+        budget = self.budget or int(round(cal.rows))
+        self.paths_ = {
+            rule: JudgePath(rule, lam=self.lam, budget=budget, random_state=self.random_state)
+            .fit(sel.codes, np.divide(sel.s, sel.n), sample_weight=sel.n)
+            .path_
+            for rule in self.paths
+        }
+        options: dict[str, Any] = {
+            "alpha": self.alpha,
+            "fallback": self.fallback,
+            "ridge_lam": self.ridge_lam,
+            "C": self.C,
+        }
+        self.candidates_ = evaluate_candidates(
+            self.paths_, cal, val, families=self.families, max_k=self.max_k, **options
+        )
+        self.selected_ = select_candidate(self.candidates_, self.families)
+        self.prefix_ = self.paths_[self.selected_["path"]][: int(self.selected_["k"])]
+        codes, n, s, _ = _prefix_cells(cal, self.prefix_)
+        self.estimator_ = _fit_family(str(self.selected_["family"]), codes, n, s, options)
+        return self
+
+    def predict(self, X: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """Predictions for full-pool codes ``X`` (the selected prefix is taken from them)."""
+        check_is_fitted(self)
+        return self.estimator_.predict(np.asarray(X, dtype=np.int64)[:, self.prefix_])
