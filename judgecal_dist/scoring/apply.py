@@ -53,6 +53,7 @@ from judgecal_dist.engine.votes.codec import VERDICT_COLUMNS, ItemVotes, encode
 from judgecal_dist.engine.votes.spark import ScanTally, item_votes_spark
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.dataset import dataset_files, dataset_tables, open_table, read_dataset_table
+from judgecal_dist.io.filesystem import require_bucket
 from judgecal_dist.io.records import json_records
 from judgecal_dist.io.schema import VERDICT_CATEGORIES
 from judgecal_dist.progress import Progress
@@ -134,8 +135,8 @@ def score_dataset(
     ------
     InputError
         Missing or invalid model, data without ``_SUCCESS`` or verdicts at ``sample``, unknown judges (with
-        ``"error"``), too few of the model's judges in the table, or an output folder holding files score did not
-        write. Nothing is written or removed then.
+        ``"error"``), too few of the model's judges in the table, an ``s3://`` output whose bucket does not exist,
+        or an output folder holding files score did not write. Nothing is written or removed then.
     """
     engine = engine or EngineConfig()
     if unknown_judges not in UNKNOWN_JUDGES:
@@ -143,7 +144,9 @@ def score_dataset(
     if isinstance(min_judge_coverage, bool) or not 0.0 <= float(min_judge_coverage) <= 1.0:
         raise InputError(f"--min-judge-coverage: must be in [0, 1], got {min_judge_coverage!r}")
     options = dict(engine.storage_options)
-    # Every input is checked before the first write: the model, the data, then the output folder.
+    # Every input is checked before the first write: the output's bucket (before anything is read, as `run`
+    # does; never created), the model, the data, then the output folder.
+    require_bucket(output_url, options)
     model = load_calibration(model_url, storage_options=options)
     dataset_files(data_url, "verdicts", storage_options=options)
     inputs = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from judgecal_dist.cli import cli
+from tests.catalogue.run import _moto_endpoint
 from tests.scoring.support import model_json, write_arena, write_run
 
 
@@ -62,6 +64,23 @@ def _truncated_model(tmp: Path) -> list[str]:
     return _score(tmp, str(run))
 
 
+def _missing_bucket(tmp: Path) -> list[str]:
+    conf = tmp / "engine.yaml"
+    conf.write_text(json.dumps({"storage_options": {"endpoint_url": _moto_endpoint(), "anon": True}}))
+    # Neither model nor data exists: the bucket is checked before either is read.
+    return [
+        "score",
+        "--model",
+        str(tmp / "no-run"),
+        "--data",
+        str(tmp / "no-data"),
+        "--output",
+        "s3://judgecal-no-such-bucket/scores",
+        "--conf",
+        str(conf),
+    ]
+
+
 def _uncommitted_data(tmp: Path) -> list[str]:
     (tmp / "half").mkdir()
     return _score(tmp, None, str(tmp / "half"))
@@ -92,5 +111,6 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
     "score-judge-coverage": lambda t: _score(
         t, _model(t, aggregator__judge_ids=["j1", "k1", "k2"]), None, "--ignore-unknown-judges"
     ),
+    "score-missing-bucket": _missing_bucket,
     "score-min-coverage-range": lambda t: _score(t, None, None, "--min-judge-coverage", "1.5"),
 }

@@ -80,6 +80,26 @@ def test_s3_output_commits_reruns_and_replaces_only_its_files(engine, arena, tmp
     assert json.loads(fs.cat_file(f"{out}/{MARKER}"))["inputs"]["model"].endswith("other/model/calibration.json")
 
 
+@pytest.mark.s3
+def test_s3_output_in_a_missing_bucket_is_refused_before_anything_is_read(tmp_path, s3_server, s3_bucket):
+    import s3fs
+
+    options = _s3_options(s3_server)
+    fs = s3fs.S3FileSystem(skip_instance_cache=True, **options)
+    buckets = sorted(fs.ls(""))
+    missing = f"{s3_bucket}-absent"
+    # Neither model nor data exists: the bucket is named first, so nothing was read before the refusal.
+    with pytest.raises(InputError, match=rf"{missing}/scores: bucket '{missing[5:]}' does not exist.*never creates"):
+        score_dataset(
+            str(tmp_path / "no-run"),
+            str(tmp_path / "no-data"),
+            f"{missing}/scores",
+            engine=EngineConfig(stats_engine="local", storage_options=options),
+        )
+    fs.invalidate_cache()
+    assert sorted(fs.ls("")) == buckets  # no bucket was created
+
+
 @pytest.mark.parametrize("engine", ["local", "spark"])
 def test_spark_and_local_write_the_same_rows(engine, arena, tmp_path, spark):
     run = write_run(tmp_path / "run", model_json())
