@@ -8,8 +8,11 @@ Layout of a dataset root (local path, ``file://`` or ``s3://``)::
     _ingest.json                      (the adapter's counts report, plus rows and parts written per table)
     _SUCCESS                          (written last; readers trust a dataset only with it)
 
-A table is the ``*.parquet`` files of its folder; any other file there (a ``README.md``, a ``.crc``) is not part
-of it and is ignored, so Spark and pyarrow read exactly the same parts. This module is the one reader of the
+A table is the ``*.parquet`` files of its folder. As in Spark and Hadoop, names starting with ``_`` or ``.``
+(``_SUCCESS``, ``.part-00000.parquet.crc``, ``.DS_Store``) are hidden and ignored; any other entry (a
+``README.md``, a CSV, a subfolder) is refused with an error naming it, since it is either a misplaced file or a
+part in a format no reader takes. Spark and pyarrow read the parts listed by :func:`table_parts`, so both see
+exactly the same rows and refuse the same folders. This module is the one reader of the
 contract: the in-memory engine, Spark (:func:`judgecal_dist.engine.spark.read_table` reads the parts listed here)
 and the scans inside Spark tasks (:func:`read_part`) all take their columns and defaults from it.
 
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 import json
 import posixpath
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,6 +40,9 @@ from judgecal_dist.io.schema import COLUMN_DEFAULTS, FREE_TABLES, REQUIRED_COLUM
 from judgecal_dist.io.validate import validate_tables
 from judgecal_dist.io.writer import REPORT, ROWS_PER_PART, DatasetWriter, is_committed
 
+#: Entries of a table folder whose names start with these are hidden and ignored (Spark's and Hadoop's rule).
+HIDDEN_PREFIXES = ("_", ".")
+
 __all__ = [
     "ROWS_PER_PART",
     "SUCCESS",
@@ -47,6 +53,8 @@ __all__ = [
     "dataset_root",
     "dataset_tables",
     "dataset_files",
+    "table_parts",
+    "HIDDEN_PREFIXES",
     "contract_columns",
     "with_defaults",
     "open_table",
@@ -68,6 +76,7 @@ def write_dataset(
     sources: Mapping[str, str] | None = None,
     score_range: tuple[float, float] | None = None,
     rows_per_part: int = ROWS_PER_PART,
+    review: Callable[[Mapping[str, pa.Table]], Mapping[str, Any]] | None = None,
 ) -> str:
     """Validate whole tables, then write them as a committed dataset at ``dest``.
 
@@ -89,6 +98,9 @@ def write_dataset(
         Declared range of ``verdicts.score``.
     rows_per_part : int, default ``ROWS_PER_PART``
         Largest Parquet part.
+    review : callable, optional
+        Called with the conformed tables before anything is written; what it returns is added to the report. It
+        may raise :class:`InputError` to refuse the input (``judgecal ingest --strict`` does).
 
     Returns
     -------
@@ -111,6 +123,8 @@ def write_dataset(
         validate=False,
     )
     conformed = validate_tables(tables, sources=sources, score_range=score_range)
+    if review is not None:
+        report = {**report, **review(conformed)}
     with writer:
         writer.write_verdicts(conformed["verdicts"])
         for name in TABLES[1:]:
@@ -146,15 +160,59 @@ def dataset_tables(url: str, *, storage_options: Mapping[str, Any] | None = None
     return [name for name in TABLES if name in present]
 
 
+def table_parts(fs: AbstractFileSystem, folder: str, *, url: str, table: str) -> list[str]:
+    """Sorted Parquet parts of a table folder: ``*.parquet`` files, names starting with ``_`` or ``.`` ignored.
+
+    Parameters
+    ----------
+    fs : fsspec.AbstractFileSystem
+        Filesystem of ``folder``.
+    folder : str
+        The table folder (an absent folder has no parts).
+    url, table : str
+        Dataset (or source) URL and table name, for the error message.
+
+    Returns
+    -------
+    list of str
+        Part paths on ``fs`` (empty when the folder is absent or holds only hidden entries).
+
+    Raises
+    ------
+    InputError
+        ``<url>: <table>: <name>: not a Parquet part ...`` for the first other entry (a file of another kind or a
+        subfolder): a table folder holds nothing a reader would skip silently.
+    """
+    fs.invalidate_cache(folder)
+    try:
+        entries = fs.ls(folder, detail=True)
+    except FileNotFoundError:
+        return []
+    parts: list[tuple[str, dict[str, Any]]] = []
+    foreign: list[tuple[str, dict[str, Any]]] = []
+    for entry in entries:
+        name = posixpath.basename(str(entry["name"]).rstrip("/"))
+        if name.startswith(HIDDEN_PREFIXES) or posixpath.normpath(str(entry["name"])) == posixpath.normpath(folder):
+            continue
+        (parts if entry["type"] == "file" and name.endswith(".parquet") else foreign).append((name, entry))
+    if foreign:
+        name, entry = sorted(foreign, key=lambda item: item[0])[0]
+        what = "a folder" if entry["type"] == "directory" else "a file"
+        more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
+        raise InputError(
+            f"{url}: {table}: {name}: {what} that is not a Parquet part{more}; a table folder holds only *.parquet "
+            f"parts (names starting with '_' or '.' are ignored): move it out of {table}/"
+        )
+    return sorted(str(entry["name"]) for _, entry in parts)
+
+
 def _table_paths(
     url: str, table: str, storage_options: Mapping[str, Any] | None
 ) -> tuple[AbstractFileSystem, list[str]]:
     if table not in TABLES:
         raise InputError(f"{url}: {table}: not a table of a dataset (expected one of {list(TABLES)})")
     fs, root = dataset_root(url, storage_options)
-    folder = join_path(root, table)
-    fs.invalidate_cache(folder)
-    paths = sorted(fs.glob(join_path(folder, "*.parquet")))
+    paths = table_parts(fs, join_path(root, table), url=url, table=table)
     if not paths:
         raise InputError(
             f"{url}: {table}: table not in dataset (present: {dataset_tables(url, storage_options=storage_options)})"
@@ -230,8 +288,7 @@ def _bad_part(fs: AbstractFileSystem, paths: Sequence[str], url: str, table: str
     """The one-line error naming the first part that is not readable Parquet (or the table, when each is)."""
     for path in paths:
         try:
-            with fs.open(path, "rb") as fh:
-                pq.read_metadata(fh)
+            pq.read_metadata(path, filesystem=fs)  # fs: fsspec's, or the pyarrow one of a dataset
         except (pa.ArrowInvalid, OSError) as part_err:
             detail = str(part_err).strip().splitlines()[0] if str(part_err).strip() else type(part_err).__name__
             return InputError(f"{url}: {table}: {posixpath.basename(path)}: not a readable Parquet file ({detail})")
@@ -255,9 +312,14 @@ def open_table(
     """
     fs, paths = _table_paths(url, table, storage_options)
     options = pads.ParquetReadOptions(dictionary_columns=set(dictionary_columns))
+    parquet = pads.ParquetFileFormat(read_options=options)
     try:
-        dataset = pads.dataset(paths, filesystem=fs, format=pads.ParquetFileFormat(read_options=options))
-    except (pa.ArrowInvalid, OSError) as err:
+        dataset = pads.dataset(paths, filesystem=fs, format=parquet)
+        # Every part's footer, not only the first: a truncated or foreign part is named here, before a scan
+        # (in this process or in a Spark task) fails on it with an error that names no file.
+        factory = pads.FileSystemDatasetFactory(dataset.filesystem, paths, parquet, pads.FileSystemFactoryOptions())
+        dataset = factory.finish(factory.inspect(fragments=None))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OSError) as err:
         raise _bad_part(fs, paths, url, table, err) from err
     present, absent = contract_columns(url, table, dataset.schema.names)
     return dataset, present, absent
