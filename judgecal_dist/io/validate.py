@@ -29,6 +29,9 @@ from judgecal_dist.io.schema import (
 )
 
 __all__ = [
+    "check_unique_columns",
+    "check_repeated_header",
+    "all_null_judges",
     "conform_table",
     "check_unique_keys",
     "distinct_items",
@@ -165,6 +168,63 @@ def check_unique_keys(table: pa.Table, keys: Sequence[str], *, source: str) -> N
         raise InputError(f"{source}: {'+'.join(keys)}: duplicate keys ({rows} rows, e.g. {first})")
 
 
+def check_unique_columns(table: pa.Table, *, source: str) -> None:
+    """Reject a table whose header names a column more than once (a duplicated header cell).
+
+    Raises
+    ------
+    InputError
+        ``<source>: <column>: named <n> times in the header (...); keep one column of each name``.
+    """
+    names = table.column_names
+    twice = [name for name in dict.fromkeys(names) if names.count(name) > 1]
+    if twice:
+        counts = ", ".join(f"{name!r} x{names.count(name)}" for name in twice)
+        raise InputError(
+            f"{source}: {twice[0]}: named {names.count(twice[0])} times in the header ({counts}); "
+            "keep one column of each name"
+        )
+
+
+def check_repeated_header(table: pa.Table, *, source: str) -> None:
+    """Reject a CSV table one of whose rows is its own header line again (files concatenated with their headers).
+
+    A row repeats the header when every column holds its own name; such a row can only be read as text, so
+    tables with a non-text column are skipped. Line numbers count the header as line 1.
+
+    Raises
+    ------
+    InputError
+        ``<source>: (header): the header line repeats as line <n> ...; keep only the first header line``.
+    """
+    if table.num_rows == 0 or not all(pa.types.is_string(t) or pa.types.is_large_string(t) for t in table.schema.types):
+        return
+    repeats = pc.equal(table.column(0), table.column_names[0])
+    for index in range(1, table.num_columns):
+        repeats = pc.and_(repeats, pc.equal(table.column(index), table.column_names[index]))
+    rows = np.flatnonzero(pc.fill_null(repeats, False).to_numpy(zero_copy_only=False))
+    if len(rows):
+        raise InputError(
+            f"{source}: (header): the header line repeats as line {rows[0] + 2} ({len(rows)} times in all; files "
+            "concatenated with their headers?); keep only the first header line"
+        )
+
+
+def all_null_judges(verdicts: pa.Table) -> dict[str, int]:
+    """Judges of a conformed verdicts table whose every row has neither a verdict nor a score, with their rows.
+
+    Such a judge adds no vote anywhere: usually a parser that failed on every reply, or a column mapped wrong.
+    """
+    has_vote = pc.or_(pc.is_valid(verdicts.column("verdict")), pc.is_valid(verdicts.column("score")))
+    counts = (
+        pa.table({"judge_id": verdicts.column("judge_id"), "votes": pc.cast(has_vote, pa.int64())})
+        .group_by("judge_id", use_threads=True)
+        .aggregate([("votes", "sum"), ([], "count_all")])
+    )
+    silent = counts.filter(pc.equal(counts.column("votes_sum"), 0)).sort_by("judge_id")
+    return dict(zip(silent.column("judge_id").to_pylist(), silent.column("count_all").to_pylist(), strict=True))
+
+
 def conform_table(
     table: pa.Table,
     name: str,
@@ -196,14 +256,16 @@ def conform_table(
     Raises
     ------
     InputError
-        Empty table, missing required column, unknown column, uncastable values, nulls in a key column, unknown
-        verdict or label categories, non-finite or out-of-range scores, negative token counts, duplicate keys.
+        Empty table, a column named twice, missing required column, unknown column, uncastable values, nulls in a
+        key column, unknown verdict or label categories, non-finite or out-of-range scores, negative token counts,
+        duplicate keys.
     """
     source = source or name
     if name not in TABLES:
         raise InputError(f"{source}: unknown table {name!r}, expected one of {list(TABLES)}")
     if table.num_rows == 0:
         raise InputError(f"{source}: (all columns): empty table (0 rows)")
+    check_unique_columns(table, source=source)
     if name in FREE_TABLES:
         return _conform_free(table, name, source=source, check_keys=check_keys)
     schema = SCHEMAS[name]

@@ -1,11 +1,15 @@
 """Adapter for tables already in the long contract layout: ``verdicts.*``, ``labels.*``, optional ``judges.*`` and
 ``items.*`` in one folder (any fsspec URL).
 
-Each file is CSV (``.csv``, ``.tsv``), JSON lines (``.jsonl``, ``.ndjson``, ``.json``) or Parquet (``.parquet``,
+A table is one file, or a folder of Parquet parts named ``<table>/`` or ``<table>.parquet/`` (as Spark and
+pandas write them): in a folder, names starting with ``_`` or ``.`` (``_SUCCESS``, ``.crc``) are ignored and any
+other non-Parquet entry is refused, by the dataset store's own rule
+(:func:`~judgecal_dist.io.dataset.table_parts`). Each file is CSV (``.csv``, ``.tsv``), JSON lines (``.jsonl``, ``.ndjson``, ``.json``) or Parquet (``.parquet``,
 ``.pq``), optionally compressed (``.gz``, ``.bz2``, ``.xz``, ``.zst``, ... inferred from the suffix). CSV and JSON
 are parsed by pyarrow's multi-threaded readers through fsspec file objects. In CSV every contract column is read
 as text and cast by the validator (so ``item_id`` ``007`` stays ``007`` and a bad value is reported with its
-keys); empty cells are nulls. Columns must be the contract's; there is no renaming.
+keys); empty cells are nulls. Columns must be the contract's; there is no renaming. A header naming a column twice,
+or a CSV header line repeated inside the file (files concatenated with their headers), is refused.
 
 When ``dataset`` is given and a table has no ``dataset`` column, the column is filled with it; when the column
 exists it must hold that name only. ``rows_read`` counts the rows of all files.
@@ -25,8 +29,10 @@ import pyarrow.parquet as pq
 
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.adapters.report import AdapterResult, make_report
+from judgecal_dist.io.dataset import table_parts
 from judgecal_dist.io.filesystem import DECODE_ERRORS, open_fs, open_input, require_exists, strip_compression
 from judgecal_dist.io.schema import SCHEMAS
+from judgecal_dist.io.validate import check_repeated_header, check_unique_columns
 
 __all__ = ["EXTENSIONS", "LONG_TABLES", "read_long", "read_table_file"]
 
@@ -97,22 +103,45 @@ def read_table_file(fs: Any, path: str, table: str, *, url: str | None = None) -
     except (pa.ArrowInvalid, *DECODE_ERRORS) as err:
         what = "empty file" if "Empty" in str(err) else f"cannot read {kind.upper()}"
         raise InputError(f"{url}: (file): {what} ({type(err).__name__}: {err})") from err
+    check_unique_columns(parsed, source=url)
+    if kind in ("csv", "tsv"):
+        check_repeated_header(parsed, source=url)
     return parsed
 
 
-def _find_files(fs: Any, root: str, src: str) -> dict[str, str]:
+def _read_table_folder(fs: Any, path: str, table: str, *, src: str, url: str) -> pa.Table:
+    """The Parquet parts of a table folder, concatenated (a part may lack optional columns others have)."""
+    parts = table_parts(fs, path, url=src, table=posixpath.basename(path.rstrip("/")))
+    if not parts:
+        raise InputError(f"{url}: (folder): no *.parquet parts in the table folder")
+    tables = [read_table_file(fs, part, table, url=f"{url}/{posixpath.basename(part)}") for part in parts]
+    try:
+        return pa.concat_tables(tables, promote_options="default")
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
+        raise InputError(f"{url}: (folder): parts with conflicting column types ({err})") from err
+
+
+def _find_files(fs: Any, root: str, src: str) -> tuple[dict[str, str], set[str]]:
+    """``(table -> file or folder path, the paths that are Parquet table folders)``."""
     found: dict[str, list[str]] = {name: [] for name in LONG_TABLES}
-    for path in sorted(fs.ls(root, detail=False)):
-        base = strip_compression(posixpath.basename(path.rstrip("/")))[0]
-        stem = base.split(".", 1)[0]
-        if stem in found and "." in base:
+    folders = set()
+    for entry in sorted(fs.ls(root, detail=True), key=lambda e: str(e["name"])):
+        path = str(entry["name"]).rstrip("/")
+        base = strip_compression(posixpath.basename(path))[0]
+        stem, _, ext = base.partition(".")
+        if entry["type"] == "directory" and stem in found and ext in ("", "parquet", "pq"):
+            found[stem].append(path)
+            folders.add(path)
+        elif stem in found and ext:
             found[stem].append(path)
     for name, paths in found.items():
         if len(paths) > 1:
             raise InputError(f"{src}: {name}: several files for one table ({[posixpath.basename(p) for p in paths]})")
         if LONG_TABLES[name] and not paths:
-            raise InputError(f"{src}: {name}: no {name}.<csv|jsonl|parquet>[.gz] file in the folder")
-    return {name: paths[0] for name, paths in found.items() if paths}
+            raise InputError(
+                f"{src}: {name}: no {name}.<csv|jsonl|parquet>[.gz] file or {name}/ Parquet folder in the folder"
+            )
+    return {name: paths[0] for name, paths in found.items() if paths}, folders
 
 
 def _with_dataset(table: pa.Table, dataset: str | None, url: str) -> pa.Table:
@@ -147,17 +176,20 @@ def read_long(src: str, *, dataset: str | None = None, storage_options: dict[str
     ------
     InputError
         ``src`` does not exist or lacks a required file; a file is unreadable (see :func:`read_table_file`);
-        a ``dataset`` column disagrees with ``dataset``.
+        a table folder holds a foreign entry or no part; a ``dataset`` column disagrees with ``dataset``.
     """
     fs, root = open_fs(src, storage_options)
     require_exists(fs, root, src)
     if not fs.isdir(root):
         raise InputError(f"{src}: (folder): expected a folder holding verdicts.* and labels.*")
-    files = _find_files(fs, root, src)
+    files, folders = _find_files(fs, root, src)
     urls = {name: fs.unstrip_protocol(path) if "://" in str(src) else path for name, path in files.items()}
     tables: dict[str, pa.Table] = {}
     for name, path in files.items():
-        table = read_table_file(fs, path, name, url=urls[name])
+        if path in folders:
+            table = _read_table_folder(fs, path, name, src=str(src), url=urls[name])
+        else:
+            table = read_table_file(fs, path, name, url=urls[name])
         tables[name] = table if name == "judges" else _with_dataset(table, dataset, urls[name])
     verdicts = tables["verdicts"]
     missing = 0
