@@ -138,17 +138,24 @@ def cli(debug: bool, verbose: bool) -> None:
 @click.option("--format", "fmt", required=True, help="Input format: llmbar, rb2-k8 or long.")
 @click.option("--dataset", default=None, help="Dataset name (default: from the source).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing dataset at DEST.")
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Refuse SRC on any warning (a judge's file absent from some subsets, a judge whose every verdict is "
+    "null) instead of logging it and listing it in the report.",
+)
 @click.argument("src")
 @click.argument("dest")
 @guarded
-def ingest(fmt: str, dataset: str | None, overwrite: bool, src: str, dest: str) -> None:
-    """Validate SRC and write it as an ingested dataset (Parquet tables) at DEST."""
+def ingest(fmt: str, dataset: str | None, overwrite: bool, strict: bool, src: str, dest: str) -> None:
+    """Validate SRC and write it as an ingested dataset (Parquet tables) at DEST; warnings go to the log and the
+    report's ``warnings``."""
     from judgecal_dist.io.ingest import FORMATS
     from judgecal_dist.io.ingest import ingest as run_ingest
 
     if fmt not in FORMATS:
         raise Rejected(f"--format: unknown format {fmt!r}; known: {', '.join(FORMATS)}")
-    report = run_ingest(fmt, src, dest, dataset=dataset, overwrite=overwrite)
+    report = run_ingest(fmt, src, dest, dataset=dataset, overwrite=overwrite, strict=strict)
     click.echo(json.dumps(report, indent=2, default=str))
     click.echo(dest)
 

@@ -16,7 +16,11 @@ subset is named after that folder. Mapping to the contracts:
   missing verdict, stored as null;
 * the final verdicts of an element are those of the **last** element of ``results`` that is an object with
   ``swap = ...`` keys (text elements such as generated metrics come first; ``Swap`` strategies hold two rounds);
-* judges: ``family`` = backbone, ``tier`` = strategy; items: ``subset`` and ``index``.
+* judges: ``family`` = backbone, ``tier`` = strategy; items: ``subset`` and ``index``;
+* a configuration whose ``result.json`` is absent from some subsets has no rows for those items (they are not
+  missing verdicts: the judge never saw them): the report lists each such judge under ``absent_judges`` with
+  ``items_absent`` and ``subsets``, counts the rows under ``absent_verdicts``, and the ingest warns (``--strict``
+  refuses).
 
 The raw ``score_1``/``score_2`` of the ``Rating*`` strategies are not kept (the contract has one score per row).
 ``rows_read`` in the report counts (item, evaluator) records.
@@ -36,7 +40,7 @@ from typing import Any
 import pyarrow as pa
 
 from judgecal_dist.errors import InputError
-from judgecal_dist.io.adapters.report import AdapterResult, make_report
+from judgecal_dist.io.adapters.report import AdapterResult, IngestWarning, make_report
 from judgecal_dist.io.filesystem import open_fs, read_json_file, require_exists
 
 __all__ = ["ORDERS", "read_llmbar"]
@@ -92,6 +96,39 @@ def _labels(fs: Any, path: str, subset: str) -> list[str]:
     return [str(label) for label in labels]
 
 
+def _absent_judges(
+    src: str, labels: dict[str, list[str]], result_files: list[tuple[str, str, str, str]]
+) -> tuple[dict[str, dict[str, Any]], list[IngestWarning]]:
+    """Per judge id, the subsets holding no result file of its configuration and their item count; a warning."""
+    present: dict[tuple[str, str], dict[str, str]] = {}
+    for subset, backbone, strategy, path in result_files:
+        present.setdefault((backbone, strategy), {})[subset] = posixpath.basename(path)
+    absent: dict[str, dict[str, Any]] = {}
+    for (backbone, strategy), files in sorted(present.items()):
+        subsets = [subset for subset in labels if subset not in files]
+        for order in ORDERS if subsets else ():
+            absent[f"{backbone}/{strategy}/{order}"] = {
+                "items_absent": sum(len(labels[subset]) for subset in subsets),
+                "subsets": subsets,
+            }
+    if not absent:
+        return absent, []
+    (backbone, strategy), files = next((key, f) for key, f in sorted(present.items()) if len(f) < len(labels))
+    subset = next(s for s in labels if s not in files)
+    name = f"{subset}/evaluators/{backbone}/{strategy}/{next(iter(files.values()))}"
+    rows = sum(entry["items_absent"] for entry in absent.values())
+    warning = IngestWarning(
+        message=(
+            f"{src}: {name}: not found: judge {backbone}/{strategy} (ab, ba) has no result file in subset {subset}, "
+            f"so its {len(labels[subset])} items there are absent, not missing verdicts ({len(absent)} judge ids "
+            f"absent from some subsets, {rows} verdict rows in all)"
+        ),
+        fix=f"restore {name}, or ingest without --strict to keep these judges with their absent items listed",
+        note="each judge's absent items and subsets are under absent_judges in the report",
+    )
+    return absent, [warning]
+
+
 def read_llmbar(
     src: str, *, dataset: str | None = None, storage_options: dict[str, Any] | None = None
 ) -> AdapterResult:
@@ -110,7 +147,8 @@ def read_llmbar(
     -------
     AdapterResult
         verdicts, labels, judges, items and the report (``subsets``: items per subset, ``evaluators``: count of
-        backbone/strategy configurations).
+        backbone/strategy configurations, ``absent_judges`` and ``absent_verdicts``), with a warning when a
+        configuration's result file is absent from some subsets.
 
     Raises
     ------
@@ -172,6 +210,7 @@ def read_llmbar(
         }
     )
     tables = {"verdicts": verdicts, "labels": label_table, "judges": judges, "items": items}
+    absent, warnings = _absent_judges(src, labels, result_files)
     report = make_report(
         "llmbar",
         src,
@@ -183,5 +222,7 @@ def read_llmbar(
         rejected=[],
         subsets={subset: len(ls) for subset, ls in labels.items()},
         evaluators=len(configs),
+        absent_verdicts=sum(entry["items_absent"] for entry in absent.values()),
+        absent_judges=absent,
     )
-    return AdapterResult(tables=tables, report=report, sources={"verdicts": src, "labels": src})
+    return AdapterResult(tables=tables, report=report, sources={"verdicts": src, "labels": src}, warnings=warnings)

@@ -7,10 +7,37 @@ from typing import Any
 
 import pyarrow as pa
 
-__all__ = ["MAX_LISTED", "AdapterResult", "make_report"]
+__all__ = ["MAX_LISTED", "AdapterResult", "IngestWarning", "make_report"]
 
 #: At most this many rejected rows are listed in a report (all of them are counted).
 MAX_LISTED = 100
+
+
+@dataclass(frozen=True)
+class IngestWarning:
+    """An accident in accepted input: ``judgecal ingest`` logs it and lists it in the report; ``--strict`` refuses.
+
+    Attributes
+    ----------
+    message : str
+        One line, ``<file or URL>: <what>: <what is wrong>`` (the warning, and the start of the refusal).
+    fix : str
+        What to do about it, appended to the refusal.
+    note : str
+        Where the report lists the details, appended to the warning.
+    """
+
+    message: str
+    fix: str
+    note: str = ""
+
+    def warning(self) -> str:
+        """The one-line warning logged and listed in the report."""
+        return f"{self.message}; {self.note}" if self.note else self.message
+
+    def refusal(self) -> str:
+        """The one-line error ``--strict`` raises."""
+        return f"{self.message}; {self.fix} (refused by --strict)"
 
 
 @dataclass
@@ -27,12 +54,15 @@ class AdapterResult:
         The file each table came from, for error messages.
     score_range : (float, float) or None
         Declared range of ``verdicts.score``.
+    warnings : list of IngestWarning
+        Accidents found while reading (e.g. a judge's file absent from some subsets).
     """
 
     tables: dict[str, pa.Table]
     report: dict[str, Any]
     sources: dict[str, str] = field(default_factory=dict)
     score_range: tuple[float, float] | None = None
+    warnings: list[IngestWarning] = field(default_factory=list)
 
 
 def make_report(
