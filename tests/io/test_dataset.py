@@ -156,3 +156,60 @@ def test_s3_roundtrip(s3_bucket, tables):
         write_dataset(f"{s3_bucket}/panels/bad", bad, {})
     fs.invalidate_cache()
     assert not fs.exists(f"{root.rsplit('/', 1)[0]}/bad")
+
+
+def _read_with(reader, url, table, spark=None):
+    """Rows of a stored table through the in-process reader or Spark's (both list parts with table_parts)."""
+    if reader == "arrow":
+        return sorted(read_dataset_table(url, table).to_pylist(), key=str)
+    from judgecal_dist.engine.spark import read_table
+
+    return sorted((row.asDict() for row in read_table(spark, url, table).collect()), key=str)
+
+
+@pytest.fixture(params=["arrow", "spark"])
+def reader(request):
+    """Each reader, with the session it needs (Spark's is started only for its own case)."""
+    if request.param == "spark":
+        pytest.importorskip("pyspark")
+        return request.param, request.getfixturevalue("spark")
+    return request.param, None
+
+
+def test_hidden_entries_of_a_table_folder_are_ignored_by_every_reader(tmp_path, tables, reader):
+    name, session = reader
+    dest = tmp_path / "ds"
+    write_dataset(str(dest), tables, {}, rows_per_part=4)
+    expected = _read_with(name, str(dest), "verdicts", session)
+    # (A .crc beside a real part is not used here: Hadoop's local filesystem would check that part against it.)
+    for hidden in ("_SUCCESS", "_committed_123", ".part-00009.parquet.crc", ".DS_Store"):
+        (dest / "verdicts" / hidden).write_bytes(b"not a part")
+    (dest / "verdicts" / "_temporary").mkdir()
+    assert _read_with(name, str(dest), "verdicts", session) == expected
+    assert len(expected) == 6
+
+
+@pytest.mark.parametrize(
+    ("entry", "pattern"),
+    [
+        ("README.md", r"ds: verdicts: README\.md: a file that is not a Parquet part; a table folder holds only "
+                      r"\*\.parquet parts \(names starting with '_' or '\.' are ignored\): move it out of verdicts/$"),
+        ("verdicts.csv", r"ds: verdicts: verdicts\.csv: a file that is not a Parquet part"),
+        ("dataset=d/", r"ds: verdicts: dataset=d: a folder that is not a Parquet part"),
+        ("part-00002.parquet", r"ds: verdicts: part-00002\.parquet: not a readable Parquet file \(Parquet magic"),
+    ],
+)  # fmt: skip
+def test_a_foreign_or_broken_entry_of_a_table_folder_is_named_by_every_reader(tmp_path, tables, reader, entry, pattern):
+    name, session = reader
+    dest = tmp_path / "ds"
+    write_dataset(str(dest), tables, {}, rows_per_part=4)
+    path = dest / "verdicts" / entry
+    if entry.endswith("/"):
+        path.mkdir()
+    else:  # a part cut short, or a file that is no part at all
+        path.write_bytes((dest / "verdicts" / "part-00000.parquet").read_bytes()[:200] if "part" in entry else b"x")
+    with pytest.raises(InputError, match=pattern):
+        _read_with(name, str(dest), "verdicts", session)
+    if "part" not in entry:  # listing alone names a foreign entry; a broken part is found by its footer
+        with pytest.raises(InputError, match=pattern):
+            dataset_files(str(dest), "verdicts")

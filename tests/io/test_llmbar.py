@@ -53,6 +53,8 @@ def test_counts(llmbar):
                                  "Adversarial/GPTOut": 47, "Adversarial/Manual": 46}  # fmt: skip
     assert report["unparseable_verdicts"] == verdicts["verdict"].isna().sum() > 0
     assert report["rejected_rows"] == 0
+    assert report["absent_judges"] == {} and report["absent_verdicts"] == 0  # every strategy in every subset
+    assert report["warnings"] == [] and report["all_null_judges"] == {}
 
 
 def test_judges_and_items(llmbar):
@@ -127,3 +129,41 @@ def test_single_subset_folder(llmbar_dir, tmp_path):
     assert report["subsets"] == {"Natural": 100}
     labels = read_dataset_table(str(tmp_path / "out"), "labels")["item_id"].to_pylist()
     assert labels[:2] == ["Natural/0", "Natural/1"] and len(labels) == 100
+
+
+def _two_subsets(llmbar_dir, root, strategies=("GPT-4/Vanilla", "GPT-4/Swap", "ChatGPT/Vanilla")):
+    """Natural and Adversarial/GPTOut with a few strategies, copied file by file from the release."""
+    for subset in ("Natural", "Adversarial/GPTOut"):
+        (root / subset).mkdir(parents=True)
+        shutil.copyfile(llmbar_dir / subset / "dataset.json.gz", root / subset / "dataset.json.gz")
+        for strategy in strategies:
+            folder = root / subset / "evaluators" / strategy
+            folder.mkdir(parents=True)
+            shutil.copyfile(llmbar_dir / subset / "evaluators" / strategy / "result.json.gz", folder / "result.json.gz")
+    return root
+
+
+def test_a_strategy_file_absent_from_one_subset_is_reported_and_refused_when_strict(llmbar_dir, tmp_path, caplog):
+    src = _two_subsets(llmbar_dir, tmp_path / "release")
+    (src / "Adversarial/GPTOut/evaluators/GPT-4/Swap/result.json.gz").unlink()
+    with pytest.raises(
+        InputError,
+        match=r"release: Adversarial/GPTOut/evaluators/GPT-4/Swap/result\.json\.gz: not found: judge GPT-4/Swap "
+        r"\(ab, ba\) has no result file in subset Adversarial/GPTOut, so its 47 items there are absent.*"
+        r"restore Adversarial/GPTOut/evaluators/GPT-4/Swap/result\.json\.gz, or ingest without --strict",
+    ):
+        ingest("llmbar", str(src), str(tmp_path / "strict"), strict=True)
+    assert not (tmp_path / "strict").exists()
+
+    report = ingest("llmbar", str(src), str(tmp_path / "out"))
+    gptout = 47  # items of Adversarial/GPTOut (the release's statistics: 47)
+    assert report["absent_judges"] == {
+        f"GPT-4/Swap/{order}": {"items_absent": gptout, "subsets": ["Adversarial/GPTOut"]} for order in ("ab", "ba")
+    }
+    assert report["absent_verdicts"] == 2 * gptout and report["missing_verdicts"] == 0
+    assert "judge GPT-4/Swap (ab, ba) has no result file in subset Adversarial/GPTOut" in caplog.text
+    assert read_report(str(tmp_path / "out"))["absent_judges"] == report["absent_judges"]
+    verdicts = read_dataset_table(str(tmp_path / "out"), "verdicts").to_pandas()
+    rows = verdicts.groupby("judge_id").size()
+    assert rows["GPT-4/Swap/ab"] == 100 and rows["GPT-4/Vanilla/ab"] == 100 + gptout
+    assert len(verdicts) == 2 * (3 * (100 + gptout) - gptout)

@@ -100,6 +100,12 @@ def test_dataset_name_fills_a_missing_column(tmp_path):
         ingest("long", str(_write_folder(tmp_path / "src2", "csv")), str(tmp_path / "out2"), dataset="e")
 
 
+def _parquet_with_names(names):
+    sink = io.BytesIO()
+    pq.write_table(pa.table([pa.array(["x"]) for _ in names], names=names), sink)
+    return sink.getvalue()
+
+
 def _truncated_gzip(text):
     return gzip.compress(text.encode() * 200)[:-40]
 
@@ -141,6 +147,19 @@ def _truncated_gzip(text):
             r"verdicts\.csv: score: cannot cast string to double: values \['high'\]",
         ),
         ({"verdicts.xlsx": "x"}, r"verdicts\.xlsx: \(file\): unknown format"),
+        (
+            {"verdicts.csv": VERDICTS_CSV.replace("verdict,score", "verdict,verdict")},
+            r"verdicts\.csv: verdict: named 2 times in the header \('verdict' x2\); keep one column of each name",
+        ),
+        (
+            {"verdicts.parquet": _parquet_with_names(["dataset", "item_id", "judge_id", "item_id"])},
+            r"verdicts\.parquet: \(file\): cannot read PARQUET \(ArrowInvalid: Multiple matches for "
+            r"FieldRef\.Name\(item_id\) in dataset: string\)$",
+        ),
+        (  # two exports concatenated with `cat`: the second header is line 6 (the header is line 1)
+            {"verdicts.csv": VERDICTS_CSV + VERDICTS_CSV.replace("d,0", "e,0")},
+            r"verdicts\.csv: \(header\): the header line repeats as line 6 \(1 times in all; files concatenated",
+        ),
     ],
 )
 def test_rejections_write_nothing(tmp_path, files, pattern):
@@ -181,3 +200,68 @@ def test_long_folder_on_s3(s3_bucket, tmp_path):
     assert read_dataset_table(f"{s3_bucket}/out", "verdicts").select(list(ROWS[0])).to_pylist() == ROWS
     with pytest.raises(InputError, match=r"s3://.*/nothing: no such file or directory"):
         ingest("long", f"{s3_bucket}/nothing", f"{s3_bucket}/out2")
+
+
+def _parquet_folder(src, name="verdicts.parquet"):
+    """verdicts as a folder the way Spark writes one: two parts (the second without ``score``), _SUCCESS, .crc."""
+    folder = src / name
+    folder.mkdir()
+    table = pq.read_table(io.BytesIO(_csv_to("parquet", VERDICTS_CSV)))
+    pq.write_table(table.slice(0, 2), folder / "part-00000-a.snappy.parquet")
+    pq.write_table(table.slice(2).drop_columns(["score"]), folder / "part-00001-a.snappy.parquet")
+    (folder / "_SUCCESS").write_text("")
+    (folder / ".part-00000-a.snappy.parquet.crc").write_bytes(b"crc")
+    return folder
+
+
+@pytest.mark.parametrize("name", ["verdicts.parquet", "verdicts"])
+def test_parquet_table_folders_read_their_parts_and_skip_hidden_files(tmp_path, name):
+    src = _write_folder(tmp_path / "src", "csv")
+    (src / "verdicts.csv").unlink()
+    _parquet_folder(src, name)
+    report = ingest("long", str(src), str(tmp_path / "out"))
+    got = read_dataset_table(str(tmp_path / "out"), "verdicts").select(list(ROWS[0])).to_pylist()
+    assert got == [dict(row, score=None) if i >= 2 else row for i, row in enumerate(ROWS)]
+    assert report["rows_written"]["verdicts"] == 4 and report["files"]["verdicts"].endswith(name)
+
+
+@pytest.mark.parametrize(
+    ("spoil", "pattern"),
+    [
+        (
+            lambda f: (f / "README.md").write_text("notes"),
+            r"src: verdicts\.parquet: README\.md: a file that is not a Parquet part; a table folder holds only "
+            r"\*\.parquet parts \(names starting with '_' or '\.' are ignored\): move it out of verdicts\.parquet/",
+        ),
+        (lambda f: (f / "old").mkdir(), r"verdicts\.parquet: old: a folder that is not a Parquet part"),
+        (
+            lambda f: [p.unlink() for p in f.glob("part-*")],
+            r"verdicts\.parquet: \(folder\): no \*\.parquet parts in the table folder",
+        ),
+        (
+            lambda f: (f / "part-00001-a.snappy.parquet").write_bytes(b"PAR1 cut short"),
+            r"verdicts\.parquet/part-00001-a\.snappy\.parquet: \(file\): cannot read PARQUET",
+        ),
+    ],
+)
+def test_a_foreign_or_broken_table_folder_is_named_and_nothing_is_written(tmp_path, spoil, pattern):
+    src = _write_folder(tmp_path / "src", "csv")
+    (src / "verdicts.csv").unlink()
+    spoil(_parquet_folder(src))
+    with pytest.raises(InputError, match=pattern):
+        ingest("long", str(src), str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
+
+
+def test_all_null_judges_are_warned_and_refused_when_strict(tmp_path, caplog):
+    silent = VERDICTS_CSV + "d,007,g1,j3,0,,,\nd,008,g1,j3,0,,,\n"
+    src = _write_folder(tmp_path / "src", "csv", verdicts=silent, judges=None)
+    with pytest.raises(InputError, match=r"verdicts\.csv: verdict: 1 judge\(s\) whose every verdict is null.*strict"):
+        ingest("long", str(src), str(tmp_path / "strict"), strict=True)
+    assert not (tmp_path / "strict").exists()
+    report = ingest("long", str(src), str(tmp_path / "out"))
+    assert report["all_null_judges"] == {"j3": 2} and report["missing_verdicts"] == 3
+    assert len(report["warnings"]) == 1 and "['j3']" in report["warnings"][0]
+    assert report["warnings"][0] in caplog.text
+    # A judge with one score and no verdict votes: not silent. A clean table has no warning.
+    assert ingest("long", str(_write_folder(tmp_path / "ok", "csv")), str(tmp_path / "ok-out"))["warnings"] == []

@@ -8,7 +8,7 @@ import pytest
 
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.schema import JUDGES_SCHEMA, LABELS_SCHEMA, VERDICTS_SCHEMA
-from judgecal_dist.io.validate import conform_table, validate_tables
+from judgecal_dist.io.validate import all_null_judges, check_repeated_header, conform_table, validate_tables
 
 
 def _verdicts(**overrides):
@@ -137,3 +137,29 @@ def test_million_rows_are_checked_quickly():
         r"'judge_id': '0', 'sample': 0\}\]\)",
     ):
         conform_table(table, "verdicts")
+
+
+def test_all_null_judges_count_rows_without_verdict_or_score():
+    table = conform_table(
+        _verdicts(judge_id=["j1", "j2", "j3", "j1"], verdict=[None, None, None, "B"]).append_column(
+            "score", pa.array([None, 0.4, None, None], pa.float64())
+        ),
+        "verdicts",
+    )
+    # j1: a vote on i2; j2: no verdict but a score (a vote); j3: one row on i2, no vote.
+    assert all_null_judges(table) == {"j3": 1}
+    silent = conform_table(_verdicts(verdict=[None, "A", None, "B"], judge_id=["j1", "j2", "j1", "j2"]), "verdicts")
+    assert all_null_judges(silent) == {"j1": 2}
+    assert all_null_judges(conform_table(_verdicts(), "verdicts")) == {}
+
+
+def test_a_column_named_twice_and_a_repeated_header_line_are_named():
+    twice = pa.Table.from_arrays([pa.array(["d"]), pa.array(["i"]), pa.array(["j"]), pa.array(["A"]), pa.array(["A"])],
+                                 names=["dataset", "item_id", "judge_id", "verdict", "verdict"])  # fmt: skip
+    with pytest.raises(InputError, match=r"^v\.csv: verdict: named 2 times in the header \('verdict' x2\)"):
+        conform_table(twice, "verdicts", source="v.csv")
+    repeated = pa.table({"item_id": ["i1", "item_id", "i2", "item_id"], "label": ["A", "label", "B", "label"]})
+    with pytest.raises(InputError, match=r"^l\.csv: \(header\): the header line repeats as line 3 \(2 times in all"):
+        check_repeated_header(repeated, source="l.csv")
+    check_repeated_header(pa.table({"item_id": ["item_id"], "n": [1]}), source="typed")  # a number is no header
+    check_repeated_header(pa.table({"item_id": ["item_id", "x"], "label": ["A", "label"]}), source="mixed")

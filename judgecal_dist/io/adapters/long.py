@@ -102,7 +102,8 @@ def read_table_file(fs: Any, path: str, table: str, *, url: str | None = None) -
         parsed.validate(full=True)
     except (pa.ArrowInvalid, *DECODE_ERRORS) as err:
         what = "empty file" if "Empty" in str(err) else f"cannot read {kind.upper()}"
-        raise InputError(f"{url}: (file): {what} ({type(err).__name__}: {err})") from err
+        detail = str(err).strip().splitlines()[0] if str(err).strip() else ""  # one line: Arrow appends schemas
+        raise InputError(f"{url}: (file): {what} ({type(err).__name__}: {detail})") from err
     check_unique_columns(parsed, source=url)
     if kind in ("csv", "tsv"):
         check_repeated_header(parsed, source=url)
