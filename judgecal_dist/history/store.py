@@ -18,14 +18,25 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from judgecal_dist.io.filesystem import has_directories, open_fs
 
-__all__ = ["HISTORY_TABLES", "history_url", "record_run", "read_history", "run_row", "write_bytes_atomic"]
+__all__ = [
+    "HISTORY_TABLES",
+    "history_files",
+    "history_url",
+    "record_run",
+    "read_history",
+    "run_row",
+    "sort_history",
+    "write_bytes_atomic",
+]
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +81,14 @@ def write_bytes_atomic(fs: Any, path: str, data: bytes) -> None:
 
 
 def _write_once(fs: Any, path: str, frame: pd.DataFrame) -> None:
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    # A column that is null in this run (error, calibrator, ...) would be stored with Parquet's null type, which
+    # Spark and the catalog cannot merge with the string the same column holds in other runs: store it as string.
+    for i, field in enumerate(table.schema):
+        if pa.types.is_null(field.type):
+            table = table.set_column(i, pa.field(field.name, pa.string()), table.column(i).cast(pa.string()))
     buffer = io.BytesIO()
-    frame.to_parquet(buffer, index=False)
+    pq.write_table(table, buffer)
     write_bytes_atomic(fs, path, buffer.getvalue())
 
 
@@ -106,7 +123,8 @@ def record_run(
     recorded_at = row["finished"] or row["started"]
     date = str(recorded_at)[:10]
     key = {"run_id": run_id, "recorded_at": recorded_at}
-    frames = {"runs": pd.DataFrame([row | {"recorded_at": recorded_at}])}
+    # wall_seconds is absent from a failed run's manifest: typed, so every run's file has one schema.
+    frames = {"runs": pd.DataFrame([row | {"recorded_at": recorded_at}]).astype({"wall_seconds": "float64"})}
     if summary is not None and not summary.empty:
         frames["results"] = summary.drop(columns=["study", "run_id"], errors="ignore").assign(**key)
     if judges is not None and not judges.empty:
@@ -121,27 +139,62 @@ def record_run(
     return written
 
 
-def read_history(
+def history_files(
     output: str, table: str, *, study: str | None = None, storage_options: Mapping[str, Any] | None = None
-) -> pd.DataFrame:
-    """The rows of history ``table`` (one of :data:`HISTORY_TABLES`), latest attempt per run id, with ``study``, ``date``.
-
-    Returns an empty frame when there is no history yet. Sorted by ``recorded_at``.
-    """
+) -> list[tuple[str, str, str]]:
+    """``(path, study, date)`` of every committed file of history ``table`` (no temporary file), sorted by path."""
     if table not in HISTORY_TABLES:
         raise ValueError(f"table: must be one of {HISTORY_TABLES}, got {table!r}")
     fs, root = open_fs(history_url(output), dict(storage_options or {}))
-    pattern = f"{root}/{table}/study={study or '*'}/date=*/*.parquet"
-    frames = []
-    for path in sorted(fs.glob(pattern)):
-        found = _PARTITION.search(path)
-        if found is None or path.rsplit("/", 1)[-1].startswith("_tmp-"):
+    found = []
+    for path in sorted(fs.glob(f"{root}/{table}/study={study or '*'}/date=*/*.parquet")):
+        match = _PARTITION.search(path)
+        if match is not None and not path.rsplit("/", 1)[-1].startswith("_tmp-"):
+            found.append((path, match["study"], match["date"]))
+    return found
+
+
+def read_history(
+    output: str,
+    table: str,
+    *,
+    study: str | None = None,
+    run_ids: Collection[str] | None = None,
+    judge_ids: Collection[str] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> pd.DataFrame:
+    """The rows of history ``table`` (one of :data:`HISTORY_TABLES`), latest attempt per run id, with ``study``, ``date``.
+
+    ``run_ids`` reads only those runs' files (a run's files are named after it, so every attempt is still seen);
+    ``judge_ids`` keeps only those judges' rows. Returns an empty frame when nothing matches. In
+    :func:`sort_history` order.
+    """
+    fs, _ = open_fs(history_url(output), dict(storage_options or {}))
+    wanted = None if run_ids is None else {f"{run_id}.parquet" for run_id in run_ids}
+    parts = []
+    for path, study_value, date in history_files(output, table, study=study, storage_options=storage_options):
+        if wanted is not None and path.rsplit("/", 1)[-1] not in wanted:
             continue
         with fs.open(path, "rb") as fh:
-            frames.append(pd.read_parquet(fh).assign(study=found["study"], date=found["date"]))
-    if not frames:
+            part = pq.read_table(fh)
+        n = part.num_rows
+        parts.append(
+            part.append_column("study", pa.array([study_value] * n)).append_column("date", pa.array([date] * n))
+        )
+    if not parts:
         return pd.DataFrame()
-    rows = pd.concat(frames, ignore_index=True)
-    latest = rows.groupby(["study", "run_id"])["recorded_at"].transform("max")
-    rows = rows[rows["recorded_at"] == latest]
-    return rows.sort_values(["recorded_at", "run_id"], kind="stable").reset_index(drop=True)
+    # One Arrow concatenation (columns a run lacks become null) and one conversion, not one frame per file.
+    rows = pa.concat_tables(parts, promote_options="permissive").to_pandas()
+    rows = rows[rows["recorded_at"] == rows.groupby(["study", "run_id"])["recorded_at"].transform("max")]
+    if judge_ids is not None:
+        rows = rows[rows["judge_id"].isin(list(judge_ids))]
+    return sort_history(rows) if not rows.empty else pd.DataFrame()
+
+
+def sort_history(rows: pd.DataFrame) -> pd.DataFrame:
+    """History rows oldest run first (``recorded_at``, ``run_id``), then by ``judge_id`` where the table has it.
+
+    The one order of both readers (pandas here, Spark in :mod:`judgecal_dist.history.spark_history`).
+    """
+    keys = ["recorded_at", "run_id", *(["judge_id"] if "judge_id" in rows.columns else [])]
+    return rows.sort_values(keys, kind="stable").reset_index(drop=True)
