@@ -125,6 +125,24 @@ set_option = click.option(
 )
 
 
+drift_conf_option = click.option(
+    "--drift-conf",
+    "drift_conf",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Drift thresholds YAML (see conf/drift.yaml: baseline, alpha, method, min_change, ci_level, measures); "
+    "options given here override it.",
+)
+then_option = click.option(
+    "--then",
+    "then",
+    type=click.Choice(["drift"]),
+    default=None,
+    help="After a successful run, run `judgecal drift` on it (thresholds from --drift-conf) and exit with "
+    "drift's code: 0 no flag, 3 a flag. For one cron line: --run-id nightly-{date} --then drift.",
+)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
@@ -214,6 +232,8 @@ def generate(
 @ray_option
 @conf_option
 @click.option("--serial", is_flag=True, help="Run replicates in this process instead of on Ray (debugging).")
+@then_option
+@drift_conf_option
 @guarded
 def run(
     config: Path,
@@ -223,18 +243,31 @@ def run(
     ray_address: str | None,
     conf_path: Path | None,
     serial: bool,
+    then: str | None,
+    drift_conf: Path | None,
 ) -> None:
-    """Run the study in CONFIG and print its summary and, last, its results URL."""
+    """Run the study in CONFIG and print its summary and, last, its results URL.
+
+    With --then drift the run's judges are then compared with its baseline in <output>/history (the drift
+    report's folder is printed last) and the exit code is drift's: 0 no flag, 3 a flag.
+    """
     from judgecal_dist.config import load_engine_config
     from judgecal_dist.engine.store import RunStore
+    from judgecal_dist.history.drift_config import load_drift_config
     from judgecal_dist.studies.runner import execute, prepare
 
     study = prepare(config, overrides, run_id=run_id)  # the run id's syntax too, before anything is read
     engine = load_engine_config(conf_path, {"ray_address": ray_address})
+    baseline, settings = load_drift_config(drift_conf)  # checked before the run, even without --then
     url = execute(study, engine, output=output, serial=serial)
     summary = RunStore(url, storage_options=dict(engine.storage_options)).read_table("summary.parquet")
     click.echo(_table_preview(summary))
     click.echo(url)
+    if then == "drift":
+        root, name, done = url.rsplit("/", 2)
+        code = _drift_check(root, engine, settings, baseline=baseline, study=name, current=done)
+        if code:
+            sys.exit(code)
 
 
 def _table_preview(summary: Any, max_rows: int = 10, max_metrics: int = 5) -> str:
@@ -343,6 +376,8 @@ def status(run_url: str) -> None:
 @output_option
 @conf_option
 @click.option("--follow", is_flag=True, help="Stream the job's logs until it ends; exit 1 unless it succeeded.")
+@then_option
+@drift_conf_option
 @guarded
 def submit(
     config: Path,
@@ -352,14 +387,19 @@ def submit(
     output: str | None,
     conf_path: Path | None,
     follow: bool,
+    then: str | None,
+    drift_conf: Path | None,
 ) -> None:
     """Submit the study in CONFIG to a Ray cluster as a job; print the job id last (a repeat reports the job).
 
     The run id is the job's submission id: ``{date}``/``{time}`` are filled now; the default id fingerprints the
-    inputs here (so they must be reachable), exactly as ``judgecal run`` would.
+    inputs here (so they must be reachable), exactly as ``judgecal run`` would. --then drift follows the job
+    and, once it succeeded, compares its judges with their baseline from here (the results root must be
+    reachable here) and exits with drift's code.
     """
     from judgecal_dist.config import load_engine_config
     from judgecal_dist.engine.submit import check_shippable, follow_job, job_client, submit_study
+    from judgecal_dist.history.drift_config import load_drift_config
     from judgecal_dist.studies.runner import identify, prepare
 
     if not ray_address:
@@ -367,6 +407,8 @@ def submit(
     engine = load_engine_config(conf_path)
     run = prepare(config, overrides, run_id=run_id)
     check_shippable(engine, run.values, str(conf_path or "engine settings"))  # before the cluster is contacted
+    baseline, settings = load_drift_config(drift_conf)
+    follow = follow or then == "drift"  # the check needs the finished run
     try:
         run = identify(run, engine.storage_options, fingerprint=run_id is None)
     except InputError as err:
@@ -384,6 +426,11 @@ def submit(
         if final != "SUCCEEDED":
             raise Failed(f"job {sub.job_id} ended {final}; see its logs above (rerun submit to resume)")
     click.echo(sub.job_id)
+    if then == "drift":
+        root = sub.results_url.rsplit("/", 2)[0]
+        code = _drift_check(root, engine, settings, baseline=baseline, study=sub.study, current=sub.run_id)
+        if code:
+            sys.exit(code)
 
 
 @cli.command()
@@ -447,32 +494,41 @@ def score(
 @click.option("--study", default=None, help="Study to compare (default: the only one in the history).")
 @click.option(
     "--baseline",
-    default="previous",
-    show_default=True,
-    help="previous (the run before --current), window:N (the N runs before it, counts pooled) or a run id.",
+    default=None,
+    help="previous (the run before --current; default), window:N (the N runs before it, counts pooled) or a run id.",
 )
 @click.option("--current", default=None, help="Run id to check (default: the latest succeeded run).")
-@click.option("--alpha", type=float, default=0.05, show_default=True, help="Level of the adjusted tests.")
+@click.option("--alpha", type=float, default=None, help="Level of the adjusted tests (default 0.05).")
 @click.option(
     "--method",
     type=click.Choice(["holm", "fdr_bh"]),
-    default="holm",
-    show_default=True,
-    help="Multiplicity control across judges x measures: Holm (family-wise) or Benjamini-Hochberg (FDR).",
+    default=None,
+    help="Multiplicity control across judges x measures: Holm (family-wise; default) or Benjamini-Hochberg (FDR).",
 )
-@click.option("--min-change", type=float, default=0.02, show_default=True, help="Smallest change that is flagged.")
+@click.option("--min-change", type=float, default=None, help="Smallest change that is flagged (default 0.02).")
 @click.option("--report", "report_url", default=None, help="Report folder (default: <output>/drift/<study>/<current>).")
+@click.option(
+    "--engine",
+    "history_engine",
+    type=click.Choice(["auto", "spark", "local"]),
+    default=None,
+    help="Read the history in memory or through Spark (default: auto, Spark above history_local_max_runs runs); "
+    "the comparison is the same.",
+)
+@drift_conf_option
 @conf_option
 @guarded
 def drift(
     output: str,
     study: str | None,
-    baseline: str,
+    baseline: str | None,
     current: str | None,
-    alpha: float,
-    method: str,
-    min_change: float,
+    alpha: float | None,
+    method: str | None,
+    min_change: float | None,
     report_url: str | None,
+    history_engine: str | None,
+    drift_conf: Path | None,
     conf_path: Path | None,
 ) -> None:
     """Compare each judge of a run with its baseline in <output>/history; write report.md and drift.json.
@@ -482,21 +538,33 @@ def drift(
     was raised (a judge changed, is new or vanished), 2 a rejected setting or history, 1 a failure.
     """
     from judgecal_dist.config import load_engine_config
-    from judgecal_dist.history.drift import DriftSettings, detect_drift
+    from judgecal_dist.history.drift_config import load_drift_config
+
+    overrides = {"baseline": baseline, "alpha": alpha, "method": method, "min_change": min_change}
+    chosen, settings = load_drift_config(drift_conf, overrides)  # before anything is read
+    engine = load_engine_config(conf_path, {"stats_engine": history_engine})
+    code = _drift_check(output, engine, settings, baseline=chosen, study=study, current=current, report=report_url)
+    if code:
+        sys.exit(code)
+
+
+def _drift_check(
+    output: str,
+    engine: Any,
+    settings: Any,
+    *,
+    baseline: str,
+    study: str | None = None,
+    current: str | None = None,
+    report: str | None = None,
+) -> int:
+    """Run the drift comparison, write its report, print the flags and the report folder; return the exit code."""
+    from judgecal_dist.history.drift import detect_drift
     from judgecal_dist.history.drift_report import write_drift_report
 
-    settings = DriftSettings(alpha=alpha, method=method, min_change=min_change).check()  # before anything is read
-    engine = load_engine_config(conf_path)
-    comparison = detect_drift(
-        output,
-        study=study,
-        baseline=baseline,
-        current=current,
-        settings=settings,
-        storage_options=engine.storage_options,
-    )
-    dest = report_url or f"{output.rstrip('/')}/drift/{comparison.study}/{comparison.current}"
-    write_drift_report(comparison, output, dest, storage_options=engine.storage_options)
+    comparison = detect_drift(output, study=study, baseline=baseline, current=current, settings=settings, config=engine)
+    dest = report or f"{output.rstrip('/')}/drift/{comparison.study}/{comparison.current}"
+    write_drift_report(comparison, dest, storage_options=engine.storage_options)
     for row in comparison.flagged.to_dict("records"):
         click.echo(
             f"FLAG {row['judge_id']} {row['measure']}: {row['kind']} ({row['baseline']:.3f} -> {row['current']:.3f})"
@@ -508,8 +576,7 @@ def drift(
     if not comparison.baseline:
         click.echo(f"{comparison.study} {comparison.current}: no baseline run yet, nothing compared")
     click.echo(dest)
-    if comparison.raised:
-        sys.exit(ExitCode.DRIFT)
+    return int(ExitCode.DRIFT) if comparison.raised else int(ExitCode.OK)
 
 
 def main() -> None:

@@ -121,11 +121,15 @@ class EngineConfig:
     output: str = "./results"
     stats_engine: str = "auto"
     local_max_rows: int = 5_000_000
+    # judgecal drift reads a history of up to this many recorded runs in memory, a larger one through Spark.
+    history_local_max_runs: int = 2_000
     storage_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.stats_engine not in ("auto", "spark", "local"):
             raise ConfigError(f"engine: stats_engine: must be auto, spark or local, got {self.stats_engine!r}")
+        if self.history_local_max_runs < 0:
+            raise ConfigError(f"engine: history_local_max_runs: must be >= 0, got {self.history_local_max_runs}")
 
 
 def load_engine_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> EngineConfig:

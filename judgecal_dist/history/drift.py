@@ -24,9 +24,11 @@ References
 from __future__ import annotations
 
 import dataclasses
+import functools
+import logging
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -34,11 +36,24 @@ import pandas as pd
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import confint_proportions_2indep, test_proportions_2indep
 
+from judgecal_dist.config import EngineConfig
+from judgecal_dist.engine.stats import ENGINES
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.history.judges import MEASURES
-from judgecal_dist.history.store import history_url, read_history
+from judgecal_dist.history.store import history_files, history_url, read_history
 
-__all__ = ["DriftSettings", "Comparison", "select_runs", "compare_judges", "panel_shift", "detect_drift"]
+__all__ = [
+    "DriftSettings",
+    "Comparison",
+    "check_baseline",
+    "select_runs",
+    "compare_judges",
+    "panel_shift",
+    "choose_history_engine",
+    "detect_drift",
+]
+
+log = logging.getLogger(__name__)
 
 _WINDOW = re.compile(r"window:(\d+)")
 #: How a flagged change is named, by measure and direction.
@@ -99,7 +114,10 @@ class DriftSettings:
 
 @dataclasses.dataclass
 class Comparison:
-    """One drift comparison: the runs compared, per judge x measure changes, judge set changes and panel shift."""
+    """One drift comparison: the runs compared, per judge x measure changes, judge set changes and panel shift.
+
+    ``series`` holds the flagged judges' history rows over all runs of the study (for the report's figures).
+    """
 
     study: str
     current: str
@@ -109,6 +127,7 @@ class Comparison:
     vanished_judges: list[str]
     panel: pd.DataFrame
     settings: DriftSettings
+    series: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
 
     @property
     def flagged(self) -> pd.DataFrame:
@@ -134,6 +153,18 @@ def _study_of(runs: pd.DataFrame, study: str | None, where: str) -> str:
     return study
 
 
+def check_baseline(baseline: str, *, source: str = "--baseline") -> int:
+    """The window size of ``window:N`` (0 for ``previous`` or a run id); a malformed window is a ConfigError."""
+    window = _WINDOW.fullmatch(baseline)
+    if window and int(window.group(1)) >= 1:
+        return int(window.group(1))
+    if window:
+        raise ConfigError(f"{source}: window size must be at least 1, got {baseline!r}")
+    if baseline.startswith("window:") or not baseline.strip():
+        raise ConfigError(f"{source}: {baseline!r} is not previous, window:N with N a positive integer, or a run id")
+    return 0
+
+
 def select_runs(runs: pd.DataFrame, *, current: str | None, baseline: str, where: str) -> tuple[str, list[str]]:
     """(current run id, baseline run ids) among the succeeded ``runs`` of one study, oldest first.
 
@@ -148,16 +179,11 @@ def select_runs(runs: pd.DataFrame, *, current: str | None, baseline: str, where
     if current not in ids:
         raise ConfigError(f"--current: run {current!r} is not a succeeded run in {where}; known: {', '.join(ids[-5:])}")
     before = ids[: ids.index(current)]
-    window = _WINDOW.fullmatch(baseline)
+    size = check_baseline(baseline)
     if baseline == "previous":
         return current, before[-1:]
-    if window:
-        size = int(window.group(1))
-        if size < 1:
-            raise ConfigError(f"--baseline: window size must be at least 1, got {baseline!r}")
+    if size:
         return current, before[-size:]
-    if baseline.startswith("window:"):
-        raise ConfigError(f"--baseline: {baseline!r} is not window:N with N a positive integer")
     if baseline not in ids or baseline == current:
         raise ConfigError(f"--baseline: run {baseline!r} is not another succeeded run in {where}; or use previous")
     return current, [baseline]
@@ -223,13 +249,42 @@ def panel_shift(results: pd.DataFrame, current: str, baseline: list[str]) -> pd.
     if results.empty or not metrics:
         return pd.DataFrame()
     skip = {"run_id", "recorded_at", "study", "date", "dataset"}
-    keys = [c for c in results.columns if results[c].dtype == object and c not in skip]
+    # Sorted: both history readers give the same columns, not necessarily in the same order.
+    keys = sorted(c for c in results.columns if results[c].dtype == object and c not in skip)
     now = results[results["run_id"] == current].set_index(keys)[metrics]
     before = results[results["run_id"].isin(baseline)].groupby(keys)[metrics].mean()
     both = now.join(before, how="inner", lsuffix="_current", rsuffix="_baseline")
     for m in metrics:
         both[f"{m}_change"] = both[f"{m}_current"] - both[f"{m}_baseline"]
-    return both.reset_index()
+    both = both.reset_index()
+    return both.sort_values(keys, kind="stable").reset_index(drop=True) if keys else both
+
+
+def choose_history_engine(
+    output: str, study: str | None, engine: str | None, config: EngineConfig, storage_options: Mapping[str, Any]
+) -> str:
+    """``"spark"`` or ``"local"`` to read the history of ``study``: ``auto`` reads through Spark above
+    ``config.history_local_max_runs`` recorded runs (files of ``history/judges``), in memory up to it."""
+    engine = engine or config.stats_engine
+    if engine not in ENGINES:
+        raise ConfigError(f"--engine: must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if engine != "auto":
+        return engine
+    runs = len(history_files(output, "judges", study=study, storage_options=storage_options))
+    chosen = "local" if runs <= config.history_local_max_runs else "spark"
+    log.info("history engine: %s (auto: %d runs, in memory up to %d)", chosen, runs, config.history_local_max_runs)
+    return chosen
+
+
+def _reader(engine: str, output: str, config: EngineConfig, options: Mapping[str, Any]) -> Callable[..., pd.DataFrame]:
+    """``read(table, study=..., run_ids=..., judge_ids=...)`` on the chosen engine; both give equal frames."""
+    if engine == "local":
+        return functools.partial(read_history, output, storage_options=options)
+    from judgecal_dist.engine.spark import get_session
+    from judgecal_dist.history.spark_history import read_history_spark
+
+    spark = get_session(master=config.spark_master, conf=dict(config.spark_conf))
+    return functools.partial(read_history_spark, spark, output)
 
 
 def detect_drift(
@@ -240,27 +295,39 @@ def detect_drift(
     current: str | None = None,
     settings: DriftSettings | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    engine: str | None = None,
+    config: EngineConfig | None = None,
 ) -> Comparison:
     """Compare the current run of ``study`` in ``<output>/history`` with its baseline (see the module docstring).
+
+    ``engine`` (default ``config.stats_engine``) reads the history in memory (``local``), through Spark
+    (``spark``) or by its size (``auto``, see :func:`choose_history_engine`); the comparison is the same. Only the
+    runs table and the compared runs' files are read, plus the flagged judges' rows over all runs (the figures).
 
     Raises
     ------
     ConfigError
-        A setting out of range, an unknown study or run id, several studies and no ``study``.
+        A setting out of range, an unknown study or run id, several studies and no ``study``, an unknown engine.
     InputError
         No history, or no succeeded run in it.
     """
     settings = (settings or DriftSettings()).check()
+    config = config or EngineConfig()
+    options = dict(config.storage_options if storage_options is None else storage_options)
     where = history_url(output)
-    runs = read_history(output, "runs", study=None, storage_options=storage_options)
-    if runs.empty:
+    if not history_files(output, "runs", storage_options=options):
         raise InputError(f"{where}: no run history (run a study with --output {output} first)")
+    read = _reader(choose_history_engine(output, study, engine, config, options), output, config, options)
+    runs = read("runs")
     study = _study_of(runs, study, where)
     current, before = select_runs(runs[runs["study"] == study], current=current, baseline=baseline, where=where)
-    judges = read_history(output, "judges", study=study, storage_options=storage_options)
-    results = read_history(output, "results", study=study, storage_options=storage_options)
+    judges = read("judges", study=study, run_ids=[current, *before])
     if not before or judges.empty:
         empty = pd.DataFrame(columns=["judge_id", "measure", "flag"]).astype({"flag": bool})
         return Comparison(study, current, before, empty, [], [], pd.DataFrame(), settings)
     changes, new, vanished = compare_judges(judges, current, before, settings)
-    return Comparison(study, current, before, changes, new, vanished, panel_shift(results, current, before), settings)
+    results = read("results", study=study, run_ids=[current, *before])
+    flagged = sorted(set(changes.loc[changes["flag"], "judge_id"])) if not changes.empty else []
+    series = read("judges", study=study, judge_ids=flagged) if flagged else pd.DataFrame()
+    panel = panel_shift(results, current, before)
+    return Comparison(study, current, before, changes, new, vanished, panel, settings, series)

@@ -14,16 +14,11 @@ import pandas as pd  # noqa: E402
 
 from judgecal_dist.history.drift import Comparison  # noqa: E402
 from judgecal_dist.history.judges import MEASURES  # noqa: E402
-from judgecal_dist.history.store import read_history, write_bytes_atomic  # noqa: E402
+from judgecal_dist.history.store import write_bytes_atomic  # noqa: E402
 from judgecal_dist.io.filesystem import open_fs  # noqa: E402
 from judgecal_dist.io.records import to_json  # noqa: E402
 
 __all__ = ["drift_document", "render_markdown", "judge_figure", "write_drift_report"]
-
-_SPARK_NOTE = (
-    "The history is read with pandas + pyarrow (one small file per run and table); a Spark path for histories "
-    "too large for memory is not built yet."
-)
 
 
 def drift_document(comparison: Comparison) -> dict[str, Any]:
@@ -76,8 +71,6 @@ def render_markdown(comparison: Comparison, figures: Mapping[str, str]) -> str:
         f"pooled over its runs) and the current run, with a {s.ci_level:.0%} Newcombe interval and a two-sided score "
         f"test; p-values adjusted across all {len(c.changes)} judge x measure tests ({s.method}); a flag needs an "
         f"adjusted p <= {s.alpha} and a change of at least {s.min_change}.",
-        "",
-        _SPARK_NOTE,
         "",
     ]
     if figures:
@@ -134,19 +127,16 @@ def judge_figure(
     return buffer.getvalue()
 
 
-def write_drift_report(
-    comparison: Comparison, output: str, dest: str, *, storage_options: Mapping[str, Any] | None = None
-) -> str:
+def write_drift_report(comparison: Comparison, dest: str, *, storage_options: Mapping[str, Any] | None = None) -> str:
     """Write ``report.md``, ``drift.json`` and ``figures/<judge>.png`` (flagged judges) under ``dest``; return it."""
     options = dict(storage_options or {})
     fs, root = open_fs(dest, options)
     figures: dict[str, str] = {}
     if len(comparison.flagged):
-        history = read_history(output, "judges", study=comparison.study, storage_options=options)
         measures = list(comparison.settings.measures)
         for judge, rows in comparison.flagged.groupby("judge_id", sort=True):
             png = judge_figure(
-                history, str(judge), set(rows["measure"]), comparison.current, comparison.baseline, measures
+                comparison.series, str(judge), set(rows["measure"]), comparison.current, comparison.baseline, measures
             )
             write_bytes_atomic(fs, f"{root}/figures/{judge}.png", png)
             figures[str(judge)] = f"figures/{judge}.png"
