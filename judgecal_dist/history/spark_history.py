@@ -1,7 +1,8 @@
 """The history tables read through Spark, for histories too large for one process (``judgecal drift --engine``).
 
 Gives exactly the rows and types of :func:`judgecal_dist.history.store.read_history`: the latest attempt of each
-run id, ``study`` and ``date`` from the Hive partition path as strings, in :func:`~judgecal_dist.history.store.sort_history` order.
+run id, ``study`` and ``date`` from the Hive partition path as strings, in
+:func:`~judgecal_dist.history.store.sort_history` order.
 Spark scans, deduplicates and filters; only the rows asked for come back (through Arrow, so the column types are
 those a pandas read of the same Parquet files gives).
 """
@@ -16,15 +17,15 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from judgecal_dist.engine.spark import spark_url
-from judgecal_dist.history.store import TABLES, history_url, sort_history
+from judgecal_dist.history.store import HISTORY_TABLES, history_url, sort_history
 
 __all__ = ["history_frame", "read_history_spark"]
 
 
 def history_frame(spark: SparkSession, output: str, table: str, *, study: str | None = None) -> DataFrame | None:
     """History ``table`` as a DataFrame (latest attempt per run id), or None when it holds no file yet."""
-    if table not in TABLES:
-        raise ValueError(f"table: must be one of {TABLES}, got {table!r}")
+    if table not in HISTORY_TABLES:
+        raise ValueError(f"table: must be one of {HISTORY_TABLES}, got {table!r}")
     base = spark_url(f"{history_url(output)}/{table}")
     path = f"{base}/study={study}" if study else base
     try:

@@ -163,7 +163,7 @@ def read_history(
     judge_ids: Collection[str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
-    """The rows of history ``table`` (one of :data:`HISTORY_TABLES`), latest attempt per run id, with ``study``, ``date``.
+    """Rows of history ``table`` (one of :data:`HISTORY_TABLES`), latest attempt per run id, with ``study``, ``date``.
 
     ``run_ids`` reads only those runs' files (a run's files are named after it, so every attempt is still seen);
     ``judge_ids`` keeps only those judges' rows. Returns an empty frame when nothing matches. In
