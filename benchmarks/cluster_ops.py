@@ -28,8 +28,13 @@ sys.path.insert(0, str(ROOT))
 from tests.cluster_support import start_ray_head  # noqa: E402 - the same loopback cluster the tests use
 
 CONFIG = ROOT / "conf" / "studies" / "inclusion.yaml"
-FAST = ["aggregators=[majority, one_coin]", "calibrators=[none, platt]", "panels=[all, top3]",
-        "permutation_resamples=200", "conformal_alphas=[0.2]"]  # fmt: skip
+FAST = [
+    "aggregators=[majority, one_coin]",
+    "calibrators=[none, platt]",
+    "panels=[all, top3]",
+    "permutation_resamples=200",
+    "conformal_alphas=[0.2]",
+]
 ENV = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_ADDRESS="")
 
 
@@ -92,7 +97,7 @@ def main() -> None:
                         f"{out}/submit",
                         "--follow",
                     )
-                )  # fmt: skip
+                )
             )
             cluster = _cli("run", str(CONFIG), *_sets(args), "--ray-address", head.gcs, "--output")
             times["cluster run"].append(_timed([*cluster, f"{out}/cluster"]))
@@ -110,10 +115,14 @@ def main() -> None:
     for name, value in med.items():
         print(f"  {name:<16} {value:7.2f} s   (runs: {', '.join(f'{t:.2f}' for t in times[name])})")
     print(f"submission overhead: submit --follow / local run = {med['submit --follow'] / med['local run']:.2f}x")
-    print(f"  (a local run starts its own Ray; against a driver on the running cluster: submit --follow / cluster "
-          f"run = {med['submit --follow'] / med['cluster run']:.2f}x)")  # fmt: skip
-    print(f"recovery: worker killed / undisturbed cluster run = {med['worker killed'] / med['cluster run']:.2f}x "
-          f"(+{med['worker killed'] - med['cluster run']:.2f} s)")  # fmt: skip
+    print(
+        f"  (a local run starts its own Ray; against a driver on the running cluster: submit --follow / cluster "
+        f"run = {med['submit --follow'] / med['cluster run']:.2f}x)"
+    )
+    print(
+        f"recovery: worker killed / undisturbed cluster run = {med['worker killed'] / med['cluster run']:.2f}x "
+        f"(+{med['worker killed'] - med['cluster run']:.2f} s)"
+    )
 
 
 if __name__ == "__main__":

@@ -48,8 +48,8 @@ def child(execution: str, url: str, replicates: int, cache: str) -> None:
 
 
 def measure(execution: str, url: str, args: argparse.Namespace) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "benchmarks.dense_vs_onepass", "--child", execution, "--data", url,
-           "--replicates", str(args.replicates), "--cache", args.cache]  # fmt: skip
+    cmd = [sys.executable, "-m", "benchmarks.dense_vs_onepass", "--child", execution, "--data", url]
+    cmd += ["--replicates", str(args.replicates), "--cache", args.cache]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     if proc.returncode or not lines:
@@ -69,25 +69,32 @@ def main(argv: list[str] | None = None) -> None:
     if args.child:
         return child(args.child, args.data, args.replicates, args.cache)
     Path(args.cache).mkdir(parents=True, exist_ok=True)
-    print(f"{'items':>8} {'verdicts':>10} | {'dense s/rep':>11} {'driver MB':>9} {'workers MB':>10} | "
-          f"{'1-pass s/rep':>12} {'driver MB':>9} {'workers MB':>10} | {'1-pass/dense':>12}", flush=True)  # fmt: skip
+    print(
+        f"{'items':>8} {'verdicts':>10} | {'dense s/rep':>11} {'driver MB':>9} {'workers MB':>10} | "
+        f"{'1-pass s/rep':>12} {'driver MB':>9} {'workers MB':>10} | {'1-pass/dense':>12}",
+        flush=True,
+    )
     threshold = None
     last = None
     for n in (int(s) for s in args.sizes.split(",")):
         url = ensure_table(Path(args.cache), n, "full")
         dense, onepass = measure("dense", url, args), measure("onepass", url, args)
         per_d, per_o = dense["wall"] / args.replicates, onepass["wall"] / args.replicates
-        print(f"{n:>8} {n * N_JUDGES:>10} | {per_d:>11.3f} {dense['driver_mb']:>9.0f} {dense['workers_mb']:>10.0f} | "
-              f"{per_o:>12.3f} {onepass['driver_mb']:>9.0f} {onepass['workers_mb']:>10.0f} | {per_o / per_d:>12.2f}",
-              flush=True)  # fmt: skip
+        print(
+            f"{n:>8} {n * N_JUDGES:>10} | {per_d:>11.3f} {dense['driver_mb']:>9.0f} {dense['workers_mb']:>10.0f} | "
+            f"{per_o:>12.3f} {onepass['driver_mb']:>9.0f} {onepass['workers_mb']:>10.0f} | {per_o / per_d:>12.2f}",
+            flush=True,
+        )
         if threshold is None and (per_o <= per_d or dense["driver_mb"] > args.driver_budget_mb):
             threshold = n * N_JUDGES
         last = (n * N_JUDGES, dense["driver_mb"])
     if threshold is None and last:
         rows, mb = last  # dense driver memory grows linearly in verdict rows: where does it reach the budget?
         threshold = int(rows * args.driver_budget_mb / mb)
-        print(f"one-pass never faster per replicate here; dense driver reaches {args.driver_budget_mb:.0f} MB at "
-              f"~{threshold:,} verdict rows (linear in the {rows:,}-row run)")  # fmt: skip
+        print(
+            f"one-pass never faster per replicate here; dense driver reaches {args.driver_budget_mb:.0f} MB at "
+            f"~{threshold:,} verdict rows (linear in the {rows:,}-row run)"
+        )
     print(f"dense_max_verdicts = {threshold}")
 
 

@@ -94,9 +94,14 @@ def main() -> None:
 
     def scipy_one() -> Any:
         return permutation_test(
-            (splits[0],), paired_t, permutation_type="samples", vectorized=True, n_resamples=B,
-            alternative="two-sided", rng=np.random.default_rng(4),
-        )  # fmt: skip
+            (splits[0],),
+            paired_t,
+            permutation_type="samples",
+            vectorized=True,
+            n_resamples=B,
+            alternative="two-sided",
+            rng=np.random.default_rng(4),
+        )
 
     t_scipy, _ = best_of(args.repeats, scipy_one)
     per_split = t_many / args.splits

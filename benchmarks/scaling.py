@@ -60,8 +60,15 @@ def ensure_model(cache: Path, url: str) -> str:
     from judgecal_dist.config import EngineConfig
     from judgecal_dist.studies.runner import execute, prepare
 
-    overrides = [f"data={url}", "replicates=2", "aggregators=[one_coin]", "calibrators=[beta]", "panels=[all]",
-                 "permutation_resamples=100", "conformal_alphas=[0.1]"]  # fmt: skip
+    overrides = [
+        f"data={url}",
+        "replicates=2",
+        "aggregators=[one_coin]",
+        "calibrators=[beta]",
+        "panels=[all]",
+        "permutation_resamples=100",
+        "conformal_alphas=[0.1]",
+    ]
     run = prepare("conf/studies/inclusion.yaml", overrides, run_id="scaling-model")
     return execute(run, EngineConfig(stats_engine="local"), output=str(cache / "models"), serial=True)
 
@@ -95,8 +102,12 @@ def run_workload(
             return {"not_available": f"Spark Dawid-Skene: {err}"}
         result = dawid_skene_spark(url, engine=engine)
         per_pass = [float(x) for x in getattr(result, "seconds_per_pass", [])]
-        return {"n_iter": int(result.n_iter_), "converged": bool(result.converged_), "passes": int(result.passes),
-                "median_pass_s": round(sorted(per_pass)[len(per_pass) // 2], 2) if per_pass else None}  # fmt: skip
+        return {
+            "n_iter": int(result.n_iter_),
+            "converged": bool(result.converged_),
+            "passes": int(result.passes),
+            "median_pass_s": round(sorted(per_pass)[len(per_pass) // 2], 2) if per_pass else None,
+        }
     raise ValueError(f"unknown workload {workload!r}")
 
 
@@ -106,13 +117,15 @@ def child(args: argparse.Namespace) -> None:
         start = time.perf_counter()
         info = run_workload(args.child, args.data, args.replicates, Path(args.cache), args.model, tuple(args.study_set))
         wall = time.perf_counter() - start
-    print("RESULT " + json.dumps(info | {"wall": wall, "driver_mb": memory.driver / 2**20,
-                                         "workers_mb": memory.children / 2**20}))  # fmt: skip
+    print(
+        "RESULT "
+        + json.dumps(info | {"wall": wall, "driver_mb": memory.driver / 2**20, "workers_mb": memory.children / 2**20})
+    )
 
 
 def measure(workload: str, url: str, args: argparse.Namespace, model: str | None) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "benchmarks.scaling", "--child", workload, "--data", url, "--cache", args.cache,
-           "--replicates", str(args.replicates)] + (["--model", model] if model else [])  # fmt: skip
+    cmd = [sys.executable, "-m", "benchmarks.scaling", "--child", workload, "--data", url, "--cache", args.cache]
+    cmd += ["--replicates", str(args.replicates)] + (["--model", model] if model else [])
     cmd += [f"--study-set={kv}" for kv in args.study_set]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
@@ -128,8 +141,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--replicates", type=int, default=100)
     parser.add_argument("--cache", default="/tmp/judgecal-bench")
-    parser.add_argument("--study-set", action="append", default=[], metavar="KEY=VALUE",
-                        help="override of the study config (repeatable), e.g. onepass_batch=100")  # fmt: skip
+    parser.add_argument(
+        "--study-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override of the study config (repeatable), e.g. onepass_batch=100",
+    )
     parser.add_argument("--child", choices=WORKLOADS, help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
@@ -162,8 +180,11 @@ def main(argv: list[str] | None = None) -> None:
                     for k, v in res.items()
                     if k in ("n_iter", "converged", "passes", "median_pass_s", "replicates")
                 }
-                print(f"{n:>9} {variant:>7} {workload:>8} {res['wall']:>9.1f} {rows / res['wall']:>11,.0f} "
-                      f"{res['driver_mb']:>10.0f} {res['workers_mb']:>11.0f} {per_rep:>15.3f}  {note}", flush=True)  # fmt: skip
+                print(
+                    f"{n:>9} {variant:>7} {workload:>8} {res['wall']:>9.1f} {rows / res['wall']:>11,.0f} "
+                    f"{res['driver_mb']:>10.0f} {res['workers_mb']:>11.0f} {per_rep:>15.3f}  {note}",
+                    flush=True,
+                )
     print_targets(results, args)
 
 

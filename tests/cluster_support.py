@@ -89,17 +89,27 @@ def start_ray_head(num_cpus: int = 2) -> RayHead:
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "RAY_ADDRESS"):
         env.pop(key, None)
     # A loopback-only test cluster: Ray's token authentication is off (a real cluster keeps it on).
-    env |= {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(ROOT),
-            "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}"}  # fmt: skip
-    cmd = [str(BIN / "ray"), "start", "--head", "--port", "0", "--include-dashboard=true",
-           "--dashboard-host", "127.0.0.1", "--dashboard-port", "0",
-           "--num-cpus", str(num_cpus), "--temp-dir", str(temp_dir), "--disable-usage-stats"]  # fmt: skip
+    env |= {
+        "RAY_AUTH_MODE": "disabled",
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "PYTHONPATH": str(ROOT),
+        "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+    }
+    cmd = [str(BIN / "ray"), "start", "--head", "--port", "0", "--num-cpus", str(num_cpus)]
+    cmd += ["--include-dashboard=true", "--dashboard-host", "127.0.0.1", "--dashboard-port", "0"]
+    cmd += ["--temp-dir", str(temp_dir), "--disable-usage-stats"]
     # Ray's fixed default ports (agent 52365, client 10001, ...) may be taken by another cluster on this machine.
-    for flag in ("--dashboard-agent-listen-port", "--dashboard-agent-grpc-port", "--metrics-export-port",
-                 "--runtime-env-agent-port", "--ray-client-server-port"):  # fmt: skip
+    for flag in (
+        "--dashboard-agent-listen-port",
+        "--dashboard-agent-grpc-port",
+        "--metrics-export-port",
+        "--runtime-env-agent-port",
+        "--ray-client-server-port",
+    ):
         cmd += [flag, str(free_port())]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                            start_new_session=True, cwd=temp_dir)  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True, cwd=temp_dir
+    )
     pgid = proc.pid
     out, _ = proc.communicate(timeout=180)
     head = RayHead("", "", temp_dir, pgid, env)
@@ -140,8 +150,10 @@ class FaultyS3Proxy:
                         proxy.forwarded += 1
                 if fail:
                     status, code = (503, "SlowDown") if proxy.injected % 2 else (500, "InternalError")
-                    payload = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
-                               f"<Message>injected</Message></Error>").encode()  # fmt: skip
+                    payload = (
+                        f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
+                        f"<Message>injected</Message></Error>"
+                    ).encode()
                     self.send_response(status)
                     self.send_header("Content-Type", "application/xml")
                     self.send_header("Content-Length", str(len(payload)))

@@ -22,8 +22,13 @@ from judgecal_dist.studies.runner import execute, prepare
 from tests.cluster_support import ROOT, FaultyS3Proxy
 
 CONFIG = ROOT / "conf" / "studies" / "inclusion.yaml"
-FAST = ["aggregators=[majority, one_coin]", "calibrators=[none, platt]", "panels=[all, top3]",
-        "permutation_resamples=200", "conformal_alphas=[0.2]"]  # fmt: skip
+FAST = [
+    "aggregators=[majority, one_coin]",
+    "calibrators=[none, platt]",
+    "panels=[all, top3]",
+    "permutation_resamples=200",
+    "conformal_alphas=[0.2]",
+]
 
 
 @pytest.fixture(scope="module")
@@ -41,9 +46,15 @@ def _client_error(status: int, code: str) -> ClientError:
 
 @pytest.mark.parametrize(
     ("status", "code", "transient"),
-    [(500, "InternalError", True), (503, "SlowDown", True), (400, "Throttling", True), (404, "NoSuchKey", False),
-     (403, "AccessDenied", False), (400, "InvalidRequest", False)],
-)  # fmt: skip
+    [
+        (500, "InternalError", True),
+        (503, "SlowDown", True),
+        (400, "Throttling", True),
+        (404, "NoSuchKey", False),
+        (403, "AccessDenied", False),
+        (400, "InvalidRequest", False),
+    ],
+)
 def test_transient_errors_are_5xx_throttling_and_connection_errors(status, code, transient):
     err = _client_error(status, code)
     assert is_transient(err) is transient
@@ -130,10 +141,12 @@ def test_a_stopped_attempts_lease_is_taken_over_and_success_is_written_once(tmp_
 def test_two_concurrent_runs_of_one_run_id_leave_one_consistent_result(panel, tmp_path):
     args = [f"data={panel}", "replicates=12", *FAST]
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "judgecal_dist.cli", "run", str(CONFIG), *[x for a in args for x in ("--set", a)],
-           "--run-id", "twice", "--output", str(out), "--serial"]  # fmt: skip
-    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                              env=dict(os.environ)) for _ in range(2)]  # fmt: skip
+    cmd = [sys.executable, "-m", "judgecal_dist.cli", "run", str(CONFIG), *[x for a in args for x in ("--set", a)]]
+    cmd += ["--run-id", "twice", "--output", str(out), "--serial"]
+    procs = [
+        subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=dict(os.environ))
+        for _ in range(2)
+    ]
     results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
     codes = sorted(code for code, _ in results)
     assert codes[0] == 0, results
@@ -153,8 +166,16 @@ def test_status_shows_progress_and_the_writer_of_an_unfinished_run(tmp_path):
     from judgecal_dist.cli import cli
 
     store = RunStore(str(tmp_path / "run"))
-    store.write_json("manifest.json", {"study": "inclusion", "run_id": "r", "status": "running",
-                                       "started": "2020-01-01T00:00:00+00:00", "config": {"replicates": 4}})  # fmt: skip
+    store.write_json(
+        "manifest.json",
+        {
+            "study": "inclusion",
+            "run_id": "r",
+            "status": "running",
+            "started": "2020-01-01T00:00:00+00:00",
+            "config": {"replicates": 4},
+        },
+    )
     for seed in (0, 1):
         store.commit_part(seed, pd.DataFrame({"a": [seed]}))
     out = CliRunner().invoke(cli, ["status", str(tmp_path / "run")]).output

@@ -117,7 +117,7 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
         "http://127.0.0.1:9",
         "--conf",
         _yaml(t, "storage_options: {secret: abc}\n", "e.yaml"),
-    ],  # fmt: skip
+    ],
     "submit-bad-config": lambda t: [
         "submit",
         CFG,
@@ -127,7 +127,7 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
         "replicates=0",
         "--ray-address",
         f"http://127.0.0.1:{free_port()}",
-    ],  # fmt: skip
+    ],
 }
 
 

@@ -41,11 +41,15 @@ def _brute_cells(url: str, judges: list[str], blocks: pd.DataFrame) -> pd.DataFr
     wide = wide.reindex(columns=judges).fillna(3).astype(np.int64)
     items = wide.reset_index()
     label = items["item_id"].map(labels.set_index("item_id")["label"])
-    frame = pd.DataFrame({
-        "group_key": group_keys(items["group_id"].astype(str)),
-        "pattern": wide.to_numpy() @ (4 ** np.arange(len(judges), dtype=np.int64)),
-        "n": 1, "label_sum": (label == "A").astype(np.int64), "n_labelled": label.notna().astype(np.int64),
-    })  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "group_key": group_keys(items["group_id"].astype(str)),
+            "pattern": wide.to_numpy() @ (4 ** np.arange(len(judges), dtype=np.int64)),
+            "n": 1,
+            "label_sum": (label == "A").astype(np.int64),
+            "n_labelled": label.notna().astype(np.int64),
+        }
+    )
     keys = ["replicate", "block", "pattern"]
     out = frame.merge(blocks, on="group_key").groupby(keys, as_index=False)[["n", "label_sum", "n_labelled"]].sum()
     return out.astype(np.int64).sort_values(keys).reset_index(drop=True)[keys + ["n", "label_sum", "n_labelled"]]
@@ -109,8 +113,9 @@ def test_position_balanced_llmbar_rows_keep_published_accuracies(llmbar_dir, tmp
     root = str(tmp_path / "llmbar")
     ingest("llmbar", str(llmbar_dir), root)
     pool = ["GPT-4/Vanilla", "PaLM2/Vanilla"]
-    data = load_real(root, pool, seeds=[0, 1], budgets=(20, 300), sizes=(100, 100, 200), balanced=True,
-                     engine=EngineConfig())  # fmt: skip
+    data = load_real(
+        root, pool, seeds=[0, 1], budgets=(20, 300), sizes=(100, 100, 200), balanced=True, engine=EngineConfig()
+    )
     assert data.info["groups"] == 419 and data.info["rows"] == 838
     for split in data.splits.values():
         rows = [split.sel.rows, split.val.rows, split.test.rows, split.cal[20].rows, split.cal[300].rows]

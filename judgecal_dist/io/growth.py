@@ -53,9 +53,14 @@ _PARITY_JUDGES = 6
 
 
 def growth_eta(
-    codes: npt.ArrayLike, regime: str, *, beta: Sequence[float] = BETA, a: float = 0.8, w: float = 0.5,
+    codes: npt.ArrayLike,
+    regime: str,
+    *,
+    beta: Sequence[float] = BETA,
+    a: float = 0.8,
+    w: float = 0.5,
     noise: float = 0.0,
-) -> npt.NDArray[np.float64]:  # fmt: skip
+) -> npt.NDArray[np.float64]:
     """Target probability :math:`\\eta` of each row of 7-judge codes under ``regime`` (module formulas).
 
     Raises

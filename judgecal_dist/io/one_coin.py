@@ -119,8 +119,9 @@ def simulate_one_coin(
     if n_items < 1 or n_judges < 1 or not ((p > 0) & (p < 1)).all():
         raise ConfigError(f"n_items >= 1 and accuracies in (0, 1) needed, got {n_items}, {p.tolist()[:5]}")
     if not 0.0 < prior < 1.0 or difficulty_sd < 0 or not 0.0 <= family_corr <= 1.0:
-        raise ConfigError(f"prior in (0, 1), difficulty_sd >= 0, family_corr in [0, 1]; got {prior}, "
-                          f"{difficulty_sd}, {family_corr}")  # fmt: skip
+        raise ConfigError(
+            f"prior in (0, 1), difficulty_sd >= 0, family_corr in [0, 1]; got {prior}, {difficulty_sd}, {family_corr}"
+        )
     if missing not in MISSING_MODES:
         raise ConfigError(f"missing: must be one of {list(MISSING_MODES)}, got {missing!r}")
     fam = np.arange(n_judges) if families is None else np.asarray(families, dtype=np.int64)
@@ -139,14 +140,18 @@ def simulate_one_coin(
     if missing == "mcar":
         m = np.broadcast_to(m0, (n_items, n_judges))
     elif missing == "label":
-        m1 = m0 if missing_rate_positive is None else _per_judge(missing_rate_positive, n_judges,
-                                                                 "missing_rate_positive")  # fmt: skip
+        m1 = (
+            m0
+            if missing_rate_positive is None
+            else _per_judge(missing_rate_positive, n_judges, "missing_rate_positive")
+        )
         m = np.where(labels[:, None] == 1, m1[None, :], m0[None, :])
     else:
         m = expit(logit(np.clip(m0, 1e-12, None))[None, :] + mnar_strength * d[:, None])
     votes[rng.random((n_items, n_judges)) < m] = -1
-    return OneCoinPanel(votes=votes, labels=labels, difficulty=d, accuracy=p, missing_prob=np.asarray(m, dtype=float),
-                        families=fam)  # fmt: skip
+    return OneCoinPanel(
+        votes=votes, labels=labels, difficulty=d, accuracy=p, missing_prob=np.asarray(m, dtype=float), families=fam
+    )
 
 
 def write_one_coin_panel(
@@ -167,30 +172,41 @@ def write_one_coin_panel(
     rows_i, rows_j = np.indices(panel.votes.shape).reshape(2, -1)
     code = panel.votes[rows_i, rows_j]
     verdict = pa.array(np.where(code == 1, "A", "B").tolist(), pa.string(), mask=code < 0)
-    verdicts = pa.table({
-        "dataset": pa.repeat(dataset, rows_i.size),
-        "item_id": pa.array(item_ids[rows_i].tolist(), pa.string()),
-        "group_id": pa.array(item_ids[rows_i].tolist(), pa.string()),
-        "judge_id": pa.array([judge_ids[j] for j in rows_j], pa.string()),
-        "sample": pa.array(np.zeros(rows_i.size, dtype=np.int32)),
-        "verdict": verdict,
-        "score": pa.nulls(rows_i.size, pa.float64()),
-        "rubric": pa.nulls(rows_i.size, pa.string()),
-        "input_tokens": pa.nulls(rows_i.size, pa.int64()),
-        "output_tokens": pa.nulls(rows_i.size, pa.int64()),
-    })  # fmt: skip
+    verdicts = pa.table(
+        {
+            "dataset": pa.repeat(dataset, rows_i.size),
+            "item_id": pa.array(item_ids[rows_i].tolist(), pa.string()),
+            "group_id": pa.array(item_ids[rows_i].tolist(), pa.string()),
+            "judge_id": pa.array([judge_ids[j] for j in rows_j], pa.string()),
+            "sample": pa.array(np.zeros(rows_i.size, dtype=np.int32)),
+            "verdict": verdict,
+            "score": pa.nulls(rows_i.size, pa.float64()),
+            "rubric": pa.nulls(rows_i.size, pa.string()),
+            "input_tokens": pa.nulls(rows_i.size, pa.int64()),
+            "output_tokens": pa.nulls(rows_i.size, pa.int64()),
+        }
+    )
     families = [f"family-{f}" for f in panel.families]
     with DatasetWriter(dest, overwrite=overwrite, storage_options=storage_options) as writer:
         writer.write_verdicts(verdicts)
         labels = np.where(panel.labels == 1, "A", "B").tolist()
-        writer.write_table("labels", pa.table({"dataset": pa.repeat(dataset, n),
-                                               "item_id": pa.array(item_ids.tolist(), pa.string()),
-                                               "label": pa.array(labels, pa.string())}))  # fmt: skip
+        writer.write_table(
+            "labels",
+            pa.table(
+                {
+                    "dataset": pa.repeat(dataset, n),
+                    "item_id": pa.array(item_ids.tolist(), pa.string()),
+                    "label": pa.array(labels, pa.string()),
+                }
+            ),
+        )
         writer.write_table("judges", pa.table({"judge_id": judge_ids, "family": families}))
         report = {
             "format": "one_coin",
             "datasets": [dataset],
-            "judges": [{"judge_id": j, "family": f, "accuracy": float(a)}
-                       for j, f, a in zip(judge_ids, families, panel.accuracy, strict=True)],
-        }  # fmt: skip
+            "judges": [
+                {"judge_id": j, "family": f, "accuracy": float(a)}
+                for j, f, a in zip(judge_ids, families, panel.accuracy, strict=True)
+            ],
+        }
         return dict(writer.commit(report))

@@ -49,8 +49,13 @@ def test_counts(llmbar):
     assert (verdicts["group_id"] == verdicts["item_id"]).all()
     assert (verdicts["dataset"] == "llmbar").all() and (verdicts["sample"] == 0).all()
     assert report["rows_written"]["verdicts"] == len(verdicts) == 2 * report["rows_read"]
-    assert report["subsets"] == {"Natural": 100, "Adversarial/Neighbor": 134, "Adversarial/GPTInst": 92,
-                                 "Adversarial/GPTOut": 47, "Adversarial/Manual": 46}  # fmt: skip
+    assert report["subsets"] == {
+        "Natural": 100,
+        "Adversarial/Neighbor": 134,
+        "Adversarial/GPTInst": 92,
+        "Adversarial/GPTOut": 47,
+        "Adversarial/Manual": 46,
+    }
     assert report["unparseable_verdicts"] == verdicts["verdict"].isna().sum() > 0
     assert report["rejected_rows"] == 0
     assert report["absent_judges"] == {} and report["absent_verdicts"] == 0  # every strategy in every subset

@@ -27,16 +27,16 @@ d,008,B,1
 d,009,,
 """
 JUDGES_CSV = "judge_id,family,tier,cost_per_mtok_in,cost_per_mtok_out\nj1,gpt,full,2.5,15\nj2,gpt,mini,,\n"
+ROW_COLUMNS = ("dataset", "item_id", "group_id", "judge_id", "sample", "verdict", "score", "input_tokens")
 ROWS = [
-    {"dataset": "d", "item_id": "007", "group_id": "g1", "judge_id": "j1", "sample": 0, "verdict": "A",
-     "score": 0.9, "input_tokens": 10},
-    {"dataset": "d", "item_id": "007", "group_id": "g1", "judge_id": "j1", "sample": 1, "verdict": None,
-     "score": None, "input_tokens": None},
-    {"dataset": "d", "item_id": "008", "group_id": "g1", "judge_id": "j1", "sample": 0, "verdict": "B",
-     "score": 0.2, "input_tokens": 12},
-    {"dataset": "d", "item_id": "009", "group_id": "009", "judge_id": "j2", "sample": 0, "verdict": "tie",
-     "score": 0.5, "input_tokens": None},
-]  # fmt: skip
+    dict(zip(ROW_COLUMNS, row, strict=True))
+    for row in [
+        ("d", "007", "g1", "j1", 0, "A", 0.9, 10),
+        ("d", "007", "g1", "j1", 1, None, None, None),
+        ("d", "008", "g1", "j1", 0, "B", 0.2, 12),
+        ("d", "009", "009", "j2", 0, "tie", 0.5, None),
+    ]
+]
 
 
 def _csv_to(fmt, text):
@@ -72,8 +72,9 @@ def _write_folder(folder, fmt, compression=None, *, verdicts=VERDICTS_CSV, label
     return folder
 
 
-@pytest.mark.parametrize(("fmt", "compression"), [("csv", None), ("csv", "gz"), ("jsonl", "bz2"), ("parquet", None),
-                                                  ("parquet", "gz")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("fmt", "compression"), [("csv", None), ("csv", "gz"), ("jsonl", "bz2"), ("parquet", None), ("parquet", "gz")]
+)
 def test_formats_read_alike(tmp_path, fmt, compression):
     src = _write_folder(tmp_path / "src", fmt, compression)
     report = ingest("long", f"file://{src}", str(tmp_path / "out"))
@@ -83,8 +84,13 @@ def test_formats_read_alike(tmp_path, fmt, compression):
     labels = read_dataset_table(str(tmp_path / "out"), "labels").to_pylist()
     assert [r["label"] for r in labels] == ["A", "B", None] and [r["label_score"] for r in labels] == [None, 1.0, None]
     judges = read_dataset_table(str(tmp_path / "out"), "judges").to_pylist()
-    assert judges[1] == {"judge_id": "j2", "family": "gpt", "tier": "mini", "cost_per_mtok_in": None,
-                         "cost_per_mtok_out": None}  # fmt: skip
+    assert judges[1] == {
+        "judge_id": "j2",
+        "family": "gpt",
+        "tier": "mini",
+        "cost_per_mtok_in": None,
+        "cost_per_mtok_out": None,
+    }
     assert report["rows_read"] == 4 + 3 + 2 and report["missing_verdicts"] == 1 and report["datasets"] == ["d"]
     assert report["rows_written"] == {"verdicts": 4, "labels": 3, "judges": 2}
     assert read_report(str(tmp_path / "out")) == report

@@ -31,8 +31,14 @@ def test_accuracies_and_mcar_rate_within_binomial_error():
 
 def test_label_dependent_missingness_is_detected_as_mnar():
     """Spec: 'missing probability depending on Y'. Judge 0 misses 30% of class-1 items and 2% of class-0 ones."""
-    panel = simulate_one_coin(4000, [0.8, 0.8, 0.7], seed=2, missing="label", missing_rate=[0.02, 0.1, 0.1],
-                              missing_rate_positive=[0.3, 0.1, 0.1])  # fmt: skip
+    panel = simulate_one_coin(
+        4000,
+        [0.8, 0.8, 0.7],
+        seed=2,
+        missing="label",
+        missing_rate=[0.02, 0.1, 0.1],
+        missing_rate_positive=[0.3, 0.1, 0.1],
+    )
     miss = panel.votes < 0
     for y, rate in ((0, 0.02), (1, 0.3)):
         items = panel.labels == y
@@ -45,8 +51,9 @@ def test_label_dependent_missingness_is_detected_as_mnar():
 def test_judges_abstain_more_on_hard_items():
     """missing='difficulty': abstention rises with item difficulty, so observed accuracy exceeds p_j."""
     acc = np.full(6, 0.7)
-    mnar = simulate_one_coin(20_000, acc, seed=3, difficulty_sd=1.5, missing="difficulty", missing_rate=0.15,
-                             mnar_strength=2.0)  # fmt: skip
+    mnar = simulate_one_coin(
+        20_000, acc, seed=3, difficulty_sd=1.5, missing="difficulty", missing_rate=0.15, mnar_strength=2.0
+    )
     mcar = simulate_one_coin(20_000, acc, seed=3, difficulty_sd=1.5, missing="mcar", missing_rate=0.15)
     hard = mnar.difficulty > np.quantile(mnar.difficulty, 2 / 3)
     easy = mnar.difficulty < np.quantile(mnar.difficulty, 1 / 3)

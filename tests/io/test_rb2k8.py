@@ -29,8 +29,10 @@ def test_counts_from_spec(rb2):
     report, tables = rb2
     files = {info["dataset"]: info for info in report["files"].values()}
     assert {name: info["examples"] for name, info in files.items()} == {
-        "base_both_k8": 1730, "criteria_both_k8": 1742, "base_nano_k8": 1718,
-    }  # fmt: skip
+        "base_both_k8": 1730,
+        "criteria_both_k8": 1742,
+        "base_nano_k8": 1718,
+    }
     assert report["null_scores"] == {
         "base_both_k8": {"full": 16, "mini": 22},
         "criteria_both_k8": {"full": 56, "mini": 60},
@@ -38,8 +40,13 @@ def test_counts_from_spec(rb2):
     }
     verdicts = tables["verdicts"]
     nulls = verdicts[verdicts["score"].isna()].groupby(["dataset", "judge_id"]).size().to_dict()
-    assert nulls == {("base_both_k8", "full"): 16, ("base_both_k8", "mini"): 22, ("criteria_both_k8", "full"): 56,
-                     ("criteria_both_k8", "mini"): 60, ("base_nano_k8", "nano"): 54}  # fmt: skip
+    assert nulls == {
+        ("base_both_k8", "full"): 16,
+        ("base_both_k8", "mini"): 22,
+        ("criteria_both_k8", "full"): 56,
+        ("criteria_both_k8", "mini"): 60,
+        ("base_nano_k8", "nano"): 54,
+    }
     assert report["rows_written"]["verdicts"] == (1730 * 2 + 1742 * 2 + 1718) * 4 * 8
     assert report["missing_verdicts"] + report["unparseable_verdicts"] == 16 + 22 + 56 + 60 + 54
     assert verdicts["score"].dropna().between(1, 10).all()
@@ -52,8 +59,10 @@ def test_ids_repeat_across_subsets(rb2):
     examples = items.drop_duplicates(["dataset", "subset", "example_id"])
     subsets_per_id = examples.groupby(["dataset", "example_id"])["subset"].nunique()
     assert (subsets_per_id > 1).groupby(level="dataset").sum().to_dict() == {
-        "base_both_k8": 38, "criteria_both_k8": 39, "base_nano_k8": 34,
-    }  # fmt: skip
+        "base_both_k8": 38,
+        "criteria_both_k8": 39,
+        "base_nano_k8": 34,
+    }
     row = items[items["dataset"] == "base_both_k8"].set_index("item_id").loc["base/Factuality/282/3"]
     assert (row["subset"], row["prompt_variant"], row["example_id"], row["response"]) == (
         "Factuality",
@@ -145,8 +154,9 @@ def test_refused_and_rejected_examples_are_kept_aside(tmp_path):
         {"file": str(src), "example": "base/Math/3", "reason": "1 responses, at least 2 needed"}
     ]
     refused = read_dataset_table(str(tmp_path / "out"), "refused").to_pylist()
-    assert refused == [{"dataset": "tiny_k8", "group_id": "base/Math/2", "example_id": "2", "subset": "Math",
-                        "prompt_variant": "base"}]  # fmt: skip
+    assert refused == [
+        {"dataset": "tiny_k8", "group_id": "base/Math/2", "example_id": "2", "subset": "Math", "prompt_variant": "base"}
+    ]
     verdicts = read_dataset_table(str(tmp_path / "out"), "verdicts").to_pandas()
     assert sorted(verdicts["group_id"].unique()) == ["base/Focus/1", "base/Math/1"]
     assert verdicts["input_tokens"].sum() == 200 and verdicts["output_tokens"].sum() == 1600

@@ -31,9 +31,15 @@ def _load(dest):
 def panel(tmp_path_factory):
     dest = tmp_path_factory.mktemp("synthetic") / "panel"
     report = generate_panel(
-        str(dest), n_items=N_ITEMS, n_judges=N_JUDGES, seed=3, families=3, family_corr=0.5, missing_rate=0.05,
+        str(dest),
+        n_items=N_ITEMS,
+        n_judges=N_JUDGES,
+        seed=3,
+        families=3,
+        family_corr=0.5,
+        missing_rate=0.05,
         chunk_items=7_000,
-    )  # fmt: skip
+    )
     return dest, report, _load(dest)
 
 
@@ -72,9 +78,16 @@ def test_family_errors_are_correlated_as_the_copula_says(tmp_path):
     """With u = 0 an error is z > Phi^-1(a); joint error rates follow the bivariate normal (scipy)."""
     rho = 0.5
     report = generate_panel(
-        str(tmp_path / "p"), n_items=N_ITEMS, n_judges=6, seed=5, families=2, family_corr=rho, unsure_rate=0.0,
-        missing_rate=0.0, below_chance=0.0,
-    )  # fmt: skip
+        str(tmp_path / "p"),
+        n_items=N_ITEMS,
+        n_judges=6,
+        seed=5,
+        families=2,
+        family_corr=rho,
+        unsure_rate=0.0,
+        missing_rate=0.0,
+        below_chance=0.0,
+    )
     table = _load(tmp_path / "p")
     errors = (table["verdict"] != table["label"]).to_numpy().reshape(N_ITEMS, 6)  # rows are item-major, judge-minor
     judges = report["judges"]
@@ -110,9 +123,17 @@ def test_same_seed_same_files(tmp_path):
 
 def test_pairs_samples_ties_scores_and_partial_labels(tmp_path):
     generate_panel(
-        str(tmp_path / "p"), n_items=4_000, n_judges=4, n_samples=3, seed=2, pairs=True, tie_rate=0.2, scores=True,
-        label_fraction=0.5, missing_rate=0.0,
-    )  # fmt: skip
+        str(tmp_path / "p"),
+        n_items=4_000,
+        n_judges=4,
+        n_samples=3,
+        seed=2,
+        pairs=True,
+        tie_rate=0.2,
+        scores=True,
+        label_fraction=0.5,
+        missing_rate=0.0,
+    )
     table = _load(tmp_path / "p")
     assert set(table["sample"]) == {0, 1, 2}
     assert table["item_id"].str.rsplit("/", n=1).str[0].eq(table["group_id"]).all()

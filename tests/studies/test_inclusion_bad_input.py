@@ -20,8 +20,12 @@ FAST = ["replicates=3", "permutation_resamples=200", "conformal_alphas=[0.2]"]
 
 
 def _run(url: str, tmp_path: Path, *extra: str) -> tuple[dict, str]:
-    out = execute(prepare(CONFIG, [f"data={url}", *FAST, *extra]), EngineConfig(stats_engine="local"),
-                  output=str(tmp_path / "out"), serial=True)  # fmt: skip
+    out = execute(
+        prepare(CONFIG, [f"data={url}", *FAST, *extra]),
+        EngineConfig(stats_engine="local"),
+        output=str(tmp_path / "out"),
+        serial=True,
+    )
     return json.loads(Path(out, "summary.json").read_text()), Path(out, "report.md").read_text()
 
 
@@ -66,8 +70,9 @@ def test_single_judge(tmp_path):
 
 def test_identical_labels_are_a_clear_error(tmp_path):
     sim = simulate_one_coin(100, [0.8, 0.7], seed=3)
-    panel = OneCoinPanel(sim.votes, np.ones_like(sim.labels), sim.difficulty, sim.accuracy, sim.missing_prob,
-                         sim.families)  # fmt: skip
+    panel = OneCoinPanel(
+        sim.votes, np.ones_like(sim.labels), sim.difficulty, sim.accuracy, sim.missing_prob, sim.families
+    )
     url = str(tmp_path / "same")
     write_one_coin_panel(url, panel)
     with pytest.raises(ConfigError, match="labels: label: every labelled item has the same label"):

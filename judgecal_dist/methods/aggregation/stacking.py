@@ -132,8 +132,11 @@ class LogisticStacking(ClassifierMixin, BaseEstimator):
             If a hyperparameter is invalid.
         """
         where = "LogisticStacking.fit"
-        C = float(check_param(self.C, where=where, name="C", target_type=numbers.Real, min_val=0.0,
-                              include_boundaries="neither"))  # fmt: skip
+        C = float(
+            check_param(
+                self.C, where=where, name="C", target_type=numbers.Real, min_val=0.0, include_boundaries="neither"
+            )
+        )
         n_folds = int(check_param(self.n_folds, where=where, name="n_folds", target_type=numbers.Integral, min_val=2))
         votes = check_votes(V, where=where)
         labels = check_binary_labels(y, where=where)

@@ -69,9 +69,13 @@ def _logits(F: npt.NDArray[np.float64], theta: npt.NDArray[np.float64]) -> npt.N
 
 
 def _objective(
-    u: npt.NDArray[np.float64], F: npt.NDArray[np.float64], y: npt.NDArray[np.float64], w: npt.NDArray[np.float64],
-    lam_l1: float, lam_l2: float,
-) -> npt.NDArray[np.float64]:  # fmt: skip
+    u: npt.NDArray[np.float64],
+    F: npt.NDArray[np.float64],
+    y: npt.NDArray[np.float64],
+    w: npt.NDArray[np.float64],
+    lam_l1: float,
+    lam_l2: float,
+) -> npt.NDArray[np.float64]:
     """Objective at ``u`` of shape (..., b, 3) for problems (F, y, w) of shape (b, n, 3), (b, n), (b, n)."""
     t = _logits(F, _IDENTITY + u)
     loss = (w * np.logaddexp(0.0, (1.0 - 2.0 * y) * t)).sum(axis=-1)
@@ -223,11 +227,18 @@ def _project(
 
 
 def _line_search(
-    ua: npt.NDArray[np.float64], d: npt.NDArray[np.float64], pg: npt.NDArray[np.float64],
-    orthant: npt.NDArray[np.float64], lower: npt.NDArray[np.float64], F: npt.NDArray[np.float64],
-    y: npt.NDArray[np.float64], w: npt.NDArray[np.float64], f_old: npt.NDArray[np.float64],
-    lam_l1: float, lam_l2: float,
-) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64], npt.NDArray[np.float64]]:  # fmt: skip
+    ua: npt.NDArray[np.float64],
+    d: npt.NDArray[np.float64],
+    pg: npt.NDArray[np.float64],
+    orthant: npt.NDArray[np.float64],
+    lower: npt.NDArray[np.float64],
+    F: npt.NDArray[np.float64],
+    y: npt.NDArray[np.float64],
+    w: npt.NDArray[np.float64],
+    f_old: npt.NDArray[np.float64],
+    lam_l1: float,
+    lam_l2: float,
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Armijo backtracking: the full Newton step for every problem, then all shorter steps at once for the rest."""
     u_new = _project(ua + d, orthant, lower)
     f_new = _objective(u_new, F, y, w, lam_l1, lam_l2)

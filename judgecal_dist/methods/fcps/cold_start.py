@@ -72,11 +72,19 @@ class GuardedColdStart(BaseEstimator):
     """
 
     def __init__(
-        self, *, paths: tuple[str, ...] = ("information_first", "complexity_penalised", "random"),
-        families: tuple[str, ...] = FAMILY_LADDER, max_k: int | None = None, prior: str = "one_coin_iso",
-        n_folds: int = 4, alpha: float = 1.0, lam: float = 0.25, ridge_lam: float = 1.0, C: float = 1.0,
+        self,
+        *,
+        paths: tuple[str, ...] = ("information_first", "complexity_penalised", "random"),
+        families: tuple[str, ...] = FAMILY_LADDER,
+        max_k: int | None = None,
+        prior: str = "one_coin_iso",
+        n_folds: int = 4,
+        alpha: float = 1.0,
+        lam: float = 0.25,
+        ridge_lam: float = 1.0,
+        C: float = 1.0,
         random_state: int | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.paths = paths
         self.families = families
         self.max_k = max_k

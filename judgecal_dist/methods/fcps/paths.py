@@ -98,9 +98,13 @@ class JudgePath(BaseEstimator):
     """
 
     def __init__(
-        self, rule: str = "information_first", *, lam: float = 0.25, budget: int | None = None,
+        self,
+        rule: str = "information_first",
+        *,
+        lam: float = 0.25,
+        budget: int | None = None,
         random_state: int | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.rule = rule
         self.lam = lam
         self.budget = budget

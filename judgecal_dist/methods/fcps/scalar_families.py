@@ -219,8 +219,11 @@ class LogisticStack(RegressorMixin, BaseEstimator):
     def fit(self, X: npt.ArrayLike, y: npt.ArrayLike, sample_weight: npt.ArrayLike | None = None) -> Self:
         """Fit the soft-label weighted logistic regression on the calibration rows."""
         where = "LogisticStack.fit"
-        C = float(check_param(self.C, where=where, name="C", target_type=numbers.Real, min_val=0.0,
-                              include_boundaries="neither"))  # fmt: skip
+        C = float(
+            check_param(
+                self.C, where=where, name="C", target_type=numbers.Real, min_val=0.0, include_boundaries="neither"
+            )
+        )
         codes, target, weights = check_patterns(X, y, sample_weight, n_categories=4, where=where)
         assert target is not None
         self.n_features_in_ = codes.shape[1]

@@ -92,10 +92,12 @@ def test_one_em_step_by_hand_with_smoothing():
         post[i] = np.array(joint) / sum(joint)
     model = DawidSkene(n_iter=1, fixed_iter=True, smoothing=eta).fit(V)
     np.testing.assert_allclose(model.posteriors_, post, rtol=0, atol=1e-12)
-    assert model.loss_history_[0] == pytest.approx(-np.log(np.array(
-        [(1 - pi) * np.prod([Pi[j, 0, V[i, j]] for j in range(J) if V[i, j] != -1])
-         + pi * np.prod([Pi[j, 1, V[i, j]] for j in range(J) if V[i, j] != -1]) for i in range(n)]
-    )).mean())  # fmt: skip
+    marginal = [  # P(V_i) = sum_k pi_k prod_j Pi[j, k, V_ij] over the observed votes
+        (1 - pi) * np.prod([Pi[j, 0, V[i, j]] for j in range(J) if V[i, j] != -1])
+        + pi * np.prod([Pi[j, 1, V[i, j]] for j in range(J) if V[i, j] != -1])
+        for i in range(n)
+    ]
+    assert model.loss_history_[0] == pytest.approx(-np.log(marginal).mean())
 
 
 def test_converges_and_recovers_accuracies(ds_panel):

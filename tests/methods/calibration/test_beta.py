@@ -84,8 +84,10 @@ def test_large_penalty_collapses_to_identity(bent, l1_ratio):
 
 def test_penalty_path_shrinks_toward_identity(bent):
     s, y = bent
-    dist = [np.abs(np.array([c.a_ - 1, c.b_ - 1, c.c_])).sum() for c in
-            (BetaCalibration(penalty=lam).fit(s, y) for lam in (0.0, 1e-3, 1e-2, 1e-1, 1.0))]  # fmt: skip
+    dist = [
+        np.abs(np.array([c.a_ - 1, c.b_ - 1, c.c_])).sum()
+        for c in (BetaCalibration(penalty=lam).fit(s, y) for lam in (0.0, 1e-3, 1e-2, 1e-1, 1.0))
+    ]
     assert all(d1 >= d2 - 1e-9 for d1, d2 in zip(dist, dist[1:], strict=False))
     assert dist[0] > 0.5 and dist[-1] < 1e-9
 

@@ -50,8 +50,11 @@ def test_oracle_risk_and_paths_equal_brute_force():
     budget, lam = 50, 0.25
     path: list[int] = []
     for _ in range(7):  # Eq. 4 by brute force
-        scores = {j: _brute_risk(X, y, path + [j])[0] + lam * _brute_risk(X, y, path + [j])[1] / budget
-                  for j in range(7) if j not in path}  # fmt: skip
+        scores = {
+            j: _brute_risk(X, y, path + [j])[0] + lam * _brute_risk(X, y, path + [j])[1] / budget
+            for j in range(7)
+            if j not in path
+        }
         path.append(min(scores, key=lambda j: (scores[j], j)))
     assert JudgePath("complexity_penalised", lam=lam, budget=budget).fit(X, y).path_.tolist() == path
     random_path = JudgePath("random", random_state=4).fit(X, y).path_.tolist()
@@ -89,9 +92,14 @@ def test_candidates_equal_direct_fits_and_diagnostics():
 
 
 def test_selection_ties_and_menus():
-    frame = pd.DataFrame({"path": ["random", "information_first", "information_first", "random"],
-                          "k": [2, 2, 3, 1], "family": ["table", "table", "logistic", "mean_iso"],
-                          "val_mse": [0.1, 0.1, 0.1, 0.2]})  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "path": ["random", "information_first", "information_first", "random"],
+            "k": [2, 2, 3, 1],
+            "family": ["table", "table", "logistic", "mean_iso"],
+            "val_mse": [0.1, 0.1, 0.1, 0.2],
+        }
+    )
     assert select_candidate(frame, ("table",))["path"] == "information_first"  # path order breaks the tie
     assert select_candidate(frame, ("table", "logistic"))["family"] == "table"  # smaller k first
     assert select_candidate(frame, ("logistic", "mean_iso"))["family"] == "logistic"

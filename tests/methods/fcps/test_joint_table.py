@@ -87,8 +87,11 @@ def test_weighted_cells_equal_rows():
         by_cells = JointTableCalibrator(fallback=fallback).fit(keys, s / n, sample_weight=n).predict(X)
         assert np.allclose(by_rows, by_cells)
     for family in SCALAR_FAMILIES:
-        assert np.allclose(make_family(family).fit(X, y).predict(X),
-                           make_family(family).fit(keys, s / n, sample_weight=n).predict(X), atol=1e-6)  # fmt: skip
+        assert np.allclose(
+            make_family(family).fit(X, y).predict(X),
+            make_family(family).fit(keys, s / n, sample_weight=n).predict(X),
+            atol=1e-6,
+        )
 
 
 def test_hybrid_is_the_table_smoothed_toward_the_scalar_prediction():
@@ -121,8 +124,9 @@ def test_scalar_families_match_peer_libraries():
     iso = IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip").fit(peer.predict(t), y)
     assert np.allclose(ridge.predict(X), iso.predict(peer.predict(t)))
     logistic = LogisticStack(C=1.0).fit(X, y)
-    assert np.allclose(logistic.predict(X), LogisticRegression(C=1.0, max_iter=1000).fit(t, y).predict_proba(t)[:, 1],
-                       atol=1e-5)  # fmt: skip
+    assert np.allclose(
+        logistic.predict(X), LogisticRegression(C=1.0, max_iter=1000).fit(t, y).predict_proba(t)[:, 1], atol=1e-5
+    )
     coin = OneCoinIsotonic().fit(X, y)
     decisive = (X == 0) | (X == 1)
     agree = ((X == 1) & (y[:, None] == 1)) | ((X == 0) & (y[:, None] == 0))

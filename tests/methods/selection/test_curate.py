@@ -15,7 +15,6 @@ from judgecal_dist.methods.selection.curate import (
     rank_judges,
     top_k,
 )
-
 from tests.methods.conftest import simulate_panel
 
 

@@ -63,8 +63,9 @@ def test_missingness_fisher_matches_scipy_and_patterns():
     V[:, 3][rng.random(400) < 0.4] = -1  # heavy missingness: not "partial"
     table = flag_missingness(V, y, ["base", "mcar", "mnar", "heavy"])
     miss = V[:, 2] == -1
-    oracle = fisher_exact([[(miss & (y == 1)).sum(), (miss & (y == 0)).sum()],
-                           [(~miss & (y == 1)).sum(), (~miss & (y == 0)).sum()]]).pvalue  # fmt: skip
+    oracle = fisher_exact(
+        [[(miss & (y == 1)).sum(), (miss & (y == 0)).sum()], [(~miss & (y == 1)).sum(), (~miss & (y == 0)).sum()]]
+    ).pvalue
     assert table["fisher_p"].iloc[2] == pytest.approx(oracle)
     assert table["fisher_p"].iloc[0] == 1.0
     assert table["label_dependent"].tolist() == [False, False, True, False]
