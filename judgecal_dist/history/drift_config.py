@@ -8,6 +8,7 @@ naming the file and the key, raised before any history is read or any run starts
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,14 @@ def load_drift_config(
     source = str(path) if path is not None else "drift settings"
     from_file = {k for k in values if k not in given}
     values.update(given)
+    known = sorted(["baseline", *(field.name for field in dataclasses.fields(DriftSettings))])
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise ConfigError(f"{source}: unknown setting(s) {unknown}; known: {known}")
+    if isinstance(values.get("measures"), str):
+        raise ConfigError(
+            f"{source}: measures: expected a list (e.g. [accuracy, parse_rate]), got {values['measures']!r}"
+        )
     baseline = values.pop("baseline", "previous")
     where = f"{source}: baseline" if "baseline" in from_file else "--baseline"
     if not isinstance(baseline, str):
