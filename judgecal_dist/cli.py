@@ -234,6 +234,14 @@ def generate(
 @click.option("--serial", is_flag=True, help="Run replicates in this process instead of on Ray (debugging).")
 @then_option
 @drift_conf_option
+@click.option(
+    "--mlflow",
+    "mlflow_uri",
+    default=None,
+    metavar="URI",
+    help="Also log the finished run (params, metrics, figures, model) to this MLflow tracking URI, once per run "
+    "(needs the tracking extra: pip install 'judgecal-dist[tracking]').",
+)
 @guarded
 def run(
     config: Path,
@@ -245,6 +253,7 @@ def run(
     serial: bool,
     then: str | None,
     drift_conf: Path | None,
+    mlflow_uri: str | None,
 ) -> None:
     """Run the study in CONFIG and print its summary and, last, its results URL.
 
@@ -259,15 +268,36 @@ def run(
     study = prepare(config, overrides, run_id=run_id)  # the run id's syntax too, before anything is read
     engine = load_engine_config(conf_path, {"ray_address": ray_address})
     baseline, settings = load_drift_config(drift_conf)  # checked before the run, even without --then
+    if mlflow_uri:
+        from judgecal_dist.history.tracking import check_tracking_uri
+
+        check_tracking_uri(mlflow_uri)
     url = execute(study, engine, output=output, serial=serial)
     summary = RunStore(url, storage_options=dict(engine.storage_options)).read_table("summary.parquet")
     click.echo(_table_preview(summary))
+    if mlflow_uri:
+        click.echo(f"mlflow: run {_track(url, mlflow_uri, engine)} (experiment {url.rsplit('/', 2)[1]})")
     click.echo(url)
     if then == "drift":
         root, name, done = url.rsplit("/", 2)
         code = _drift_check(root, engine, settings, baseline=baseline, study=name, current=done)
         if code:
             sys.exit(code)
+
+
+def _track(url: str, uri: str, engine: Any) -> str:
+    """Log the committed run at ``url`` to MLflow; a failure is exit 1 and says the run itself stands."""
+    from judgecal_dist.history.tracking import log_run_to_mlflow
+
+    try:
+        return log_run_to_mlflow(url, uri, storage_options=dict(engine.storage_options))
+    except Exception as err:  # noqa: BLE001 - any tracking failure: the run is committed, say so
+        raise Failed(
+            _redacted(
+                f"{url}: the run is committed, but logging it to MLflow failed ({type(err).__name__}: {err}); "
+                "rerun the same command to log it"
+            )
+        ) from err
 
 
 def _table_preview(summary: Any, max_rows: int = 10, max_metrics: int = 5) -> str:

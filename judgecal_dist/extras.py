@@ -9,7 +9,10 @@ from judgecal_dist.errors import ConfigError
 __all__ = ["EXTRAS", "require_extra"]
 
 # Extra -> the import names a feature needs from it (pyproject.toml [project.optional-dependencies]).
-EXTRAS: dict[str, tuple[str, ...]] = {"continuous": ("torch", "torchdiffeq", "numpyro", "jax", "arviz_stats")}
+EXTRAS: dict[str, tuple[str, ...]] = {
+    "continuous": ("torch", "torchdiffeq", "numpyro", "jax", "arviz_stats"),
+    "tracking": ("mlflow",),  # the mlflow-skinny distribution installs the mlflow package
+}
 
 
 def require_extra(extra: str, feature: str) -> None:

@@ -1,4 +1,4 @@
-"""Catalogue cases: judgecal drift (thresholds, baselines, run ids, history) and --then drift on run/submit."""
+"""Catalogue cases: judgecal drift (thresholds, baselines, run ids, history), --then drift, run --mlflow."""
 
 from __future__ import annotations
 
@@ -80,4 +80,5 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
         "--drift-conf",
         _conf(t, "method: bonferroni\n"),
     ],
+    "run-mlflow-bad-uri": lambda t: ["run", CFG, "--set", "data=x", "--mlflow", "nope://tracking"],
 }
