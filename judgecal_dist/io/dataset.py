@@ -42,6 +42,11 @@ from judgecal_dist.io.writer import REPORT, ROWS_PER_PART, DatasetWriter, is_com
 
 #: Entries of a table folder whose names start with these are hidden and ignored (Spark's and Hadoop's rule).
 HIDDEN_PREFIXES = ("_", ".")
+#: Listing fields that change when a file is rewritten (local mtime, S3 LastModified / ETag, GCS updated).
+_STAMP_KEYS = ("mtime", "LastModified", "ETag", "etag", "last_modified", "updated")
+#: Unified schemas of part listings whose every footer was read, by (protocol, parts, dictionary columns).
+_VERIFIED: dict[tuple[Any, ...], pa.Schema] = {}
+_MAX_VERIFIED = 64
 
 __all__ = [
     "ROWS_PER_PART",
@@ -161,6 +166,11 @@ def dataset_tables(url: str, *, storage_options: Mapping[str, Any] | None = None
 
 
 def table_parts(fs: AbstractFileSystem, folder: str, *, url: str, table: str) -> list[str]:
+    """Sorted Parquet parts of a table folder (see :func:`_part_entries`, which documents the rule)."""
+    return [str(entry["name"]) for entry in _part_entries(fs, folder, url=url, table=table)]
+
+
+def _part_entries(fs: AbstractFileSystem, folder: str, *, url: str, table: str) -> list[dict[str, Any]]:
     """Sorted Parquet parts of a table folder: ``*.parquet`` files, names starting with ``_`` or ``.`` ignored.
 
     Parameters
@@ -174,8 +184,9 @@ def table_parts(fs: AbstractFileSystem, folder: str, *, url: str, table: str) ->
 
     Returns
     -------
-    list of str
-        Part paths on ``fs`` (empty when the folder is absent or holds only hidden entries).
+    list of dict
+        The listing entries of the parts, sorted by path (empty when the folder is absent or holds only hidden
+        entries).
 
     Raises
     ------
@@ -203,21 +214,28 @@ def table_parts(fs: AbstractFileSystem, folder: str, *, url: str, table: str) ->
             f"{url}: {table}: {name}: {what} that is not a Parquet part{more}; a table folder holds only *.parquet "
             f"parts (names starting with '_' or '.' are ignored): move it out of {table}/"
         )
-    return sorted(str(entry["name"]) for _, entry in parts)
+    return [entry for _, entry in sorted(parts, key=lambda item: str(item[1]["name"]))]
+
+
+def _table_entries(
+    url: str, table: str, storage_options: Mapping[str, Any] | None
+) -> tuple[AbstractFileSystem, list[dict[str, Any]]]:
+    if table not in TABLES:
+        raise InputError(f"{url}: {table}: not a table of a dataset (expected one of {list(TABLES)})")
+    fs, root = dataset_root(url, storage_options)
+    entries = _part_entries(fs, join_path(root, table), url=url, table=table)
+    if not entries:
+        raise InputError(
+            f"{url}: {table}: table not in dataset (present: {dataset_tables(url, storage_options=storage_options)})"
+        )
+    return fs, entries
 
 
 def _table_paths(
     url: str, table: str, storage_options: Mapping[str, Any] | None
 ) -> tuple[AbstractFileSystem, list[str]]:
-    if table not in TABLES:
-        raise InputError(f"{url}: {table}: not a table of a dataset (expected one of {list(TABLES)})")
-    fs, root = dataset_root(url, storage_options)
-    paths = table_parts(fs, join_path(root, table), url=url, table=table)
-    if not paths:
-        raise InputError(
-            f"{url}: {table}: table not in dataset (present: {dataset_tables(url, storage_options=storage_options)})"
-        )
-    return fs, paths
+    fs, entries = _table_entries(url, table, storage_options)
+    return fs, [str(entry["name"]) for entry in entries]
 
 
 def dataset_files(url: str, table: str, *, storage_options: Mapping[str, Any] | None = None) -> list[str]:
@@ -310,15 +328,25 @@ def open_table(
     InputError
         As :func:`read_dataset_table`.
     """
-    fs, paths = _table_paths(url, table, storage_options)
+    fs, entries = _table_entries(url, table, storage_options)
+    paths = [str(entry["name"]) for entry in entries]
     options = pads.ParquetReadOptions(dictionary_columns=set(dictionary_columns))
     parquet = pads.ParquetFileFormat(read_options=options)
+    stamps = tuple(
+        (str(e["name"]), e.get("size"), next((str(e[k]) for k in _STAMP_KEYS if k in e), None)) for e in entries
+    )
+    key = (str(fs.protocol), stamps, tuple(sorted(dictionary_columns)))
     try:
-        dataset = pads.dataset(paths, filesystem=fs, format=parquet)
-        # Every part's footer, not only the first: a truncated or foreign part is named here, before a scan
-        # (in this process or in a Spark task) fails on it with an error that names no file.
-        factory = pads.FileSystemDatasetFactory(dataset.filesystem, paths, parquet, pads.FileSystemFactoryOptions())
-        dataset = factory.finish(factory.inspect(fragments=None))
+        dataset = pads.dataset(paths, filesystem=fs, format=parquet, schema=_VERIFIED.get(key))
+        if key not in _VERIFIED:
+            # Every part's footer, not only the first: a truncated or foreign part is named here, before a scan
+            # (in this process or in a Spark task) fails on it with an error that names no file. Once per
+            # listing (paths, sizes, change stamps): a run opens its verdicts several times.
+            factory = pads.FileSystemDatasetFactory(dataset.filesystem, paths, parquet, pads.FileSystemFactoryOptions())
+            dataset = factory.finish(factory.inspect(fragments=None))
+            _VERIFIED[key] = dataset.schema
+            while len(_VERIFIED) > _MAX_VERIFIED:
+                _VERIFIED.pop(next(iter(_VERIFIED)))
     except (pa.ArrowInvalid, pa.ArrowTypeError, OSError) as err:
         raise _bad_part(fs, paths, url, table, err) from err
     present, absent = contract_columns(url, table, dataset.schema.names)

@@ -213,3 +213,19 @@ def test_a_foreign_or_broken_entry_of_a_table_folder_is_named_by_every_reader(tm
     if "part" not in entry:  # listing alone names a foreign entry; a broken part is found by its footer
         with pytest.raises(InputError, match=pattern):
             dataset_files(str(dest), "verdicts")
+
+
+def test_a_part_broken_after_a_first_read_is_still_named(tmp_path, tables):
+    """Footers are checked once per listing (paths, sizes, change stamps): a part rewritten since is checked again."""
+    dest = tmp_path / "ds"
+    write_dataset(str(dest), tables, {}, rows_per_part=4)
+    assert read_dataset_table(str(dest), "verdicts").num_rows == 6
+    part = dest / "verdicts" / "part-00001.parquet"
+    blob = part.read_bytes()
+    part.write_bytes(blob[:-8] + b"\0" * 8)  # same size, footer magic gone: only the change stamp differs
+    os.utime(part, ns=(part.stat().st_atime_ns, part.stat().st_mtime_ns + 1_000_000))
+    with pytest.raises(InputError, match=r"ds: verdicts: part-00001\.parquet: not a readable Parquet file"):
+        read_dataset_table(str(dest), "verdicts")
+    part.write_bytes(blob[: len(blob) // 2])  # cut short: the size differs
+    with pytest.raises(InputError, match=r"part-00001\.parquet: not a readable Parquet file"):
+        read_dataset_table(str(dest), "verdicts", columns=["item_id"])
