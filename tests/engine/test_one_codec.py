@@ -134,6 +134,11 @@ def _definitions_of_function(name: str) -> list[str]:
 
 
 def test_one_dataset_reader():
-    """Reading a stored table is io's: nobody else opens a table folder with pyarrow.dataset or a glob."""
+    """Reading a stored table is io's: nobody else opens a table folder with pyarrow.dataset or a glob.
+
+    io.dataset lists a table's parts with ``table_parts`` (hidden entries skipped, foreign ones refused); the run
+    history globs its own partitioned tables, which are no dataset.
+    """
     opens = re.compile(r"pads\.dataset\(f?\"?\{?root|\.glob\([^)]*\*\.parquet")
-    assert sorted(p for p, text in SOURCES.items() if opens.search(text)) == ["judgecal_dist/io/dataset.py"]
+    assert sorted(p for p, text in SOURCES.items() if opens.search(text)) == ["judgecal_dist/history/store.py"]
+    assert "def table_parts(" in SOURCES["judgecal_dist/io/dataset.py"]
