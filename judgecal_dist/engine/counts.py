@@ -18,6 +18,7 @@ that sparse matrix. Evaluation counts are the totals minus the calibration count
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Literal, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -79,6 +80,16 @@ def pattern_ddl(with_replicates: bool) -> str:
     """DDL schema of :func:`pattern_partition`'s batches."""
     head = "replicate long, side byte, " if with_replicates else ""
     return head + "pattern long, n long, label_sum long, n_labelled long"
+
+
+@overload
+def check_replicates(
+    seeds: Sequence[int] | None, fraction: float | None, *, required: Literal[True] = True
+) -> list[int]: ...
+
+
+@overload
+def check_replicates(seeds: Sequence[int] | None, fraction: float | None, *, required: bool) -> list[int] | None: ...
 
 
 def check_replicates(seeds: Sequence[int] | None, fraction: float | None, *, required: bool = True) -> list[int] | None:

@@ -56,7 +56,9 @@ def accuracy_by_k_spark(verdicts: DataFrame, labels: DataFrame, k_max: int | Non
     outcomes per (dataset, judge). Nothing item-level reaches the driver.
     """
     if k_max is None:
-        k_max = int(verdicts.agg(F.max("sample")).first()[0]) + 1
+        top = verdicts.agg(F.max("sample")).first()
+        assert top is not None  # an aggregate without grouping has one row
+        k_max = int(top[0]) + 1
     ks = range(1, k_max + 1)
     inside = {k: F.col("sample") < k for k in ks}
     per_item = (
@@ -206,6 +208,7 @@ def accuracy_by_k(
         return accuracy_by_k_spark(
             spark.read_table(session, source, "verdicts"), spark.read_table(session, source, "labels"), k_max
         )
+    assert isinstance(source, str)  # choose_engine runs a SparkSession source on Spark
     options = config.storage_options
     verdicts = read_dataset_table(source, "verdicts", _SCORE_COLUMNS, storage_options=options)
     labels = read_dataset_table(source, "labels", ["dataset", "item_id", "label_score"], storage_options=options)
@@ -244,6 +247,7 @@ def budget_vote_counts(
     columns = ["dataset", "item_id", "judge_id", "sample", "verdict", "score"]
     frames = []
     if isinstance(source, pa.Table):
+        table = source
         # In-memory verdicts (e.g. derived pairs): "auto" keeps them in memory below local_max_rows rows.
         chosen = engine or config.stats_engine
         on_spark = chosen == "spark" or (chosen == "auto" and source.num_rows >= config.local_max_rows)
@@ -256,14 +260,15 @@ def budget_vote_counts(
         verdicts = spark.read_table(session, source, "verdicts").select(*columns)
         on_spark = True
     else:
-        source = read_dataset_table(source, "verdicts", columns, storage_options=config.storage_options)
+        table = read_dataset_table(source, "verdicts", columns, storage_options=config.storage_options)
         on_spark = False
     for n in budgets:
         if on_spark:
             counts = spark.item_vote_counts_spark(verdicts.where(F.col("sample") < n)).select(*_VOTE_COLUMNS)
-            frames.append(counts.toPandas().assign(budget=n))
+            counted: pd.DataFrame = counts.toPandas()
+            frames.append(counted.assign(budget=n))
         else:
-            part = source.filter(pc.less(source["sample"], n))
+            part = table.filter(pc.less(table["sample"], n))
             frames.append(local.item_vote_counts_arrow(part)[_VOTE_COLUMNS].assign(budget=n))
     out = pd.concat(frames, ignore_index=True)[["budget", *_VOTE_COLUMNS]]
     return out.sort_values(["budget", "dataset", "item_id", "judge_id"], kind="stable").reset_index(drop=True)

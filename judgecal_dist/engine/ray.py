@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import pandas as pd
 import ray
@@ -23,7 +23,13 @@ __all__ = ["init_ray", "fan_out", "run_serial", "Progress", "ReplicateFailed"]
 
 log = logging.getLogger(__name__)
 
-R = TypeVar("R")
+class Seeded(Protocol):
+    """A replicate: anything with the ``seed`` its table is committed under."""
+
+    seed: int
+
+
+R = TypeVar("R", bound=Seeded)
 RunReplicate = Callable[[Any, R], pd.DataFrame]
 Commit = Callable[[int, pd.DataFrame], None]
 

@@ -512,7 +512,7 @@ def pattern_cells_spark(
     with_replicates = seeds is not None
     kernel = functools.partial(
         counts.pattern_partition,
-        seeds=list(seeds) if with_replicates else None,
+        seeds=list(seeds) if seeds is not None else None,
         fraction=float(fraction) if fraction is not None else None,
     )
     keys = ["replicate", "side", "pattern"] if with_replicates else ["pattern"]

@@ -176,6 +176,7 @@ def split_statements(spark: SparkSession, text: str) -> list[str]:
     if ";" not in text:
         return [text.strip()] if text.strip() else []
     jvm = spark._jvm  # noqa: SLF001 - py4j is the only way to Spark's lexer
+    assert jvm is not None, "a classic (py4j) SparkSession"
     lexer_class = jvm.org.apache.spark.sql.catalyst.parser.SqlBaseLexer
     lexer = lexer_class(jvm.org.antlr.v4.runtime.CharStreams.fromString(text))
     semicolon = lexer_class.SEMICOLON
@@ -265,6 +266,7 @@ class SqlGuard:
         self._root = _location_key(data_url)
         spark.conf.set("spark.sql.variable.substitute", "false")
         jvm = spark._jvm  # noqa: SLF001 - py4j is the only way to the parsed plan
+        assert jvm is not None, "a classic (py4j) SparkSession"
         self._parser = spark._jsparkSession.sessionState().sqlParser()  # noqa: SLF001
         self._classes = {
             name: jvm.java.lang.Class.forName(name)

@@ -155,6 +155,7 @@ def judge_cells(
             return spark.judge_cells_spark(source, _spark_tables(source, config), values, fraction)
         session = spark.get_session(config.spark_master, conf=dict(config.spark_conf))
         return spark.judge_cells_spark(session, source, values, fraction, storage_options=config.storage_options)
+    assert isinstance(source, str)  # choose_engine runs a SparkSession source on Spark
     return local.judge_cells_url(source, values, fraction, storage_options=config.storage_options)
 
 
@@ -206,6 +207,7 @@ def item_vote_counts(
     config = config or EngineConfig()
     if choose_engine(source, engine, config) == "spark":
         return spark.item_vote_counts_spark(_spark_tables(source, config)[0])
+    assert isinstance(source, str)  # choose_engine runs a SparkSession source on Spark
     columns = ["dataset", "item_id", "judge_id", "verdict", "score"]
     verdicts = read_dataset_table(source, "verdicts", columns, storage_options=config.storage_options)
     return local.item_vote_counts_arrow(verdicts)
@@ -262,7 +264,6 @@ def pattern_cells(
     values = counts.check_replicates(seeds, fraction, required=False)
     if blocks is not None and values is not None:
         raise ConfigError("blocks: give either blocks or seeds/fraction, not both")
-    options = {"blocks": blocks, "full_patterns": full_patterns}
     if choose_engine(source, engine, config) == "spark":
         session, verdicts, labels = _spark_source(source, config)
         return spark.pattern_cells_spark(
@@ -273,11 +274,15 @@ def pattern_cells(
             values,
             fraction,
             sample,
-            **options,
+            blocks=blocks,
+            full_patterns=full_patterns,
             storage_options=config.storage_options,
         )
+    assert isinstance(source, str)  # choose_engine runs a SparkSession source on Spark
     verdicts, labels = _arrow_tables(source, config, _VERDICT_COLUMNS)
-    return local.pattern_cells_arrow(verdicts, labels, judges, values, fraction, sample, **options)
+    return local.pattern_cells_arrow(
+        verdicts, labels, judges, values, fraction, sample, blocks=blocks, full_patterns=full_patterns
+    )
 
 
 def group_sizes(
@@ -305,6 +310,7 @@ def group_sizes(
         labelled = labels.where(labels["label"].isNotNull()).select("dataset", "item_id", "label")
         frame = spark.group_sizes_spark(items.join(labelled, on=["dataset", "item_id"], how="inner"))
     else:
+        assert isinstance(source, str)  # choose_engine runs a SparkSession source on Spark
         verdicts, labels = _arrow_tables(source, config, _VERDICT_COLUMNS)
         items = verdicts.filter(pc.equal(verdicts["sample"], pa.scalar(sample, pa.int32())))
         items = items.select(["dataset", "item_id", "group_id"]).to_pandas().drop_duplicates()

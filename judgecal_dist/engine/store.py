@@ -224,14 +224,13 @@ class RunStore:
 
     def _acquire_lease(self) -> None:
         held = self.lease_info()
-        foreign = held is not None and held.get("attempt") != self.attempt
-        # A holder in this very process is an earlier run that stopped without releasing (e.g. a failed replicate).
-        if foreign and held.get("pid") != os.getpid() and self.lease_alive(held):
-            raise RunConflict(
-                f"{self.url}: another attempt is writing this run ({_describe(held)}); wait for it, or remove "
-                f"{self.url_of(LEASE)} if that process is gone"
-            )
-        if foreign:
+        if held is not None and held.get("attempt") != self.attempt:
+            # A holder in this process is an earlier run that stopped without releasing (e.g. a failed replicate).
+            if held.get("pid") != os.getpid() and self.lease_alive(held):
+                raise RunConflict(
+                    f"{self.url}: another attempt is writing this run ({_describe(held)}); wait for it, or remove "
+                    f"{self.url_of(LEASE)} if that process is gone"
+                )
             log.info("%s: taking over the lease of a stopped attempt (%s)", self.url, _describe(held))
             with contextlib.suppress(Exception):  # its half-written temporaries are garbage now
                 self.fs.rm(self._p(f"_tmp/{held.get('attempt')}"), recursive=True)

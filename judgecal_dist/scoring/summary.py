@@ -127,7 +127,7 @@ def _spark_terms(alphas: Sequence[float], eps: float) -> list[Column]:
 
 def sums_spark(items: DataFrame, by: list[str], alphas: Sequence[float], eps: float) -> pd.DataFrame:
     """Per-group sums in one ``groupBy().agg()``; one row per group reaches the driver."""
-    sums = items.groupBy(*by).agg(*_spark_terms(alphas, eps)).toPandas()
+    sums: pd.DataFrame = items.groupBy(*by).agg(*_spark_terms(alphas, eps)).toPandas()
     return sums.sort_values(by, kind="stable").reset_index(drop=True)
 
 
@@ -163,7 +163,7 @@ def model_rows_spark(items: DataFrame) -> pd.DataFrame:
         (1.0 - F.col("p")).alias("p"),
         (F.col("verdict") == "B").alias("won"),
     )
-    sums = (
+    sums: pd.DataFrame = (
         side_a.unionByName(side_b)
         .groupBy("dataset", "model")
         .agg(

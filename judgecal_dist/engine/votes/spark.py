@@ -64,7 +64,7 @@ class ScanTally:
         return self
 
 
-class _TallyParam(AccumulatorParam):  # type: ignore[type-arg]
+class _TallyParam(AccumulatorParam):
     def zero(self, value: ScanTally) -> ScanTally:
         return ScanTally()
 
@@ -186,7 +186,7 @@ def item_votes_spark(
         ``verdicts`` is a URL that is not a committed dataset, or its verdicts break the column contract.
     """
     tally = spark.sparkContext.accumulator(ScanTally(), _TallyParam())
-    codec = {"judge_ids": list(judge_ids), "binary": binary, "tally": tally}
+    codec: dict[str, Any] = {"judge_ids": list(judge_ids), "binary": binary, "tally": tally}
     names = block_columns(len(judge_ids))
     ddl = ", ".join([f"{k} string" for k in ITEM_KEYS] + [f"{b} long" for b in names])
     if isinstance(verdicts, str):
