@@ -23,6 +23,7 @@ __all__ = ["init_ray", "fan_out", "run_serial", "Progress", "ReplicateFailed"]
 
 log = logging.getLogger(__name__)
 
+
 class Seeded(Protocol):
     """A replicate: anything with the ``seed`` its table is committed under."""
 
