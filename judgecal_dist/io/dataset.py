@@ -12,7 +12,9 @@ A table is the ``*.parquet`` files of its folder. As in Spark and Hadoop, names 
 (``_SUCCESS``, ``.part-00000.parquet.crc``, ``.DS_Store``) are hidden and ignored; any other entry (a
 ``README.md``, a CSV, a subfolder) is refused with an error naming it, since it is either a misplaced file or a
 part in a format no reader takes. Spark and pyarrow read the parts listed by :func:`table_parts`, so both see
-exactly the same rows and refuse the same folders. This module is the one reader of the
+exactly the same rows and refuse the same folders (one exception: on a local disk Hadoop checks a part against a
+``.<part>.crc`` beside it, so a stale checksum file fails Spark's scan of that part). This module is the one
+reader of the
 contract: the in-memory engine, Spark (:func:`judgecal_dist.engine.spark.read_table` reads the parts listed here)
 and the scans inside Spark tasks (:func:`read_part`) all take their columns and defaults from it.
 
@@ -191,8 +193,8 @@ def _part_entries(fs: AbstractFileSystem, folder: str, *, url: str, table: str) 
     Raises
     ------
     InputError
-        ``<url>: <table>: <name>: not a Parquet part ...`` for the first other entry (a file of another kind or a
-        subfolder): a table folder holds nothing a reader would skip silently.
+        ``<url>: <table>: <name>: a file (or folder) that is not a Parquet part ...`` for the first other entry:
+        a table folder holds nothing a reader would skip silently.
     """
     fs.invalidate_cache(folder)
     try:
