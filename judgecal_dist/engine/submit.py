@@ -89,7 +89,7 @@ def check_shippable(engine: Any, values: Mapping[str, Any], source: str = "engin
     ConfigError
         Naming the first offending setting.
     """
-    engine_values = dataclasses.asdict(engine) if dataclasses.is_dataclass(engine) else dict(engine)
+    engine_values = dict(engine) if isinstance(engine, Mapping) else engine.values()
     for where, found in ((source, credential_paths(engine_values)), ("study config", credential_paths(values))):
         if found:
             raise ConfigError(
@@ -181,7 +181,7 @@ def _stage(folder: Path, values: dict[str, Any], engine: Any, output: str, run_i
     (folder / "_submit").mkdir()
     plain = json.loads(json.dumps(values))  # tuples -> lists, for YAML
     (folder / "_submit" / "study.yaml").write_text(yaml.safe_dump(plain, sort_keys=False))
-    engine_values = json.loads(json.dumps(dataclasses.asdict(engine), default=dict))
+    engine_values = json.loads(json.dumps(engine.values(), default=dict))
     engine_values["ray_address"] = None  # the job connects to its own cluster (--ray-address auto below)
     (folder / "_submit" / "engine.yaml").write_text(yaml.safe_dump(engine_values, sort_keys=False))
     args = [
