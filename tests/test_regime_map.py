@@ -128,9 +128,9 @@ def test_llmbar_split_runs_and_semi_real_source(llmbar_root):
 
 
 def test_bad_input_is_a_clear_error(llmbar_root, tmp_path):
-    with pytest.raises(ConfigError, match="longer than the panel"):
+    with pytest.raises(ConfigError, match="max_k=8: must be at most the panel's 7 judges"):
         regime_map.Config(data=llmbar_root, max_k=8)
-    with pytest.raises(ConfigError, match="synthetic regime"):
+    with pytest.raises(ConfigError, match="data=synthetic:xor: must be a URL or synthetic:REGIME"):
         regime_map.Config(data="synthetic:xor")
     with pytest.raises(InputError, match="budget 500 is larger than the 438 calibration rows"):
         regime_map.load(regime_map.Config(data=llmbar_root, budgets=(20, 500)), EngineConfig())

@@ -3,7 +3,8 @@
 A study module exposes:
 
 ``NAME``                    its name (the ``study:`` key of a config, the results folder)
-``Config``                  a frozen dataclass built from YAML (unknown keys rejected)
+``Config``                  its typed settings (a frozen model of :mod:`judgecal_dist.settings`): every key, type
+                            and allowed range, checked before anything runs
 ``load(config, engine)``    the shared input (validated before anything is written); put in Ray's store once
 ``plan(config, data)``      the replicates, each a frozen object with a ``seed``
 ``run_replicate(data, rep)`` pure and seeded: same data and replicate give the same table on any engine

@@ -31,19 +31,34 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+from pydantic import model_validator
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.panel import ORIENTATIONS, Panel, load_panel
-from judgecal_dist.errors import ConfigError, InputError
+from judgecal_dist.errors import InputError
 from judgecal_dist.methods.aggregation.aggregate import OneCoin
 from judgecal_dist.methods.aggregation.votes import count_judge_votes
 from judgecal_dist.methods.calibration import BetaCalibration, PlattCalibrator, TemperatureScaling
 from judgecal_dist.methods.selection.curate import top_k
+from judgecal_dist.settings import (
+    CiLevel,
+    Fraction,
+    NonNegative,
+    PipelineFields,
+    Replicates,
+    Resamples,
+    Seed,
+    Url,
+    integer,
+    listed,
+    one_of,
+    refuse,
+)
 from judgecal_dist.splits import calibration_mask, split_uniforms
 from judgecal_dist.stats.metrics import metric_table
 from judgecal_dist.studies import budget_report
@@ -80,63 +95,38 @@ FRACTIONS = (0.05, 0.10, 0.15, 0.20, 0.30, 0.40, 0.50, 0.60, 0.70)
 ORDER_SEED_OFFSET = 1 << 40
 
 
-@dataclass(frozen=True)
-class Config:
-    """Settings of the budget study (``conf/studies/budget.yaml``); every key can be ``--set``."""
+class Config(PipelineFields):
+    """Settings of the budget study (``conf/studies/budget.yaml``); every key can be ``--set``.
 
-    data: str | None = None
+    The pipeline hyperparameters (``eps``, ``alpha0``, ``beta_penalty``, ``n_bins``, ...) are the shared
+    :class:`~judgecal_dist.settings.PipelineFields`.
+    """
+
+    data_required: ClassVar[str] = "an ingested dataset URL"
+
+    data: Url = None
     dataset: str | None = None
-    mode: str = "budget"
-    replicates: int = 100
-    seed: int = 0
-    calib_fraction: float = 0.5
-    budgets: tuple[int, ...] = ()
-    fractions: tuple[float, ...] = FRACTIONS
-    top_k: int = 5
-    calibrators: tuple[str, ...] = CALIBRATORS
-    beta_penalty: float = 0.01
-    beta_l1_ratio: float = 0.5
-    beta_penalty_scale: str = "mean"
-    platt_penalty: float = 0.0
-    orientation: str = "natural"
-    sample: int = 0
-    eps: float = 1e-6
-    alpha0: float = 1.0
-    beta0: float = 1.0
-    class_prior: str = "half"
-    n_bins: int = 10
-    ci_level: float = 0.95
-    max_t_alpha: float = 0.05
-    max_t_resamples: int = 10_000
-    max_t_alternative: str = "greater"
+    mode: one_of(MODES) = "budget"
+    replicates: Replicates = 100
+    seed: Seed = 0
+    calib_fraction: Fraction = 0.5
+    budgets: listed(integer(2), description="labels per budget ([] = the spec grid by panel size)") = ()
+    fractions: listed(Fraction, min_length=1) = FRACTIONS
+    top_k: integer(1) = 5
+    calibrators: listed(one_of(CALIBRATORS), min_length=1) = CALIBRATORS
+    platt_penalty: NonNegative = 0.0
+    orientation: one_of(ORIENTATIONS) = "natural"
+    sample: integer(0) = 0
+    ci_level: CiLevel = 0.95
+    max_t_alpha: Fraction = 0.05
+    max_t_resamples: Resamples = 10_000
+    max_t_alternative: one_of(("greater", "two-sided")) = "greater"
 
-    def __post_init__(self) -> None:
-        if not self.data:
-            raise ConfigError("data: required (an ingested dataset URL; --set data=URL)")
-        if self.mode not in MODES:
-            raise ConfigError(f"mode: must be one of {list(MODES)}, got {self.mode!r}")
-        if self.replicates < (2 if self.mode == "budget" else 1):
-            need = "2 (the max-t test needs two splits)" if self.mode == "budget" else "1"
-            raise ConfigError(f"replicates: must be >= {need}, got {self.replicates}")
-        if not 0.0 < self.calib_fraction < 1.0:
-            raise ConfigError(f"calib_fraction: must be in (0, 1), got {self.calib_fraction}")
-        if any(not isinstance(b, int) or isinstance(b, bool) or b < 2 for b in self.budgets):
-            raise ConfigError(f"budgets: must be integers >= 2 (labels per budget), got {list(self.budgets)}")
-        if not self.fractions or any(not 0.0 < float(f) < 1.0 for f in self.fractions):
-            raise ConfigError(f"fractions: must be non-empty, each in (0, 1), got {list(self.fractions)}")
-        if self.top_k < 1:
-            raise ConfigError(f"top_k: must be >= 1, got {self.top_k}")
-        bad = sorted(set(self.calibrators) - set(CALIBRATORS))
-        if bad or not self.calibrators:
-            raise ConfigError(f"calibrators: unknown or empty {bad or list(self.calibrators)}; known: {CALIBRATORS}")
-        if self.orientation not in ORIENTATIONS:
-            raise ConfigError(f"orientation: must be one of {list(ORIENTATIONS)}, got {self.orientation!r}")
-        if not 0.0 < self.eps < 0.5:
-            raise ConfigError(f"eps: must be in (0, 0.5), got {self.eps}")
-        if self.class_prior not in ("half", "empirical"):
-            raise ConfigError(f"class_prior: must be half or empirical, got {self.class_prior!r}")
-        if self.max_t_alternative not in ("greater", "two-sided"):
-            raise ConfigError(f"max_t_alternative: must be greater or two-sided, got {self.max_t_alternative!r}")
+    @model_validator(mode="after")
+    def _check(self) -> Config:
+        if self.mode == "budget" and self.replicates < 2:
+            raise refuse("replicates", self.replicates, "must be an integer >= 2 in budget mode (the max-t test)")
+        return self
 
 
 @dataclass(frozen=True)

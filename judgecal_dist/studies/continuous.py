@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
+from pydantic import model_validator
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.flow_tasks import FlowJob, fit_predict_flows
@@ -32,6 +33,19 @@ from judgecal_dist.methods.continuous.hb_linear import ConvergenceGateWarning, H
 from judgecal_dist.methods.continuous.linear_conjugate import ConjugateLinear, sufficient_stats
 from judgecal_dist.methods.continuous.score_flow import MASK_POLICIES, route_for_review
 from judgecal_dist.methods.continuous.score_transport import MarginalOT
+from judgecal_dist.settings import (
+    CiLevel,
+    Positive,
+    Probability,
+    Replicates,
+    Seed,
+    TypedSettings,
+    Url,
+    integer,
+    listed,
+    one_of,
+    refuse,
+)
 from judgecal_dist.splits import group_keys, split_uniforms
 from judgecal_dist.stats.continuous_metrics import continuous_metrics
 from judgecal_dist.studies import continuous_report
@@ -47,49 +61,39 @@ SYNTHETIC = "synthetic"
 _SYNTH_KEY = 7001
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(TypedSettings):
     """Settings of the continuous study (``conf/studies/continuous.yaml``); every key can be ``--set``."""
 
-    data: str | None = None
-    judges: tuple[str, ...] = ("nano", "mini")
+    data_required: ClassVar[str] = "the RewardBench 2 k=8 folder or an ingested dataset URL"
+
+    data: Url = None
+    judges: listed(str) = ("nano", "mini")
     synthetic: bool = True
     variant: str = "base"
-    budgets: tuple[int, ...] = (25, 50, 100, 200, 500, 1000, 1500)
-    replicates: int = 50
-    seed: int = 0
-    test_groups: int = 50
-    nuts_seeds: int = 5
-    nuts_warmup: int = 500
-    nuts_samples: int = 1000
-    nuts_chains: int = 2
-    flow_epochs: int = 1500
-    flow_lr: float = 0.003
-    flow_passes: int = 40
-    flow_embed_dim: int = 8
-    flow_batch: int = 5
-    flow_threads: int = 1
-    flow_mask_policy: str = "evaluation"
-    review_budget: float = 0.05
+    budgets: listed(integer(2), min_length=1) = (25, 50, 100, 200, 500, 1000, 1500)
+    replicates: Replicates = 50
+    seed: Seed = 0
+    test_groups: integer(1) = 50
+    nuts_seeds: integer(0) = 5
+    nuts_warmup: integer(1, 1_000_000) = 500
+    nuts_samples: integer(1, 1_000_000) = 1000
+    nuts_chains: integer(1, 64) = 2
+    flow_epochs: integer(1, 1_000_000) = 1500
+    flow_lr: Positive = 0.003
+    flow_passes: integer(2, 10_000, description="MC-dropout passes (>= 2 for an MC s.d.)") = 40
+    flow_embed_dim: integer(1, 4_096) = 8
+    flow_batch: integer(1, 1_000) = 5
+    flow_threads: integer(1, 1_024) = 1
+    flow_mask_policy: one_of(MASK_POLICIES) = "evaluation"
+    review_budget: Probability = 0.05
     item_seed_figures: bool = True
-    ci_level: float = 0.95
+    ci_level: CiLevel = 0.95
 
-    def __post_init__(self) -> None:
-        if not self.data:
-            raise ConfigError("data: required (the RewardBench 2 k=8 folder or an ingested dataset; --set data=URL)")
+    @model_validator(mode="after")
+    def _check(self) -> Config:
         if not self.judges and not self.synthetic:
-            raise ConfigError("judges: empty and synthetic: false: no arm to run")
-        if not self.budgets or any(not isinstance(b, int) or b < 2 for b in self.budgets):
-            raise ConfigError(f"budgets: must be integers >= 2, got {list(self.budgets)}")
-        for name in ("replicates", "test_groups", "flow_epochs", "flow_batch", "flow_threads", "nuts_chains"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name}: must be >= 1, got {getattr(self, name)}")
-        if self.flow_passes < 2:
-            raise ConfigError(f"flow_passes: must be >= 2 (MC s.d.), got {self.flow_passes}")
-        if self.flow_mask_policy not in MASK_POLICIES:
-            raise ConfigError(f"flow_mask_policy: must be one of {list(MASK_POLICIES)}, got {self.flow_mask_policy!r}")
-        if not 0.0 <= self.review_budget <= 1.0:
-            raise ConfigError(f"review_budget: must be in [0, 1], got {self.review_budget}")
+            raise refuse("judges", [], "must name a judge when synthetic is false (no arm to run)")
+        return self
 
 
 @dataclass(frozen=True)

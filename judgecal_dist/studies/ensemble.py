@@ -21,12 +21,12 @@ References
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
+from pydantic import Field, model_validator
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.errors import ConfigError, InputError
@@ -36,6 +36,21 @@ from judgecal_dist.methods.repeated.routing import (
     SoftBlend,
     VarianceInformedEnsemble,
     stratified_split,
+)
+from judgecal_dist.settings import (
+    CiLevel,
+    Fraction,
+    NonNegative,
+    Positive,
+    Resamples,
+    Seed,
+    TypedSettings,
+    Url,
+    integer,
+    listed,
+    number,
+    one_of,
+    refuse,
 )
 from judgecal_dist.studies import ensemble_report
 from judgecal_dist.studies.base import StudyResult
@@ -49,43 +64,38 @@ JOIN_KEYS = ("subset_id", "id")
 PRICES: dict[str, tuple[float, float]] = {"full": (2.50, 15.00), "mini": (0.75, 4.50), "nano": (0.20, 1.25)}
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(TypedSettings):
     """Settings of the ensemble study (``conf/studies/ensemble.yaml``); every key can be ``--set``."""
 
-    data: str | None = None
-    datasets: tuple[str, ...] = ()
-    replicates: int = 2000
-    bootstrap_seed: int = 42
-    ci_level: float = 0.95
-    prices: Mapping[str, Any] = field(default_factory=lambda: {t: list(p) for t, p in PRICES.items()})
+    data_required: ClassVar[str] = "an ingested rb2-k8 dataset URL"
+
+    data: Url = None
+    datasets: listed(str) = ()
+    replicates: Resamples = Field(default=2000, description="bootstrap resamples per condition (spec 004 §3.3)")
+    bootstrap_seed: Seed = 42
+    ci_level: CiLevel = 0.95
+    prices: dict[str, tuple[NonNegative, NonNegative]] = Field(
+        default_factory=lambda: {t: tuple(p) for t, p in PRICES.items()},
+        description="$ per million tokens [input, output] per tier",
+    )
     reference_tier: str = "full"
     cheap_tier: str = "mini"
     baseline_variant: str = "base"
-    baseline_cost: float = 0.0
-    join_key: str = "subset_id"
-    score_low: float = 1.0
-    score_high: float = 10.0
-    split_seed: int = 42
-    test_fraction: float = 0.2
-    blend_steepness: float = 10.0
-    varinf_budget: float = 2.0
-    varinf_n_max: int = 8
+    baseline_cost: NonNegative = 0.0
+    join_key: one_of(JOIN_KEYS) = "subset_id"
+    score_low: number() = 1.0
+    score_high: number() = 10.0
+    split_seed: Seed = 42
+    test_fraction: Fraction = 0.2
+    blend_steepness: Positive = 10.0
+    varinf_budget: Positive = 2.0
+    varinf_n_max: integer(1, 1_000) = 8
 
-    def __post_init__(self) -> None:
-        if not self.data:
-            raise ConfigError("data: required (an ingested rb2-k8 dataset URL; --set data=URL)")
-        if self.replicates < 1:
-            raise ConfigError(f"replicates: bootstrap resamples per condition, must be >= 1, got {self.replicates}")
-        if self.join_key not in JOIN_KEYS:
-            raise ConfigError(f"join_key: must be one of {list(JOIN_KEYS)}, got {self.join_key!r}")
-        if not 0.0 < self.ci_level < 1.0 or not 0.0 < self.test_fraction < 1.0:
-            raise ConfigError(f"ci_level, test_fraction: must be in (0, 1), got {self.ci_level}, {self.test_fraction}")
+    @model_validator(mode="after")
+    def _check(self) -> Config:
         if not self.score_low < self.score_high:
-            raise ConfigError(f"score_low, score_high: need low < high, got {self.score_low}, {self.score_high}")
-        for tier, value in dict(self.prices).items():
-            if not (isinstance(value, list | tuple) and len(value) == 2 and all(v >= 0 for v in value)):
-                raise ConfigError(f"prices: {tier}: expected [input, output] $ per million tokens, got {value!r}")
+            raise refuse("score_high", self.score_high, f"must be above score_low={self.score_low}")
+        return self
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,11 @@ References
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
+from pydantic import model_validator
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.panel import ORIENTATIONS, Panel, load_panel
@@ -33,6 +35,7 @@ from judgecal_dist.errors import ConfigError
 from judgecal_dist.io.records import json_records
 from judgecal_dist.methods.pipeline import (
     AGGREGATORS,
+    CALIBRATOR_INPUTS,
     CALIBRATORS,
     PANELS,
     PROTOCOLS,
@@ -40,6 +43,20 @@ from judgecal_dist.methods.pipeline import (
     choose_panels,
     fit_pipelines,
     protocol_roles,
+)
+from judgecal_dist.settings import (
+    AggregationFields,
+    CiLevel,
+    Fraction,
+    PipelineFields,
+    Replicates,
+    Resamples,
+    Seed,
+    Url,
+    check_panels,
+    integer,
+    listed,
+    one_of,
 )
 from judgecal_dist.splits import calibration_mask
 from judgecal_dist.stats.inference import summarise_over_splits
@@ -80,79 +97,41 @@ NAME = "inclusion"
 METRICS = ("nll", "brier", "ece", "accuracy")
 
 
-@dataclass(frozen=True)
-class Config:
-    """Settings of the inclusion study (``conf/studies/inclusion.yaml``); every key can be ``--set``."""
+class Config(PipelineFields, AggregationFields):
+    """Settings of the inclusion study (``conf/studies/inclusion.yaml``); every key can be ``--set``.
 
-    data: str | None = None
+    The pipeline hyperparameters (``eps``, ``alpha0``, ..., ``ds_n_iter``, ``stacking_folds``) are the shared
+    :class:`~judgecal_dist.settings.PipelineFields` and :class:`~judgecal_dist.settings.AggregationFields`.
+    """
+
+    data_required: ClassVar[str] = "an ingested dataset URL"
+
+    data: Url = None
     dataset: str | None = None
-    replicates: int = 100
-    seed: int = 0
-    calib_fraction: float = 0.5
-    aggregators: tuple[str, ...] = AGGREGATORS
-    calibrators: tuple[str, ...] = CALIBRATORS
-    panels: tuple[str, ...] = PANELS
-    orientation: str = "natural"
-    sample: int = 0
-    eps: float = 1e-6
-    alpha0: float = 1.0
-    beta0: float = 1.0
-    class_prior: str = "half"
-    beta_penalty: float = 0.01
-    beta_l1_ratio: float = 0.5
-    beta_penalty_scale: str = "mean"
-    ds_n_iter: int = 100
-    stacking_c: float = 1.0
-    stacking_folds: int = 5
-    calibrator_input: str = "logit"
-    calib_scores: str = "insample"
-    nested_fraction: float = 0.7
-    crossfit_folds: int = 5
-    search_beam_width: int = 3
-    search_max_additions: int = 10
-    search_inner_fraction: float = 0.7
-    search_folds: int = 5
-    conformal_alphas: tuple[float, ...] = (0.1, 0.2)
-    permutation_resamples: int = 10_000
-    n_bins: int = 10
-    ci_level: float = 0.95
+    replicates: Replicates = 100
+    seed: Seed = 0
+    calib_fraction: Fraction = 0.5
+    aggregators: listed(one_of(AGGREGATORS), min_length=1) = AGGREGATORS
+    calibrators: listed(one_of(CALIBRATORS), min_length=1) = CALIBRATORS
+    panels: listed(str, min_length=1) = PANELS
+    orientation: one_of(ORIENTATIONS) = "natural"
+    sample: integer(0) = 0
+    calibrator_input: one_of(CALIBRATOR_INPUTS) = "logit"
+    calib_scores: one_of(PROTOCOLS) = "insample"
+    nested_fraction: Fraction = 0.7
+    crossfit_folds: integer(2, 100) = 5
+    search_beam_width: integer(1, 1_000) = 3
+    search_max_additions: integer(1, 1_000) = 10
+    search_inner_fraction: Fraction = 0.7
+    search_folds: integer(2, 100) = 5
+    conformal_alphas: listed(Fraction) = (0.1, 0.2)
+    permutation_resamples: Resamples = 10_000
+    ci_level: CiLevel = 0.95
 
-    def __post_init__(self) -> None:
-        if not self.data:
-            raise ConfigError("data: required (an ingested dataset URL; --set data=URL)")
-        if self.replicates < 1:
-            raise ConfigError(f"replicates: must be >= 1, got {self.replicates}")
-        if not 0.0 < self.calib_fraction < 1.0:
-            raise ConfigError(f"calib_fraction: must be in (0, 1), got {self.calib_fraction}")
-        for key, value, known in (
-            ("aggregators", self.aggregators, AGGREGATORS),
-            ("calibrators", self.calibrators, CALIBRATORS),
-        ):
-            bad = sorted(set(value) - set(known))
-            if bad or not value:
-                raise ConfigError(f"{key}: unknown or empty {bad or list(value)}; known: {list(known)}")
-        known = (*PANELS, *SEARCHES)
-        bad_panels = [p for p in self.panels if p not in known and not (p.startswith("top") and p[3:].isdigit())]
-        if bad_panels or "all" not in self.panels:
-            raise ConfigError(f"panels: must include 'all' and only {list(known)} or topK, got {list(self.panels)}")
-        Settings.of(self)  # validates eps, class_prior and calibrator_input (Settings.__post_init__)
-        if self.calib_scores not in PROTOCOLS:
-            raise ConfigError(f"calib_scores: must be one of {list(PROTOCOLS)}, got {self.calib_scores!r}")
-        for key in ("nested_fraction", "search_inner_fraction"):
-            if not 0.0 < getattr(self, key) < 1.0:
-                raise ConfigError(f"{key}: must be in (0, 1), got {getattr(self, key)}")
-        for key in ("crossfit_folds", "search_folds"):
-            if getattr(self, key) < 2:
-                raise ConfigError(f"{key}: must be >= 2, got {getattr(self, key)}")
-        for key in ("search_beam_width", "search_max_additions"):
-            if getattr(self, key) < 1:
-                raise ConfigError(f"{key}: must be >= 1, got {getattr(self, key)}")
-        if self.orientation not in ORIENTATIONS:
-            raise ConfigError(f"orientation: must be one of {list(ORIENTATIONS)}, got {self.orientation!r}")
-        if any(not 0.0 < a < 1.0 for a in self.conformal_alphas):
-            raise ConfigError(f"conformal_alphas: each must be in (0, 1), got {list(self.conformal_alphas)}")
-        if self.permutation_resamples < 1:
-            raise ConfigError(f"permutation_resamples: must be >= 1, got {self.permutation_resamples}")
+    @model_validator(mode="after")
+    def _check(self) -> Config:
+        check_panels(self.panels, (*PANELS, *SEARCHES))
+        return self
 
     @property
     def settings(self) -> Settings:

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
+from pydantic import model_validator
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.onepass.replicates import (
@@ -43,8 +44,21 @@ from judgecal_dist.engine.stats import choose_engine
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.dataset import count_rows
 from judgecal_dist.io.records import json_records
-from judgecal_dist.methods.pipeline import Settings, choose_panels, fit_pipelines
+from judgecal_dist.methods.pipeline import CALIBRATOR_INPUTS, Settings, choose_panels, fit_pipelines
 from judgecal_dist.progress import Progress
+from judgecal_dist.settings import (
+    MAX_REPLICATES,
+    CiLevel,
+    Fraction,
+    PipelineFields,
+    Replicates,
+    Seed,
+    Url,
+    check_panels,
+    integer,
+    listed,
+    one_of,
+)
 from judgecal_dist.splits import calibration_mask
 from judgecal_dist.stats.inference import summarise_over_splits
 from judgecal_dist.stats.metrics import metric_table
@@ -74,52 +88,33 @@ AGGREGATOR = "one_coin"
 DENSE_MAX_VERDICTS = 10_000_000
 
 
-@dataclass(frozen=True)
-class Config:
-    """Settings of the study (``conf/studies/inclusion_scale.yaml``); every key can be ``--set``."""
+class Config(PipelineFields):
+    """Settings of the study (``conf/studies/inclusion_scale.yaml``); every key can be ``--set``.
 
-    data: str | None = None
+    The pipeline hyperparameters (``eps``, ``alpha0``, ``beta_penalty``, ``n_bins``, ...) are the shared
+    :class:`~judgecal_dist.settings.PipelineFields`.
+    """
+
+    data_required: ClassVar[str] = "an ingested dataset URL"
+
+    data: Url = None
     dataset: str | None = None
-    replicates: int = 100
-    seed: int = 0
-    calib_fraction: float = 0.5
-    calibrators: tuple[str, ...] = ONEPASS_CALIBRATORS
-    panels: tuple[str, ...] = ("all", "top3", "top5", "top10")
-    sample: int = 0
-    execution: str = "auto"
-    dense_max_verdicts: int = DENSE_MAX_VERDICTS
-    onepass_batch: int = 50
-    calibrator_input: str = "logit"
-    eps: float = 1e-6
-    alpha0: float = 1.0
-    beta0: float = 1.0
-    class_prior: str = "half"
-    beta_penalty: float = 0.01
-    beta_l1_ratio: float = 0.5
-    beta_penalty_scale: str = "mean"
-    n_bins: int = 10
-    ci_level: float = 0.95
+    replicates: Replicates = 100
+    seed: Seed = 0
+    calib_fraction: Fraction = 0.5
+    calibrators: listed(one_of(ONEPASS_CALIBRATORS), min_length=1) = ONEPASS_CALIBRATORS
+    panels: listed(str, min_length=1) = ("all", "top3", "top5", "top10")
+    sample: integer(0) = 0
+    execution: one_of(EXECUTIONS) = "auto"
+    dense_max_verdicts: integer(0) = DENSE_MAX_VERDICTS
+    onepass_batch: integer(1, MAX_REPLICATES) = 50
+    calibrator_input: one_of(CALIBRATOR_INPUTS) = "logit"
+    ci_level: CiLevel = 0.95
 
-    def __post_init__(self) -> None:
-        if not self.data:
-            raise ConfigError("data: required (an ingested dataset URL; --set data=URL)")
-        if self.replicates < 1:
-            raise ConfigError(f"replicates: must be >= 1, got {self.replicates}")
-        if not 0.0 < self.calib_fraction < 1.0:
-            raise ConfigError(f"calib_fraction: must be in (0, 1), got {self.calib_fraction}")
-        bad = sorted(set(self.calibrators) - set(ONEPASS_CALIBRATORS))
-        if bad or not self.calibrators:
-            raise ConfigError(f"calibrators: unknown or empty {bad or []}; known: {list(ONEPASS_CALIBRATORS)}")
-        bad_panels = [p for p in self.panels if p != "all" and not (p.startswith("top") and p[3:].isdigit())]
-        if bad_panels or "all" not in self.panels:
-            raise ConfigError(f"panels: must include 'all' and otherwise only topK, got {list(self.panels)}")
-        if self.execution not in EXECUTIONS:
-            raise ConfigError(f"execution: must be one of {list(EXECUTIONS)}, got {self.execution!r}")
-        if self.onepass_batch < 1:
-            raise ConfigError(f"onepass_batch: must be >= 1, got {self.onepass_batch}")
-        if self.dense_max_verdicts < 0:
-            raise ConfigError(f"dense_max_verdicts: must be >= 0, got {self.dense_max_verdicts}")
-        Settings.of(self)  # validates eps, class_prior and calibrator_input (Settings.__post_init__)
+    @model_validator(mode="after")
+    def _check(self) -> Config:
+        check_panels(self.panels, ("all",))
+        return self
 
     @property
     def settings(self) -> Settings:

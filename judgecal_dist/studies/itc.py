@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
+from pydantic import Field, model_validator
 from sklearn.exceptions import ConvergenceWarning
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.errors import ConfigError
 from judgecal_dist.methods.repeated.davidson import DavidsonAggregator
 from judgecal_dist.methods.repeated.self_consistency import (
     SC_TIE_BREAKS,
@@ -33,6 +33,20 @@ from judgecal_dist.methods.repeated.self_consistency import (
     decisive_majority,
     majority_vote,
     soft_self_consistency,
+)
+from judgecal_dist.settings import (
+    CiLevel,
+    Fraction,
+    Probability,
+    Replicates,
+    Resamples,
+    Seed,
+    TypedSettings,
+    Url,
+    integer,
+    listed,
+    number,
+    one_of,
 )
 from judgecal_dist.splits import split_uniforms
 from judgecal_dist.studies import itc_report
@@ -59,44 +73,38 @@ CONFIDENCE_METHODS = ("soft_sc_mean", "soft_sc_min", "soft_sc_product", "ci_sc")
 _DAVIDSON = {"davidson": "global", "davidson_local": "local", "davidson_local_intercept": "local_intercept"}
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(TypedSettings):
     """Settings of the itc study (``conf/studies/itc.yaml``); every key can be ``--set``."""
 
-    data: str | None = None
-    replicates: int = 100
-    seed: int = 0
-    calib_fraction: float = 0.05
-    split: str = "item"
-    budgets: tuple[int, ...] = (2, 4, 6, 8)
-    methods: tuple[str, ...] = ("davidson", "sc", "decisive_majority", "constant_tie", *CONFIDENCE_METHODS)
-    sc_tie_break: str = "zero"
-    n_starts: int = 5
-    permutations: int = 100
-    significance: float = 0.05
-    ci_level: float = 0.95
-    orientation_seed: int = 0
-    synthetic_items: int = 4000
-    synthetic_propensities: tuple[float, ...] = (-1.0, 0.0, 1.0)
-    synthetic_prior: tuple[float, ...] = (0.25, 0.5, 0.25)
-    synthetic_seed: int = 0
+    data_required: ClassVar[str] = "an ingested dataset URL, or synthetic:g2"
 
-    def __post_init__(self) -> None:
-        if not self.data:
-            raise ConfigError("data: required (an ingested dataset URL, or synthetic:g2; --set data=URL)")
-        if self.replicates < 1 or self.permutations < 1 or self.n_starts < 1:
-            raise ConfigError("replicates, permutations, n_starts: must be >= 1")
-        if not 0.0 < self.calib_fraction < 1.0:
-            raise ConfigError(f"calib_fraction: must be in (0, 1), got {self.calib_fraction}")
-        if self.split not in ("item", "group"):
-            raise ConfigError(f"split: must be 'item' (pair-level, as the paper) or 'group', got {self.split!r}")
-        if not self.budgets or any(not isinstance(b, int) or b < 1 for b in self.budgets):
-            raise ConfigError(f"budgets: positive integers needed, got {list(self.budgets)}")
-        bad = sorted(set(self.methods) - set(METHODS))
-        if bad or not self.methods:
-            raise ConfigError(f"methods: unknown or empty {bad or list(self.methods)}; known: {list(METHODS)}")
-        if self.sc_tie_break not in SC_TIE_BREAKS:
-            raise ConfigError(f"sc_tie_break: must be one of {list(SC_TIE_BREAKS)}, got {self.sc_tie_break!r}")
+    data: Url = Field(default=None, examples=["synthetic:g2"], description="an ingested dataset URL, or synthetic:g2")
+    replicates: Replicates = 100
+    seed: Seed = 0
+    calib_fraction: Fraction = 0.05
+    split: one_of(("item", "group")) = "item"
+    budgets: listed(integer(1), min_length=1) = (2, 4, 6, 8)
+    methods: listed(one_of(METHODS), min_length=1) = (
+        "davidson",
+        "sc",
+        "decisive_majority",
+        "constant_tie",
+        *CONFIDENCE_METHODS,
+    )
+    sc_tie_break: one_of(SC_TIE_BREAKS) = "zero"
+    n_starts: integer(1, 1_000) = 5
+    permutations: Resamples = 100
+    significance: Fraction = 0.05
+    ci_level: CiLevel = 0.95
+    orientation_seed: Seed = 0
+    synthetic_items: integer(2, 10_000_000) = 4000
+    synthetic_propensities: listed(number(), min_length=1) = (-1.0, 0.0, 1.0)
+    synthetic_prior: listed(Probability, min_length=1) = (0.25, 0.5, 0.25)
+    synthetic_seed: Seed = 0
+
+    @model_validator(mode="after")
+    def _check(self) -> Config:
+        return self
 
 
 @dataclass(frozen=True)

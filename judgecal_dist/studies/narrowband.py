@@ -41,16 +41,29 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+from pydantic import Field, model_validator
 from scipy.special import logit
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.errors import ConfigError
 from judgecal_dist.io.figures import png, pyplot
 from judgecal_dist.io.records import json_records
 from judgecal_dist.methods.aggregation.aggregate import MajorityVote, log_odds_proba
 from judgecal_dist.methods.aggregation.votes import count_judge_votes
 from judgecal_dist.methods.aggregation.weighted import LogOddsWeighted
 from judgecal_dist.methods.selection.curate import top_k
+from judgecal_dist.settings import (
+    CiLevel,
+    Fraction,
+    NonNegative,
+    Replicates,
+    Seed,
+    TypedSettings,
+    integer,
+    listed,
+    number,
+    one_of,
+    refuse,
+)
 from judgecal_dist.stats.inference import summarise_over_splits
 from judgecal_dist.stats.metrics import accuracy
 from judgecal_dist.studies.base import StudyResult
@@ -78,42 +91,33 @@ METHODS = ("log_odds", "top_half", "top_third", "oracle", "majority")
 METRICS = (*(f"acc_{m}" for m in METHODS), "gap", "oracle_gap", "exponent_gap_theorem3", "exponent_gap_exact")
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(TypedSettings):
     """Settings of the narrow-band study (``conf/studies/narrowband.yaml``); every key can be ``--set``."""
 
-    data: str = SOURCE
-    replicates: int = 100
-    seed: int = 0
-    n_judges: int = 15
-    n_items: int = 1000
-    mean_accuracy: float = 0.60
-    spreads: tuple[float, ...] = SPREADS
-    accuracy_bounds: tuple[float, float] = (0.02, 0.98)
-    calib_fraction: float = 0.5
-    eps_theta: float = 1e-3
-    ci_level: float = 0.95
+    data: one_of((SOURCE,)) = Field(default=SOURCE, description="the study generates its panels in memory")
+    replicates: Replicates = 100
+    seed: Seed = 0
+    n_judges: integer(3, 1_000, description="J (>= 3: top-third pruning needs a choice)") = 15
+    n_items: integer(4, 10_000_000) = 1000
+    mean_accuracy: Fraction = 0.60
+    spreads: listed(NonNegative, min_length=1) = SPREADS
+    accuracy_bounds: tuple[Fraction, Fraction] = (0.02, 0.98)
+    calib_fraction: Fraction = 0.5
+    eps_theta: number(gt=0.0, lt=0.5) = 1e-3
+    ci_level: CiLevel = 0.95
 
-    def __post_init__(self) -> None:
-        if self.data != SOURCE:
-            raise ConfigError(
-                f"data: the narrow-band study generates its panels; must be {SOURCE!r}, got {self.data!r}"
+    @model_validator(mode="after")
+    def _check(self) -> Config:
+        if not 2 <= int(self.calib_fraction * self.n_items) <= self.n_items - 2:
+            raise refuse(
+                "calib_fraction", self.calib_fraction, f"must leave >= 2 of the n_items={self.n_items} on each side"
             )
-        if self.replicates < 1:
-            raise ConfigError(f"replicates: must be >= 1, got {self.replicates}")
-        if self.n_judges < 3:
-            raise ConfigError(f"n_judges: must be >= 3 (top-third pruning needs a choice), got {self.n_judges}")
-        if not 0.0 < self.calib_fraction < 1.0 or not 2 <= int(self.calib_fraction * self.n_items) <= self.n_items - 2:
-            raise ConfigError(
-                f"calib_fraction, n_items: need >= 2 items on each side, got {self.calib_fraction} of {self.n_items}"
-            )
-        low, high = (float(b) for b in self.accuracy_bounds)
-        if not 0.0 < low < high < 1.0:
-            raise ConfigError(f"accuracy_bounds: need 0 < low < high < 1, got {list(self.accuracy_bounds)}")
+        low, high = self.accuracy_bounds
+        if not low < high:
+            raise refuse("accuracy_bounds", list(self.accuracy_bounds), "must be [low, high] with 0 < low < high < 1")
         if not low <= self.mean_accuracy <= high:
-            raise ConfigError(f"mean_accuracy: must lie in accuracy_bounds {[low, high]}, got {self.mean_accuracy}")
-        if not self.spreads or any(float(s) < 0.0 for s in self.spreads):
-            raise ConfigError(f"spreads: must be non-empty and >= 0, got {list(self.spreads)}")
+            raise refuse("mean_accuracy", self.mean_accuracy, f"must lie in accuracy_bounds [{low}, {high}]")
+        return self
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,11 @@ References
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
+from pydantic import Field, model_validator
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine import stats
@@ -42,6 +43,19 @@ from judgecal_dist.methods.fcps.joint_table import FALLBACKS
 from judgecal_dist.methods.fcps.paths import PATH_RULES, JudgePath
 from judgecal_dist.methods.fcps.scalar_families import SCALAR_FAMILIES
 from judgecal_dist.methods.fcps.select import MENUS, Cells, evaluate_candidates, menu_families, select_candidate
+from judgecal_dist.settings import (
+    NonNegative,
+    Positive,
+    Replicates,
+    Seed,
+    TypedSettings,
+    Url,
+    integer,
+    listed,
+    number,
+    one_of,
+    refuse,
+)
 from judgecal_dist.studies import regime_map_report
 from judgecal_dist.studies.base import StudyResult
 from judgecal_dist.studies.regime_map_data import RealInput, balanced_cells, load_real
@@ -62,64 +76,58 @@ LLMBAR7 = (
 _SYNTHETIC = "synthetic:"
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(TypedSettings):
     """Settings of the regime-map study (``conf/studies/regime_map.yaml``); every key can be ``--set``."""
 
-    data: str | None = None
-    pool: tuple[str, ...] = LLMBAR7
-    position_balance: bool = True
-    sample: int = 0
-    replicates: int = 30
-    seed: int = 0
-    budgets: tuple[int, ...] = (20, 50, 100, 200, 300)
-    selection_rows: int = 100
-    validation_rows: int = 100
-    test_rows: int = 200
-    paths: tuple[str, ...] = ("information_first", "complexity_penalised", "random")
-    families: tuple[str, ...] = SCALAR_FAMILIES
-    max_k: int | None = None
-    alpha: float = 1.0
-    fallback: str = "global"
-    lam: float = 0.25
-    ridge_lam: float = 1.0
-    logistic_c: float = 1.0
-    synthetic_validation_rows: int = 512
-    synthetic_test_rows: int = 20_000
-    growth_a: float = 0.8
-    growth_w: float = 0.5
-    growth_noise: float = 0.0
-    growth_gamma: float = 0.0
-    semi_real_source: str | None = None
-    ci_level: float = 0.95
+    data_required: ClassVar[str] = "a dataset URL, or synthetic:additive|mixed|parity"
 
-    def __post_init__(self) -> None:
-        if not self.data:
-            raise ConfigError("data: required (a dataset URL, or synthetic:additive|mixed|parity)")
-        if self.data.startswith(_SYNTHETIC) and self.data[len(_SYNTHETIC) :] not in REGIMES:
-            raise ConfigError(f"data: synthetic regime must be one of {REGIMES}, got {self.data!r}")
+    data: Url = Field(
+        default=None, examples=["synthetic:additive"], description="a dataset URL, or synthetic:additive|mixed|parity"
+    )
+    pool: listed(str, min_length=1) = LLMBAR7
+    position_balance: bool = True
+    sample: integer(0) = 0
+    replicates: Replicates = Field(default=30, description="splits (>= 2 for paired intervals)")
+    seed: Seed = 0
+    budgets: listed(integer(2), min_length=1) = (20, 50, 100, 200, 300)
+    selection_rows: integer(1) = 100
+    validation_rows: integer(1) = 100
+    test_rows: integer(1) = 200
+    paths: listed(one_of(PATH_RULES), min_length=1) = ("information_first", "complexity_penalised", "random")
+    families: listed(one_of(SCALAR_FAMILIES), min_length=1) = SCALAR_FAMILIES
+    max_k: integer(1) | None = None
+    alpha: NonNegative = 1.0
+    fallback: one_of(FALLBACKS) = "global"
+    lam: NonNegative = 0.25
+    ridge_lam: NonNegative = 1.0
+    logistic_c: Positive = 1.0
+    synthetic_validation_rows: integer(1, 10_000_000) = 512
+    synthetic_test_rows: integer(1, 10_000_000) = 20_000
+    growth_a: number() = 0.8
+    growth_w: number() = 0.5
+    growth_noise: NonNegative = 0.0
+    growth_gamma: number() = 0.0
+    semi_real_source: str | None = None
+    ci_level: number(gt=0.5, lt=1.0) = 0.95
+
+    @model_validator(mode="after")
+    def _check(self) -> Config:
+        if self.synthetic and self.data[len(_SYNTHETIC) :] not in REGIMES:
+            raise refuse(
+                "data", self.data, f"must be a URL or synthetic:REGIME with REGIME one of {', '.join(REGIMES)}"
+            )
         if self.replicates < 2:
-            raise ConfigError(f"replicates: need >= 2 splits for paired intervals, got {self.replicates}")
-        budgets = list(self.budgets)
-        if not budgets or budgets != sorted(set(budgets)) or budgets[0] < 2:
-            raise ConfigError(f"budgets: need distinct ascending row counts >= 2, got {budgets}")
-        if min(self.selection_rows, self.validation_rows, self.test_rows) < 1:
-            raise ConfigError("selection_rows, validation_rows, test_rows: must be >= 1")
-        bad = sorted(set(self.paths) - set(PATH_RULES)) or (not self.paths and ["(empty)"])
-        if bad:
-            raise ConfigError(f"paths: unknown {bad}; known: {PATH_RULES}")
-        bad = sorted(set(self.families) - set(SCALAR_FAMILIES)) or (not self.families and ["(empty)"])
-        if bad:
-            raise ConfigError(f"families: unknown scalar families {bad}; known: {SCALAR_FAMILIES}")
-        panel = N_JUDGES if self.data.startswith(_SYNTHETIC) else len(self.pool)
-        if self.max_k is not None and not 1 <= self.max_k <= panel:
-            raise ConfigError(f"max_k: a prefix of {self.max_k} judges is longer than the panel ({panel} judges)")
-        if self.fallback not in FALLBACKS:
-            raise ConfigError(f"fallback: must be one of {FALLBACKS}, got {self.fallback!r}")
-        if min(self.alpha, self.lam, self.ridge_lam) < 0 or self.logistic_c <= 0:
-            raise ConfigError("alpha, lam, ridge_lam: must be >= 0; logistic_c: must be > 0")
-        if not 0.5 < self.ci_level < 1:
-            raise ConfigError(f"ci_level: must be in (0.5, 1), got {self.ci_level}")
+            raise refuse("replicates", self.replicates, "must be an integer >= 2 (paired intervals need two splits)")
+        if list(self.budgets) != sorted(set(self.budgets)):
+            raise refuse("budgets", list(self.budgets), "must be distinct ascending row counts >= 2")
+        if len(set(self.pool)) != len(self.pool):
+            raise refuse("pool", list(self.pool), "must name distinct judge ids")
+        if self.synthetic and self.semi_real_source and len(self.pool) != N_JUDGES:
+            raise refuse("pool", list(self.pool), f"must name {N_JUDGES} judges with semi_real_source")
+        panel = N_JUDGES if self.synthetic else len(self.pool)
+        if self.max_k is not None and self.max_k > panel:
+            raise refuse("max_k", self.max_k, f"must be at most the panel's {panel} judges (or null)")
+        return self
 
     @property
     def synthetic(self) -> bool:

@@ -21,6 +21,7 @@ Order of work (each step's failure leaves nothing misleading behind):
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import re
 import time
@@ -37,12 +38,24 @@ from judgecal_dist.engine.store import RunConflict, RunStore, is_remote
 from judgecal_dist.errors import ConfigError
 from judgecal_dist.history.recorder import record_study_run
 from judgecal_dist.io.filesystem import require_bucket
-from judgecal_dist.studies import get_study
+from judgecal_dist.studies import STUDIES, get_study
 
-__all__ = ["StudyRun", "RunIdentity", "prepare", "identify", "execute", "check_run_id", "resolve_run_id"]
+__all__ = [
+    "StudyRun",
+    "RunIdentity",
+    "prepare",
+    "identify",
+    "execute",
+    "check_run_id",
+    "resolve_run_id",
+    "study_settings",
+    "study_schema",
+]
 
 log = logging.getLogger(__name__)
 
+#: The packaged study configs (``judgecal config show inclusion`` reads ``inclusion.yaml`` there).
+STUDY_CONFIGS = Path(__file__).resolve().parents[2] / "conf" / "studies"
 #: A run id after its placeholders are filled: one path segment, never ``..``, never a hidden or ``_`` name.
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 RUN_ID_MAX = 128
@@ -106,14 +119,53 @@ def prepare(config_path: str | Path, overrides: Iterable[str] = (), *, run_id: s
     """Read ``config_path``, apply ``--set`` overrides and validate them against the study's ``Config``."""
     if run_id is not None:
         check_run_id(run_id)
-    values = apply_overrides(load_yaml(config_path), overrides)
+    module, config = _validated(apply_overrides(load_yaml(config_path), overrides), str(config_path))
+    plain = {"study": module.NAME} | config.values()
+    return StudyRun(module=module, config=config, values=plain, run_id=run_id)
+
+
+def _validated(values: dict[str, Any], source: str, *, partial: bool = False) -> tuple[Any, Any]:
+    """The study module named by ``values['study']`` and its validated ``Config`` of the other values."""
+    values = dict(values)
     name = values.pop("study", None)
     if not name:
-        raise ConfigError(f"{config_path}: study: missing (e.g. `study: inclusion`)")
+        raise ConfigError(f"{source}: study: missing (e.g. `study: inclusion`)")
     module = get_study(name)
-    config = config_from_mapping(module.Config, values, source=str(config_path))
-    plain = {"study": name} | dataclasses.asdict(config)
-    return StudyRun(module=module, config=config, values=plain, run_id=run_id)
+    return module, config_from_mapping(module.Config, values, source=source, partial=partial)
+
+
+def study_settings(study: str, overrides: Iterable[str] = ()) -> dict[str, Any]:
+    """The effective settings of ``study`` (a study name or a config path) after ``overrides``, defaults filled.
+
+    A name reads the packaged ``conf/studies/<name>.yaml`` (or only the study's defaults where the project's
+    ``conf/`` is not installed). Every setting is validated; ``data`` may still be empty.
+    """
+    values, source = _study_values(study)
+    module, config = _validated(apply_overrides(values, overrides), source, partial=True)
+    return {"study": module.NAME} | json.loads(json.dumps(config.values()))  # tuples -> lists, for YAML
+
+
+def study_schema(study: str) -> dict[str, Any]:
+    """The JSON Schema of the settings of ``study`` (a study name or a config path)."""
+    values, source = _study_values(study)
+    name = values.get("study")
+    if not name:
+        raise ConfigError(f"{source}: study: missing (e.g. `study: inclusion`)")
+    schema: dict[str, Any] = get_study(name).Config.model_json_schema()
+    schema["title"] = f"judgecal {name} study settings"
+    schema["properties"] = {"study": {"const": name, "description": "the study"}} | schema.get("properties", {})
+    return schema
+
+
+def _study_values(study: str) -> tuple[dict[str, Any], str]:
+    """A config path's values, or a study name's packaged config (its defaults where none is packaged)."""
+    path = Path(study)
+    if path.suffix in (".yaml", ".yml") or path.is_file():
+        return load_yaml(path), str(path)
+    if study not in STUDIES:
+        raise ConfigError(f"{study}: neither a config file nor a study name; known studies: {sorted(STUDIES)}")
+    packaged = STUDY_CONFIGS / f"{study}.yaml"
+    return (load_yaml(packaged), str(packaged)) if packaged.is_file() else ({"study": study}, study)
 
 
 def identify(
@@ -176,7 +228,7 @@ def execute(
         return store.url
 
     identity = run.identity
-    engine_values = dataclasses.asdict(engine)
+    engine_values = engine.values()
 
     def manifest(status: str, ended: str | None = None, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
         return build_manifest(

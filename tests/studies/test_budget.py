@@ -182,13 +182,16 @@ def test_fraction_mode_through_the_runner(panel_url, tmp_path, ray_local):
 @pytest.mark.parametrize(
     ("overrides", "match"),
     [
-        ({"mode": "grid"}, "mode: must be one of"),
-        ({"budgets": (1, 10)}, "budgets: must be integers >= 2"),
-        ({"calibrators": ("beta", "isotonic")}, "calibrators: unknown"),
-        ({"replicates": 1}, "replicates: must be >= 2"),
-        ({"fractions": (0.0, 0.5)}, r"fractions: must be non-empty, each in \(0, 1\)"),
-        ({"top_k": 0}, "top_k: must be >= 1"),
-        ({"data": None}, "data: required"),
+        ({"mode": "grid"}, "mode=grid: must be one of budget, fraction"),
+        ({"budgets": (1, 10)}, r"budgets=\[1, 10\]: must be a list, each an integer >= 2"),
+        (
+            {"calibrators": ("beta", "isotonic")},
+            r"calibrators=\[beta, isotonic\]: must be a non-empty list, each one of beta, platt, temperature",
+        ),
+        ({"replicates": 1}, "replicates=1: must be an integer >= 2 in budget mode"),
+        ({"fractions": (0.0, 0.5)}, r"fractions=\[0.0, 0.5\]: must be a non-empty list, each a number in \(0, 1\)"),
+        ({"top_k": 0}, "top_k=0: must be an integer >= 1"),
+        ({"data": None}, "data=null: required"),
     ],
 )
 def test_bad_config_is_rejected(overrides, match):

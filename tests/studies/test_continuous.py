@@ -74,11 +74,11 @@ def test_split_is_grouped_fixed_across_budgets_and_nested(rb2_slice: Path):
 @pytest.mark.parametrize(
     ("overrides", "match"),
     [
-        ({"data": None}, "data: required"),
-        ({"data": "x", "budgets": (1,)}, "budgets: must be integers >= 2"),
-        ({"data": "x", "flow_passes": 1}, "flow_passes"),
+        ({"data": None}, "data=null: required"),
+        ({"data": "x", "budgets": (1,)}, r"budgets=\[1\]: must be a non-empty list, each an integer >= 2"),
+        ({"data": "x", "flow_passes": 1}, r"flow_passes=1: must be an integer in \[2, 10000\]"),
         ({"data": "x", "judges": (), "synthetic": False}, "no arm to run"),
-        ({"data": "x", "flow_mask_policy": "per-step"}, "flow_mask_policy: must be one of"),
+        ({"data": "x", "flow_mask_policy": "per-step"}, "flow_mask_policy=per-step: must be one of"),
     ],
 )
 def test_bad_config_is_rejected(overrides, match):

@@ -471,9 +471,9 @@ def test_bad_input_is_counted_and_reported(tmp_path):
 
 
 def test_config_errors(rb2_url):
-    with pytest.raises(ConfigError, match="join_key: must be one of"):
+    with pytest.raises(ConfigError, match="join_key=ids: must be one of subset_id, id"):
         prepare(CONFIG, [f"data={rb2_url}", "join_key=ids"])
-    with pytest.raises(ConfigError, match="data: required"):
+    with pytest.raises(ConfigError, match="data=null: required"):
         prepare(CONFIG, [])
 
 

@@ -62,12 +62,15 @@ def test_auto_execution_follows_the_verdict_threshold(panel_url):
 @pytest.mark.parametrize(
     ("setting", "message"),
     [
-        ("execution=sometimes", "execution: must be one of"),
-        ("calibrators=[isotonic]", "calibrators: unknown or empty"),
-        ("panels=[top3]", "panels: must include 'all'"),
-        ("calibrator_input=odds", "calibrator_input: must be one of"),
-        ("replicates=0", "replicates: must be >= 1"),
-        ("onepass_batch=0", "onepass_batch: must be >= 1"),
+        ("execution=sometimes", "execution=sometimes: must be one of auto, dense, onepass"),
+        ("calibrators=[isotonic]", r"calibrators=\[isotonic\]: must be a non-empty list, each one of"),
+        ("panels=[top3]", r"panels=\[top3\]: must be a list holding all and otherwise topK \(K >= 1\)"),
+        ("calibrator_input=odds", "calibrator_input=odds: must be one of"),
+        (
+            "replicates=0",
+            r"replicates=0: must be an integer in \[1, 10000\] \(set replicates in .*inclusion_scale.yaml or --set replicates=100\)",
+        ),
+        ("onepass_batch=0", r"onepass_batch=0: must be an integer in \[1, 10000\]"),
     ],
 )
 def test_bad_config_is_rejected(panel_url, setting, message):

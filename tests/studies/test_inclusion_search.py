@@ -141,10 +141,10 @@ def test_model_artifact_records_the_calibrator_input_and_replays(tmp_path):
 @pytest.mark.parametrize(
     ("key", "value", "match"),
     [
-        ("calibrator_input", "odds", "calibrator_input"),
-        ("calib_scores", "bootstrap", "calib_scores"),
-        ("panels", ("all", "beem"), "panels"),
-        ("search_folds", 1, "search_folds"),
+        ("calibrator_input", "odds", "calibrator_input=odds: must be one of probability, logit"),
+        ("calib_scores", "bootstrap", "calib_scores=bootstrap: must be one of insample, nested, crossfit"),
+        ("panels", ("all", "beem"), r"panels=\[all, beem\]: must be a list holding all"),
+        ("search_folds", 1, r"search_folds=1: must be an integer in \[2, 100\] \(e.g. search_folds=5\)"),
     ],
 )
 def test_config_rejects(key, value, match):

@@ -210,7 +210,7 @@ def test_permutation_pvalue_and_top_cluster():
 
 
 def test_config_errors():
-    with pytest.raises(ConfigError, match="methods: unknown or empty"):
+    with pytest.raises(ConfigError, match=r"methods=\[oracle\]: must be a non-empty list, each one of davidson"):
         prepare(CONFIG, ["data=synthetic:g2", "methods=[oracle]"])
-    with pytest.raises(ConfigError, match="split: must be"):
+    with pytest.raises(ConfigError, match="split=prompt: must be one of item, group"):
         prepare(CONFIG, ["data=synthetic:g2", "split=prompt"])

@@ -90,12 +90,15 @@ def test_narrowband_study_through_the_runner(tmp_path, ray_local):
 @pytest.mark.parametrize(
     ("overrides", "match"),
     [
-        ({"data": "/some/panel"}, "data: the narrow-band study generates"),
-        ({"n_judges": 2}, "n_judges: must be >= 3"),
-        ({"spreads": ()}, "spreads: must be non-empty"),
-        ({"accuracy_bounds": (0.6, 0.4)}, "accuracy_bounds: need 0 < low < high < 1"),
-        ({"mean_accuracy": 0.99}, "mean_accuracy: must lie in accuracy_bounds"),
-        ({"n_items": 3}, "need >= 2 items on each side"),
+        ({"data": "/some/panel"}, "data=/some/panel: must be one of synthetic:narrowband"),
+        ({"n_judges": 2}, r"n_judges=2: must be an integer in \[3, 1000\]"),
+        ({"spreads": ()}, r"spreads=\[\]: must be a non-empty list"),
+        (
+            {"accuracy_bounds": (0.6, 0.4)},
+            r"accuracy_bounds=\[0.6, 0.4\]: must be \[low, high\] with 0 < low < high < 1",
+        ),
+        ({"mean_accuracy": 0.99}, "mean_accuracy=0.99: must lie in accuracy_bounds"),
+        ({"n_items": 5, "calib_fraction": 0.1}, "calib_fraction=0.1: must leave >= 2 of the n_items=5 on each side"),
     ],
 )
 def test_bad_config_is_rejected(overrides, match):
