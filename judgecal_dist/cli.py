@@ -1,4 +1,4 @@
-"""The ``judgecal`` command: ingest, generate, run, sql, status, submit, score, drift.
+"""The ``judgecal`` command: ingest, generate, run, sql, status, submit, score, drift, config.
 
 Each command parses its options, calls one function of io/, engine/ or studies/, and prints. Exit codes: 0 on
 success, 1 when a run fails, 2 when input or configuration is rejected (one line naming file, column and keys;
@@ -607,6 +607,37 @@ def _drift_check(
         click.echo(f"{comparison.study} {comparison.current}: no baseline run yet, nothing compared")
     click.echo(dest)
     return int(ExitCode.DRIFT) if comparison.raised else int(ExitCode.OK)
+
+
+@cli.group()
+def config() -> None:
+    """Study settings: the effective values (``show``) and their JSON Schema (``schema``).
+
+    STUDY is a study name (its packaged config, conf/studies/STUDY.yaml) or a config file path.
+    """
+
+
+@config.command("show")
+@click.argument("study")
+@set_option
+@guarded
+def config_show(study: str, overrides: tuple[str, ...]) -> None:
+    """Print the effective settings of STUDY after --set overrides, every default filled, as YAML."""
+    import yaml
+
+    from judgecal_dist.studies.runner import study_settings
+
+    click.echo(yaml.safe_dump(study_settings(study, overrides), sort_keys=False).rstrip("\n"))
+
+
+@config.command("schema")
+@click.argument("study")
+@guarded
+def config_schema(study: str) -> None:
+    """Print the JSON Schema of STUDY's settings (types, allowed ranges, defaults)."""
+    from judgecal_dist.studies.runner import study_schema
+
+    click.echo(json.dumps(study_schema(study), indent=2))
 
 
 def main() -> None:
