@@ -5,4 +5,42 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-CASES: dict[str, Callable[[Path], list[str]]] = {}
+ROOT = Path(__file__).resolve().parents[2]
+CFG = str(ROOT / "conf" / "studies" / "inclusion.yaml")
+#: A YAML alias bomb (under 500 bytes, about 387 million values once expanded).
+BOMB = "study: inclusion\na: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"{x}: &{x} [{', '.join([f'*{p}'] * 9)}]\n" for p, x in zip("abcdefgh", "bcdefghi", strict=True)
+)
+
+
+def run_with(tmp: Path, *settings: str, config: str = CFG) -> list[str]:
+    """``judgecal run`` of ``config`` with ``--set`` settings (and a data URL), output under ``tmp/out``."""
+    sets = [arg for item in ("data=x", *settings) for arg in ("--set", item)]
+    return ["run", config, *sets, "--output", str(tmp / "out"), "--serial"]
+
+
+def _write(tmp: Path, name: str, text: str) -> str:
+    path = tmp / name
+    path.write_text(text)
+    return str(path)
+
+
+CASES: dict[str, Callable[[Path], list[str]]] = {
+    "settings-n-bins": lambda t: run_with(t, "n_bins=0"),
+    "settings-alpha0": lambda t: run_with(t, "alpha0=-1"),
+    "settings-stacking-folds": lambda t: run_with(t, "stacking_folds=1"),
+    "settings-ds-n-iter": lambda t: run_with(t, "ds_n_iter=0"),
+    "settings-panels": lambda t: run_with(t, "panels=[all,top0]"),
+    "settings-panels-scalar": lambda t: run_with(t, "panels=top3"),
+    "settings-ci-level": lambda t: run_with(t, "ci_level=2"),
+    "settings-replicates-cap": lambda t: run_with(t, "replicates=1e8"),
+    "settings-resamples-cap": lambda t: run_with(t, "permutation_resamples=1000000"),
+    "settings-unknown-choice": lambda t: run_with(t, "aggregators=[majority,median]"),
+    "settings-cross-field": lambda t: run_with(
+        t, config=_write(t, "budget.yaml", "study: budget\nmode: budget\nreplicates: 1\n")
+    ),
+    "settings-yaml-alias-bomb": lambda t: run_with(t, config=_write(t, "bomb.yaml", BOMB)),
+    "settings-engine-range": lambda t: [*run_with(t), "--conf", _write(t, "e.yaml", "ray_num_cpus: 0\n")],
+    "config-show-bad-setting": lambda t: ["config", "show", "inclusion", "--set", "eps=0.7"],
+    "config-unknown-study": lambda t: ["config", "schema", "nope"],
+}
