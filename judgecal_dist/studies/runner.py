@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import judgecal_dist
 from judgecal_dist import __version__
 from judgecal_dist.config import EngineConfig, apply_overrides, config_digest, config_from_mapping, load_yaml
 from judgecal_dist.engine import ray as ray_engine
@@ -55,7 +56,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 #: The packaged study configs (``judgecal config show inclusion`` reads ``inclusion.yaml`` there).
-STUDY_CONFIGS = Path(__file__).resolve().parents[2] / "conf" / "studies"
+STUDY_CONFIGS = Path(judgecal_dist.__file__).resolve().parents[1] / "conf" / "studies"
 #: A run id after its placeholders are filled: one path segment, never ``..``, never a hidden or ``_`` name.
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 RUN_ID_MAX = 128
