@@ -209,6 +209,14 @@ def describe_error(
     first = errors[0]
     if first["type"] == "setting":
         key, value, allowed = first["ctx"]["key"], first["ctx"]["value"], first["ctx"]["allowed"]
+    elif _mapping_entry(cls, first["loc"], values):  # a bad entry of a mapping setting: name the dotted key
+        name, entry = str(first["loc"][0]), str(first["loc"][1])
+        key, value = f"{name}.{entry}", values[name][entry]
+        allowed = "must be " + _describe(get_args(cls.model_fields[name].annotation)[1])
+        default = cls.model_fields[name].get_default(call_default_factory=True) or {}
+        example = default.get(entry, next(iter(default.values()), None))
+        fix = f"set {key} in {source} or --set {key}={show(example)}" if source else f"e.g. {key}={show(example)}"
+        return f"{key}={show(value)}: {allowed} ({fix})"
     else:
         key = str(first["loc"][0]) if first["loc"] else "settings"
         value = values.get(key, first.get("input"))
@@ -218,6 +226,19 @@ def describe_error(
     line = f"{key}={show(value)}: {allowed} ({_fix(cls, key, source)})"
     more = sorted({str(e["loc"][0]) for e in errors[1:] if e["loc"]} - {key})
     return line + (f"; also rejected: {', '.join(more)}" if more else "")
+
+
+def _mapping_entry(cls: type[TypedSettings], loc: tuple[Any, ...], values: Mapping[str, Any]) -> bool:
+    """Whether ``loc`` points into an entry of a mapping setting (``prices.full``) given in ``values``."""
+    field = cls.model_fields.get(str(loc[0])) if loc else None
+    given = values.get(str(loc[0])) if loc else None
+    return (
+        field is not None
+        and get_origin(field.annotation) is dict
+        and len(loc) >= 2
+        and isinstance(given, Mapping)
+        and loc[1] in given
+    )
 
 
 def _fix(cls: type[TypedSettings], key: str, source: str | None) -> str:
@@ -271,7 +292,9 @@ def _describe(tp: Any, metadata: Sequence[Any] = ()) -> str:
         if len(args) == 2 and args[1] is Ellipsis:
             return f"{head}, each {_describe(args[0])}"
         return f"a list of {len(args)}, each {_describe(args[0])}"
-    if origin in (dict, Mapping) or tp in (dict, Mapping):
+    if origin in (dict, Mapping):
+        return f"a mapping, each value {_describe(get_args(tp)[1])}"
+    if tp in (dict, Mapping):
         return "a mapping"
     base = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(tp, str(tp))
     return base + _bounds(metadata)

@@ -151,3 +151,18 @@ def test_every_study_shows_its_settings_and_schema(name):
     assert schema["additionalProperties"] is False and json.loads(json.dumps(schema)) == schema
     replicates = schema["properties"].get("replicates", {})
     assert replicates.get("maximum", 0) <= 100_000  # replicates and resamples are capped
+
+
+def test_a_bad_entry_of_a_mapping_setting_names_its_dotted_key():
+    ensemble = get_study("ensemble").Config
+    message = r"^prices\.full=\[-1, 4\]: must be a list of 2, each a number >= 0 \(set prices\.full in e\.yaml or "
+    with pytest.raises(ConfigError, match=message + r"--set prices\.full=\[2\.5, 15\.0\]\)$"):
+        config_from_mapping(ensemble, apply_overrides({"data": "x"}, ["prices.full=[-1, 4]"]), source="e.yaml")
+
+
+def test_cross_field_rules_name_the_setting_to_fix():
+    itc = get_study("itc").Config
+    with pytest.raises(ConfigError, match=r"^synthetic_prior=\[0\.5, 0\.5\]: must hold one probability per"):
+        itc(data="synthetic:g2", synthetic_prior=[0.5, 0.5])
+    with pytest.raises(ConfigError, match=r"^data=synthetic:g3: must be a dataset URL or synthetic:g2"):
+        itc(data="synthetic:g3")

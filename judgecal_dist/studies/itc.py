@@ -47,6 +47,7 @@ from judgecal_dist.settings import (
     listed,
     number,
     one_of,
+    refuse,
 )
 from judgecal_dist.splits import split_uniforms
 from judgecal_dist.studies import itc_report
@@ -104,6 +105,12 @@ class Config(TypedSettings):
 
     @model_validator(mode="after")
     def _check(self) -> Config:
+        if self.data and self.data.startswith("synthetic:") and self.data != "synthetic:g2":
+            raise refuse("data", self.data, "must be a dataset URL or synthetic:g2 (the only generator)")
+        prior, propensities = self.synthetic_prior, self.synthetic_propensities
+        if len(prior) != len(propensities) or abs(sum(prior) - 1.0) > 1e-9:
+            allowed = f"must hold one probability per synthetic_propensities entry ({len(propensities)}), summing to 1"
+            raise refuse("synthetic_prior", list(prior), allowed)
         return self
 
 

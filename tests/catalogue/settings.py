@@ -39,6 +39,9 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
     "settings-cross-field": lambda t: run_with(
         t, config=_write(t, "budget.yaml", "study: budget\nmode: budget\nreplicates: 1\n")
     ),
+    "settings-mapping-entry": lambda t: run_with(
+        t, "prices.full=[-1,4]", config=str(ROOT / "conf" / "studies" / "ensemble.yaml")
+    ),
     "settings-yaml-alias-bomb": lambda t: run_with(t, config=_write(t, "bomb.yaml", BOMB)),
     "settings-engine-range": lambda t: [*run_with(t), "--conf", _write(t, "e.yaml", "ray_num_cpus: 0\n")],
     "config-show-bad-setting": lambda t: ["config", "show", "inclusion", "--set", "eps=0.7"],
