@@ -10,7 +10,9 @@
    (interpreter start and imports included, as cron sees it), on both engines (``--engine local`` and ``spark``,
    the JVM started inside the timing): wall seconds and the driver's peak RSS (VmHWM of the Python process).
 3. **Recording cost** (``--count-items N``, 0 to skip): ``history.judges.judge_counts`` on one real generated
-   night of N items x 50 judges (in memory), wall seconds and peak RSS, in a child process.
+   night of N items x 50 judges (in memory), wall seconds and peak RSS, in a child process. Keep N x judges near
+   the in-memory limit (``local_max_rows``, 5M rows): above it ``auto`` counts through Spark, and the in-memory
+   path on 50M rows (1M items) peaked above 18 GB here before it was stopped.
 4. **Power**: for an accuracy drop of 0.1 to 5 points of one judge among 50 at 1M items, the share of
    ``--reps`` simulated nights on which drift flags that judge's accuracy (all 250 judge x measure tests drawn,
    Holm at 0.05), with the default ``min_change`` 0.02 and with ``min_change`` 0; and how often any other
@@ -19,7 +21,7 @@
 Usage (from the repository root)::
 
     python -m benchmarks.drift_scale                       # 30 nights, 1M items, 50 judges, 100 reps
-    python -m benchmarks.drift_scale --count-items 1000000 # also a real night's recording cost
+    python -m benchmarks.drift_scale --count-items 100000  # also a real night's recording cost (5M rows)
 """
 
 from __future__ import annotations
@@ -117,7 +119,7 @@ def _child(argv: list[str]) -> None:
         from judgecal_dist.io.synthetic import generate_panel
 
         data, items, judges = rest[0], int(rest[1]), int(rest[2])
-        generate_panel(data, n_items=items, n_judges=judges, seed=1)
+        generate_panel(data, n_items=items, n_judges=judges, seed=1, chunk_items=50_000)
         start = time.perf_counter()
         counts = judge_counts(data, engine="local")
         result = {"judges": len(counts), "rows": int(counts["rows"].sum())}
