@@ -185,8 +185,11 @@ class EngineConfig(TypedSettings):
     output: str = Field(default="./results", min_length=1, description="results root URL")
     stats_engine: one_of(("auto", "spark", "local")) = "auto"
     local_max_rows: integer(0, description="verdict rows below which statistics run in memory") = 5_000_000
-    # judgecal drift reads a history of up to this many recorded runs in memory, a larger one through Spark.
-    history_local_max_runs: integer(0, description="recorded runs up to which drift reads history in memory") = 2_000
+    # judgecal drift reads a history of up to this many recorded runs in memory, a larger one through Spark. In
+    # memory it reads one small file per run (the runs table) plus the compared runs: 12 s at 2,000 runs on two
+    # cores against Spark's 130 s (benchmarks/drift_scale.py), so Spark pays off only for very long histories
+    # on a cluster's object store.
+    history_local_max_runs: integer(0, description="recorded runs up to which drift reads history in memory") = 20_000
     storage_options: dict[str, Any] = Field(default_factory=dict, description="fsspec storage options")
 
     @model_validator(mode="before")
