@@ -22,8 +22,8 @@ from judgecal_dist.methods.repeated.davidson import DavidsonAggregator
 from judgecal_dist.methods.repeated.self_consistency import majority_vote
 from judgecal_dist.methods.repeated.vote_simulation import simulate_label_first, vote_counts
 from judgecal_dist.splits import group_keys
-from judgecal_dist.studies.itc import calibration_part
-from judgecal_dist.studies.itc_data import Task
+from judgecal_dist.studies.itc.data import Task
+from judgecal_dist.studies.itc.study import calibration_part
 
 
 def main() -> None:

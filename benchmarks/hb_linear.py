@@ -28,8 +28,8 @@ import numpy as np
 from judgecal_dist.io.synthetic_judge import strict_compressing_judge
 from judgecal_dist.methods.continuous.hb_linear import HierarchicalLinear
 from judgecal_dist.methods.continuous.linear_conjugate import ConjugateLinear, ols_from_stats, sufficient_stats
-from judgecal_dist.studies.continuous import split
-from judgecal_dist.studies.continuous_data import load_paired_scores
+from judgecal_dist.studies.continuous.data import load_paired_scores
+from judgecal_dist.studies.continuous.study import split
 
 
 def sweep(seeds: int, rubrics: int = 5, pool: int = 1700) -> float:

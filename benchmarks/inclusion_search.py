@@ -26,8 +26,8 @@ from judgecal_dist.methods.calibration.beta import BetaCalibration
 from judgecal_dist.methods.pipeline import Settings
 from judgecal_dist.splits import calibration_mask
 from judgecal_dist.stats.metrics import nll
-from judgecal_dist.studies import inclusion
-from judgecal_dist.studies.inclusion_search import InnerProblem, SearchSettings
+from judgecal_dist.studies.inclusion import study as inclusion
+from judgecal_dist.studies.inclusion.search import InnerProblem, SearchSettings
 
 
 def scalar_scores(problem: InnerProblem, votes: np.ndarray, labels: np.ndarray, subsets: list) -> np.ndarray:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.ray import single_threaded_blas
-from judgecal_dist.studies import regime_map
+from judgecal_dist.studies.regime_map import study as regime_map
 from judgecal_dist.studies.runner import execute, prepare
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -77,8 +77,8 @@ def _jvm_peak_mb() -> float:
 def prepare(workdir: Path, items: int, judges: int, run_url: str | None = None) -> tuple[str, str, int]:
     from judgecal_dist.engine.panel import load_panel
     from judgecal_dist.io.synthetic import generate_panel
-    from judgecal_dist.studies.inclusion import Config
-    from judgecal_dist.studies.inclusion_model import fit_model
+    from judgecal_dist.studies.inclusion.model import fit_model
+    from judgecal_dist.studies.inclusion.study import Config
 
     data = str(workdir / f"panel-{items}x{judges}")
     if not Path(data, "_SUCCESS").exists():

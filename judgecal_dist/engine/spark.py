@@ -31,13 +31,13 @@ from pyspark.errors import (
     PythonException,
     SparkRuntimeException,
 )
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_type
 
 from judgecal_dist.engine import counts, local
 from judgecal_dist.engine.votes.codec import LabelIndex, block_columns, unpack, verdict_patterns
+from judgecal_dist.engine.votes.spark import category_code, item_votes_spark
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.dataset import dataset_files, dataset_root, open_table, read_dataset_table, read_part
 from judgecal_dist.io.schema import COLUMN_DEFAULTS, MISSING_CODE, SCHEMAS, TABLES, VERDICT_CATEGORIES, VERDICT_CODES
@@ -55,7 +55,6 @@ __all__ = [
     "item_vote_counts_spark",
     "pattern_cells_spark",
     "group_sizes_spark",
-    "category_code",
 ]
 
 log = logging.getLogger(__name__)
@@ -311,15 +310,6 @@ def _first_line(err: Exception) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
-def category_code(column: str, *, table: str) -> Column:
-    """``VERDICT_CODES`` of a category column, -1 for null; a category outside the alphabet fails the job."""
-    code = F.when(F.col(column).isNull(), F.lit(MISSING_CODE))
-    for name, value in VERDICT_CODES.items():
-        code = code.when(F.col(column) == name, F.lit(value))
-    message = F.concat(F.lit(f"{table}: {column}: category outside {VERDICT_CATEGORIES}, e.g. "), F.col(column))
-    return code.otherwise(F.raise_error(message)).cast(T.ByteType())
-
-
 def _collect(frame: DataFrame) -> pd.DataFrame:
     # A category rejected by category_code (in the JVM) or by the codec's kernels (in a Python task) surfaces
     # here, when the job runs; pyspark's warning that Arrow could not finish repeats the same error, which is
@@ -483,9 +473,6 @@ def pattern_cells_spark(
     the items are joined to the block table instead (broadcast when it is small) and counted per
     ``(replicate, block, pattern)`` in the same aggregation; ``full_patterns`` skips the prefix expansion.
     """
-    # The codec's Spark module imports this one (category_code): imported here, where it is used.
-    from judgecal_dist.engine.votes.spark import item_votes_spark
-
     judges = counts.check_pattern_judges(judges)
     coded, tally = item_votes_spark(
         spark, verdicts, labels, judges, sample=sample, binary=False, storage_options=storage_options

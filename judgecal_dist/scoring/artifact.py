@@ -1,6 +1,6 @@
 r"""The calibration a study run saved (``<run>/model/calibration.json``), read back as fitted estimators.
 
-Format ``judgecal.calibration/v2`` (written by ``_model`` in :mod:`judgecal_dist.studies.inclusion`): the one-coin
+Format ``judgecal.calibration/v2`` (written by ``_model`` in :mod:`judgecal_dist.studies.inclusion.study`): the one-coin
 aggregator (``judge_ids``, log-odds ``weights``, ``class_prior``), the beta calibrator (``a``, ``b``, ``c``),
 split-conformal thresholds per alpha (:meth:`~judgecal_dist.methods.calibration.conformal.SplitConformal.to_dict`), the
 clipping ``eps`` and the ``vote_codes``. The optional ``calibrator_input`` says what the calibrator was fitted

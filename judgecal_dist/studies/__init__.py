@@ -1,4 +1,5 @@
-"""One module per seed study; :func:`get_study` finds a study by the ``study:`` key of its config."""
+"""One subpackage per seed study (its contract in `study.py`, its settings in `config.py`, its report and data
+beside them); :func:`get_study` finds a study module by the ``study:`` key of its config."""
 
 from __future__ import annotations
 
@@ -12,14 +13,14 @@ __all__ = ["STUDIES", "get_study"]
 
 #: study name -> module implementing the contract of :mod:`judgecal_dist.studies.base`
 STUDIES: dict[str, str] = {
-    "inclusion": "judgecal_dist.studies.inclusion",
-    "ensemble": "judgecal_dist.studies.ensemble",
-    "itc": "judgecal_dist.studies.itc",
-    "budget": "judgecal_dist.studies.budget",
-    "narrowband": "judgecal_dist.studies.narrowband",
-    "continuous": "judgecal_dist.studies.continuous",
-    "inclusion_scale": "judgecal_dist.studies.inclusion_scale",
-    "regime_map": "judgecal_dist.studies.regime_map",
+    "inclusion": "judgecal_dist.studies.inclusion.study",
+    "ensemble": "judgecal_dist.studies.ensemble.study",
+    "itc": "judgecal_dist.studies.itc.study",
+    "budget": "judgecal_dist.studies.budget.study",
+    "narrowband": "judgecal_dist.studies.narrowband.study",
+    "continuous": "judgecal_dist.studies.continuous.study",
+    "inclusion_scale": "judgecal_dist.studies.inclusion.scale",
+    "regime_map": "judgecal_dist.studies.regime_map.study",
 }
 
 #: study name -> the optional dependency group (pyproject extra) it needs

@@ -154,8 +154,10 @@ def test_all_null_judges_count_rows_without_verdict_or_score():
 
 
 def test_a_column_named_twice_and_a_repeated_header_line_are_named():
-    twice = pa.Table.from_arrays([pa.array(["d"]), pa.array(["i"]), pa.array(["j"]), pa.array(["A"]), pa.array(["A"])],
-                                 names=["dataset", "item_id", "judge_id", "verdict", "verdict"])  # fmt: skip
+    twice = pa.Table.from_arrays(
+        [pa.array(["d"]), pa.array(["i"]), pa.array(["j"]), pa.array(["A"]), pa.array(["A"])],
+        names=["dataset", "item_id", "judge_id", "verdict", "verdict"],
+    )
     with pytest.raises(InputError, match=r"^v\.csv: verdict: named 2 times in the header \('verdict' x2\)"):
         conform_table(twice, "verdicts", source="v.csv")
     repeated = pa.table({"item_id": ["i1", "item_id", "i2", "item_id"], "label": ["A", "label", "B", "label"]})

@@ -12,7 +12,8 @@ packed items.
 The tasks also tally, in a Spark accumulator, the rows at ``sample``, the judges seen there and verdicts outside
 the alphabet; the caller reads it after the action that ran the tasks (:class:`ScanTally`), so the checks cost
 no pre-pass over the table. The tasks read the parts through fsspec with the caller's ``storage_options``
-(shipped to the executors in the task closure).
+(shipped to the executors in the task closure). :func:`category_code` is the same coding as a Spark column
+expression, for the labels and for jobs that stay in the JVM.
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark import AccumulatorParam
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
-from judgecal_dist.engine.spark import category_code
 from judgecal_dist.engine.votes.codec import (
     ITEM_KEYS,
     VERDICT_COLUMNS,
@@ -38,9 +39,9 @@ from judgecal_dist.engine.votes.codec import (
     unpack,
 )
 from judgecal_dist.io.dataset import dataset_files, open_table, read_part
-from judgecal_dist.io.schema import MISSING_CODE, VOTE_A, VOTE_B
+from judgecal_dist.io.schema import MISSING_CODE, VERDICT_CATEGORIES, VERDICT_CODES, VOTE_A, VOTE_B
 
-__all__ = ["ScanTally", "partial_items", "label_codes_spark", "item_votes_spark", "dense_votes_spark"]
+__all__ = ["ScanTally", "category_code", "partial_items", "label_codes_spark", "item_votes_spark", "dense_votes_spark"]
 
 _EXAMPLES = 3  # offending categories kept for the message
 #: String columns the scan tasks read dictionary-encoded.
@@ -134,6 +135,15 @@ def _scan_partition(
                 )
 
     yield from _coded_partitions(row_groups(), **codec)
+
+
+def category_code(column: str, *, table: str) -> Column:
+    """``VERDICT_CODES`` of a category column, -1 for null; a category outside the alphabet fails the job."""
+    code = F.when(F.col(column).isNull(), F.lit(MISSING_CODE))
+    for name, value in VERDICT_CODES.items():
+        code = code.when(F.col(column) == name, F.lit(value))
+    message = F.concat(F.lit(f"{table}: {column}: category outside {VERDICT_CATEGORIES}, e.g. "), F.col(column))
+    return code.otherwise(F.raise_error(message)).cast(T.ByteType())
 
 
 def label_codes_spark(labels: DataFrame, *, binary: bool = True) -> DataFrame:

@@ -29,6 +29,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
+import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from judgecal_dist.errors import ConfigError, InputError
@@ -49,7 +51,7 @@ __all__ = [
 #: A subset score to minimise: sorted tuple of judge indices -> float (``+inf`` = infeasible; NaN is an error).
 ScoreFn = Callable[[tuple[int, ...]], float]
 #: Scores of many subsets in one call: list of sorted tuples -> sequence of floats of the same length.
-BatchScoreFn = Callable[[list[tuple[int, ...]]], Sequence[float]]
+BatchScoreFn = Callable[[list[tuple[int, ...]]], Sequence[float] | npt.NDArray[np.float64]]
 
 
 class SubsetScorer:

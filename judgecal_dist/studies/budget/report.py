@@ -1,0 +1,325 @@
+"""Summaries, the joint max-t test, figures and the report of the budget study (spec 000 §5.3-§5.5(d))."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from judgecal_dist.io.figures import png, pyplot
+from judgecal_dist.io.records import json_records, plain
+from judgecal_dist.stats.inference import bootstrap_ci, summarise_over_splits
+from judgecal_dist.stats.resampling import MaxTResult, multiplier_max_t
+from judgecal_dist.studies.base import StudyResult
+
+if TYPE_CHECKING:
+    from judgecal_dist.studies.budget.config import BudgetInput, Config
+
+__all__ = ["summarise_budgets", "summarise_fractions", "delta_matrix", "METRICS", "MAX_T_CAVEAT"]
+
+METRICS = ("nll", "brier", "ece", "accuracy")
+_CALIBRATOR_ORDER = {"none": 0, "beta": 1, "platt": 2, "temperature": 3}
+MAX_T_CAVEAT = (
+    "The splits share items (every item is in about half of the calibration halves), so treating the split rows "
+    "of Delta as i.i.d. is optimistic: the critical value and p-value are summaries, not exact tests "
+    "(spec 000 §5.5(d), §7 pitfall 12; Appendix F of the paper)."
+)
+
+
+def _over_splits(config: Config, parts: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    summary = summarise_over_splits(
+        parts, by=by, metrics=list(METRICS), confidence=config.ci_level, rng=np.random.default_rng(config.seed)
+    )
+    return summary.rename(columns={f"{m}_mean": m for m in METRICS} | {"n_splits": "replicates"})
+
+
+def _sorted(summary: pd.DataFrame, first: str) -> pd.DataFrame:
+    rank = summary["calibrator"].map(_CALIBRATOR_ORDER)
+    panel_rank = (summary["panel"] != "all").astype(int)
+    keys = pd.DataFrame({"a": summary[first], "b": panel_rank, "c": rank})
+    return summary.loc[keys.sort_values(["a", "b", "c"], kind="stable").index].reset_index(drop=True)
+
+
+def delta_matrix(parts: pd.DataFrame, top_k: int) -> pd.DataFrame:
+    """:math:`\\Delta_{s,k}` = NLL(top-k' + beta) - NLL(all + beta): splits as rows, budget indices as columns."""
+    beta = parts[parts["calibrator"] == "beta"].pivot(index=["seed", "budget_index"], columns="panel", values="nll")
+    return (beta[f"top{top_k}"] - beta["all"]).unstack("budget_index").sort_index()
+
+
+def _max_t_section(config: Config, delta: pd.DataFrame, budgets: list[int], res: MaxTResult) -> dict[str, Any]:
+    cis = [
+        bootstrap_ci(delta[k].to_numpy(), confidence=config.ci_level, rng=np.random.default_rng(config.seed))
+        for k in delta.columns
+    ]
+    return {
+        "comparison": f"NLL(top{config.top_k} + beta) - NLL(all + beta) per split and budget; > 0 favours all judges",
+        "budgets": budgets,
+        "K": res.n_budgets,
+        "n_splits": res.n_splits,
+        "t_by_budget": [plain(float(t)) for t in res.statistics],
+        "t_obs": plain(res.statistic),
+        "critical_value": plain(res.critical_value),
+        "level": 1.0 - config.max_t_alpha,
+        "margin": plain(res.margin),
+        "bonferroni_z": res.bonferroni,
+        "pvalue": res.pvalue,
+        "reject": res.reject,
+        "alternative": res.alternative,
+        "n_resamples": config.max_t_resamples,
+        "delta_mean": [float(delta[k].mean()) for k in delta.columns],
+        "delta_ci_low": [float(ci[0]) for ci in cis],
+        "delta_ci_high": [float(ci[1]) for ci in cis],
+        "share_of_splits_favouring_all": [float((delta[k] > 0).mean()) for k in delta.columns],
+        "caveat": MAX_T_CAVEAT,
+    }
+
+
+def summarise_budgets(config: Config, parts: pd.DataFrame, data: BudgetInput) -> StudyResult:
+    """Records per (budget, panel, calibrator), the max-t section, figures and the report (budget mode)."""
+    by = ["budget_index", "panel", "calibrator"]
+    summary = _over_splits(config, parts, by)
+    sizes = parts.groupby(by)["budget"].agg(n_labels_mean="mean", n_labels_min="min", n_labels_max="max")
+    extra_cols = parts.groupby(by).agg(
+        full_budget=("full_budget", "first"),
+        identity_share=("identity_map", "mean"),
+        fit_warnings=("fit_warnings", "sum"),
+    )
+    summary = summary.join(sizes.join(extra_cols), on=by)
+    summary["budget"] = summary["n_labels_mean"].round().astype(int)
+    summary["aggregator"] = "one_coin"
+    lead = ["aggregator", "panel", "calibrator", "budget_index", "budget", "full_budget"]
+    summary = _sorted(summary[lead + [c for c in summary.columns if c not in lead]], "budget_index")
+
+    delta = delta_matrix(parts, config.top_k)
+    budgets = summary.groupby("budget_index")["budget"].first().reindex(delta.columns).tolist()
+    res = multiplier_max_t(
+        delta.to_numpy(),
+        alpha=config.max_t_alpha,
+        n_resamples=config.max_t_resamples,
+        alternative=config.max_t_alternative,
+        rng=np.random.default_rng(config.seed),
+    )
+    max_t = _max_t_section(config, delta, budgets, res)
+    panel = data.panel
+    grid = {
+        "budgets": list(data.budgets),
+        "dropped": list(data.dropped),
+        "source": data.grid,
+        "full_budget": "each split's whole calibration half",
+        "calibration_half_min": int(data.cal_sizes.min()),
+        "calibration_half_max": int(data.cal_sizes.max()),
+    }
+    return StudyResult(
+        records=json_records(summary),
+        summary=summary,
+        report=_budget_report(config, summary, max_t, grid, panel),
+        figures={"nll_vs_budget.png": _budget_figure(config, summary, max_t)},
+        extra={
+            "mode": "budget",
+            "panel": {"dataset": panel.dataset, "items": panel.n_items, "judges": panel.n_judges} | panel.info,
+            "grid": grid,
+            "max_t": max_t,
+            "choices": _choices(config),
+        },
+    )
+
+
+def summarise_fractions(config: Config, parts: pd.DataFrame, data: BudgetInput) -> StudyResult:
+    """Records per (fraction, calibrator), the NLL-vs-fraction figure and the report (fraction mode)."""
+    by = ["fraction", "panel", "calibrator"]
+    summary = _over_splits(config, parts, by)
+    counts = parts.groupby(by).agg(
+        n_cal_mean=("n_cal", "mean"),
+        n_eval_mean=("n_eval", "mean"),
+        identity_share=("identity_map", "mean"),
+        fit_warnings=("fit_warnings", "sum"),
+    )
+    summary = summary.join(counts, on=by)
+    summary["aggregator"] = "one_coin"
+    lead = ["aggregator", "panel", "calibrator", "fraction"]
+    summary = _sorted(summary[lead + [c for c in summary.columns if c not in lead]], "fraction")
+    panel = data.panel
+    return StudyResult(
+        records=json_records(summary),
+        summary=summary,
+        report=_fraction_report(config, summary, panel),
+        figures={"nll_vs_fraction.png": _fraction_figure(summary)},
+        extra={
+            "mode": "fraction",
+            "panel": {"dataset": panel.dataset, "items": panel.n_items, "judges": panel.n_judges} | panel.info,
+            "choices": _choices(config),
+        },
+    )
+
+
+def _choices(config: Config) -> dict[str, Any]:
+    # Every ambiguous choice of spec 000 this run made, so the report can be read without the code.
+    choices = {
+        "split": f"keyed hash of group_id, calibration fraction {config.calib_fraction} (binomial half sizes; the "
+        "same halves as the inclusion study)",
+        "budget_order": "calibration items sorted by the keyed-hash uniform of seed + 2**40 (groups stay together)",
+        "protocol": "main: aggregator counts and calibrator both fitted on the budget's items (in-sample scores)",
+        "top_k_ranking": "posterior mean accuracy on the budget's items; ties by more votes, then judge_id",
+        "beta": {
+            "penalty": config.beta_penalty,
+            "l1_ratio": config.beta_l1_ratio,
+            "penalty_scale": config.beta_penalty_scale,
+        },
+        "platt_penalty": config.platt_penalty,
+        "eps": config.eps,
+        "one_coin_prior": {"alpha0": config.alpha0, "beta0": config.beta0},
+        "class_prior": config.class_prior,
+        "orientation": config.orientation,
+        "accuracy_at_half": "half credit",
+    }
+    if config.mode == "fraction":
+        choices["fraction_split"] = "calibration = groups whose split uniform is below f (nested in f); rest evaluates"
+    return choices
+
+
+def _cell(row: pd.Series, metric: str = "nll") -> str:
+    return f"{row[metric]:.4f} [{row[metric + '_ci_low']:.4f}, {row[metric + '_ci_high']:.4f}]"
+
+
+def _budget_report(
+    config: Config, summary: pd.DataFrame, max_t: dict[str, Any], grid: dict[str, Any], panel: Any
+) -> str:
+    topk = f"top{config.top_k}"
+    columns = [("all", "none"), ("all", "beta"), (topk, "none"), (topk, "beta")]
+    columns += [("all", c) for c in config.calibrators if c != "beta"]
+    head = " | ".join(f"{p} + {c}" for p, c in columns)
+    lines = [
+        f"# Label-budget sweep on `{panel.dataset}`",
+        "",
+        f"{panel.n_items} labelled items x {panel.n_judges} judges; {config.replicates} grouped splits, evaluation "
+        f"half fixed per split; budgets {grid['budgets']} plus the whole calibration half "
+        f"({grid['calibration_half_min']}..{grid['calibration_half_max']} items; grid: {grid['source']}"
+        + (f", dropped {grid['dropped']}" if grid["dropped"] else "")
+        + "). One-coin aggregator; evaluation NLL, mean over splits [95% bootstrap CI].",
+        "",
+        f"| budget | {head} | beta vs raw (all) | beta left at identity (all) |",
+        "| --- | " + " | ".join("---" for _ in columns) + " | --- | --- |",
+    ]
+    for _, rows in summary.groupby("budget_index", sort=True):
+        cells = {(r.panel, r.calibrator): r for _, r in rows.iterrows()}
+        raw, beta = cells[("all", "none")]["nll"], cells[("all", "beta")]["nll"]
+        label = f"{rows['budget'].iloc[0]}" + (" (full)" if rows["full_budget"].iloc[0] else "")
+        row_cells = [_cell(cells[c]) if c in cells else "" for c in columns]
+        at_identity = cells[("all", "beta")]["identity_share"]
+        lines.append(
+            f"| {label} | " + " | ".join(row_cells) + f" | {100 * (1 - beta / raw):.1f}% lower | {at_identity:.2f} |"
+        )
+    lines += [
+        "",
+        f"## Joint test across budgets: {max_t['comparison']}",
+        "",
+        "| budget | mean Delta [95% CI] | share of splits > 0 | t |",
+        "| --- | --- | --- | --- |",
+    ]
+    for i, budget in enumerate(max_t["budgets"]):
+        t = max_t["t_by_budget"][i]
+        lines.append(
+            f"| {budget} | {max_t['delta_mean'][i]:+.4f} [{max_t['delta_ci_low'][i]:+.4f}, "
+            f"{max_t['delta_ci_high'][i]:+.4f}] | {max_t['share_of_splits_favouring_all'][i]:.2f} | "
+            + (f"{t:.2f} |" if t is not None else "undefined (Delta constant over splits) |")
+        )
+    lines += [
+        "",
+        f"Gaussian multiplier bootstrap ({max_t['alternative']}, B = {max_t['n_resamples']}): K = {max_t['K']}, "
+        f"T_obs = {max_t['t_obs']:.3f}, c_{max_t['level']:.2f} = {max_t['critical_value']:.3f}, "
+        f"margin = {max_t['margin']:+.3f}, Bonferroni z = {max_t['bonferroni_z']:.3f}, p = {max_t['pvalue']:.4g} "
+        f"({'joint null rejected' if max_t['reject'] else 'joint null not rejected'}).",
+        "",
+        "Reading: the max-t statistic rejects the joint null (no difference at any budget) when inclusion is better "
+        "at *some* budget; 'better at every budget' needs every per-budget interval above 0.",
+        "",
+        f"Caveat: {max_t['caveat']}",
+        "",
+        "Choices made where the spec leaves them open:",
+        "",
+    ]
+    lines += [f"- {k}: {v}" for k, v in _choices(config).items()]
+    lines += ["", "Figure: `figures/nll_vs_budget.png`.", ""]
+    return "\n".join(lines)
+
+
+def _fraction_report(config: Config, summary: pd.DataFrame, panel: Any) -> str:
+    lines = [
+        f"# Calibration-fraction sweep on `{panel.dataset}`",
+        "",
+        f"{panel.n_items} labelled items x {panel.n_judges} judges; {config.replicates} grouped splits per fraction; "
+        "all-judges one-coin, raw vs beta-calibrated; mean over splits [95% bootstrap CI].",
+        "",
+        "| fraction | calibration items | NLL raw | NLL beta | NLL reduction | accuracy raw | accuracy beta |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for fraction, rows in summary.groupby("fraction", sort=True):
+        raw = rows[rows["calibrator"] == "none"].iloc[0]
+        beta = rows[rows["calibrator"] == "beta"].iloc[0]
+        lines.append(
+            f"| {fraction:.2f} | {raw['n_cal_mean']:.1f} | {_cell(raw)} | {_cell(beta)} | "
+            f"{100 * (1 - beta['nll'] / raw['nll']):.1f}% | {_cell(raw, 'accuracy')} | {_cell(beta, 'accuracy')} |"
+        )
+    lines += ["", "Choices made where the spec leaves them open:", ""]
+    lines += [f"- {k}: {v}" for k, v in _choices(config).items()]
+    lines += ["", "Figure: `figures/nll_vs_fraction.png`.", ""]
+    return "\n".join(lines)
+
+
+def _line(ax: Any, rows: pd.DataFrame, x: str, label: str, metric: str = "nll", style: str = "-") -> None:
+    rows = rows.sort_values(x)
+    line = ax.plot(rows[x], rows[metric], style, marker="o", ms=3, label=label)
+    ax.fill_between(rows[x], rows[f"{metric}_ci_low"], rows[f"{metric}_ci_high"], color=line[0].get_color(), alpha=0.15)
+
+
+def _budget_figure(config: Config, summary: pd.DataFrame, max_t: dict[str, Any]) -> bytes:
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), dpi=110)
+    topk = f"top{config.top_k}"
+    for panel_name in ("all", topk):
+        for cal, style in (("beta", "-"), ("none", "--")):
+            rows = summary[(summary["panel"] == panel_name) & (summary["calibrator"] == cal)]
+            _line(axes[0], rows, "budget", f"{panel_name} + {cal}", style=style)
+    axes[0].set_title(f"Arms: all judges vs {topk} (one-coin)")
+    for cal in ("none", *dict.fromkeys(("beta", *config.calibrators))):
+        rows = summary[(summary["panel"] == "all") & (summary["calibrator"] == cal)]
+        _line(axes[1], rows, "budget", cal)
+    axes[1].set_title("Matched calibrators, all judges (H.7)")
+    for ax in axes[:2]:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("label budget n_k (calibration items)")
+        ax.set_ylabel("evaluation NLL (mean, 95% CI)")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+    x = np.asarray(max_t["budgets"], dtype=float)
+    axes[2].plot(x, max_t["delta_mean"], marker="o", ms=3)
+    axes[2].fill_between(x, max_t["delta_ci_low"], max_t["delta_ci_high"], alpha=0.2)
+    axes[2].axhline(0.0, color="grey", lw=0.8)
+    axes[2].set_xscale("log")
+    axes[2].set_xlabel("label budget n_k")
+    axes[2].set_ylabel(f"Delta = NLL({topk}) - NLL(all), beta")
+    axes[2].set_title(f"max-t: T_obs={max_t['t_obs']:.2f}, c={max_t['critical_value']:.2f}, p={max_t['pvalue']:.3g}")
+    axes[2].grid(alpha=0.3)
+    fig.tight_layout()
+    return png(fig)
+
+
+def _fraction_figure(summary: pd.DataFrame) -> bytes:
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.0), dpi=110)
+    for cal in ("none", "beta"):
+        rows = summary[summary["calibrator"] == cal]
+        _line(axes[0], rows, "fraction", f"one-coin + {cal}")
+        _line(axes[1], rows, "fraction", f"one-coin + {cal}", metric="accuracy")
+    axes[0].set_yscale("log")
+    axes[0].set_ylabel("evaluation NLL (mean, 95% CI)")
+    axes[1].set_ylabel("evaluation accuracy (mean, 95% CI)")
+    for ax in axes:
+        ax.set_xlabel("calibration fraction f")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8)
+    fig.suptitle("All-judges one-coin: raw vs beta-calibrated over the calibration fraction")
+    fig.tight_layout()
+    return png(fig)

@@ -1,0 +1,95 @@
+"""Settings of the inclusion study and its replicate: what its modules share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from pydantic import model_validator
+
+from judgecal_dist.engine.panel import ORIENTATIONS
+from judgecal_dist.methods.pipeline import AGGREGATORS, CALIBRATOR_INPUTS, CALIBRATORS, PANELS, PROTOCOLS, Settings
+from judgecal_dist.settings import (
+    AggregationFields,
+    CiLevel,
+    Fraction,
+    PipelineFields,
+    Replicates,
+    Resamples,
+    Seed,
+    Url,
+    check_panels,
+    integer,
+    listed,
+    one_of,
+)
+from judgecal_dist.studies.inclusion.search import SEARCHES, SearchSettings
+
+
+class Config(PipelineFields, AggregationFields):
+    """Settings of the inclusion study (``conf/studies/inclusion.yaml``); every key can be ``--set``.
+
+    The pipeline hyperparameters (``eps``, ``alpha0``, ..., ``ds_n_iter``, ``stacking_folds``) are the shared
+    :class:`~judgecal_dist.settings.PipelineFields` and :class:`~judgecal_dist.settings.AggregationFields`.
+    """
+
+    data_required: ClassVar[str] = "an ingested dataset URL"
+
+    data: Url = None
+    dataset: str | None = None
+    replicates: Replicates = 100
+    seed: Seed = 0
+    calib_fraction: Fraction = 0.5
+    aggregators: listed(one_of(AGGREGATORS), min_length=1) = AGGREGATORS
+    calibrators: listed(one_of(CALIBRATORS), min_length=1) = CALIBRATORS
+    panels: listed(str, min_length=1) = PANELS
+    orientation: one_of(ORIENTATIONS) = "natural"
+    sample: integer(0) = 0
+    calibrator_input: one_of(CALIBRATOR_INPUTS) = "logit"
+    calib_scores: one_of(PROTOCOLS) = "insample"
+    nested_fraction: Fraction = 0.7
+    crossfit_folds: integer(2, 100) = 5
+    search_beam_width: integer(1, 1_000) = 3
+    search_max_additions: integer(1, 1_000) = 10
+    search_inner_fraction: Fraction = 0.7
+    search_folds: integer(2, 100) = 5
+    conformal_alphas: listed(Fraction) = (0.1, 0.2)
+    permutation_resamples: Resamples = 10_000
+    ci_level: CiLevel = 0.95
+
+    @model_validator(mode="after")
+    def _check(self) -> Config:
+        check_panels(self.panels, (*PANELS, *SEARCHES))
+        return self
+
+    @property
+    def settings(self) -> Settings:
+        return Settings.of(self)
+
+    @property
+    def search(self) -> SearchSettings:
+        return SearchSettings(
+            beam_width=self.search_beam_width,
+            max_additions=self.search_max_additions,
+            inner_fraction=self.search_inner_fraction,
+            folds=self.search_folds,
+        )
+
+
+@dataclass(frozen=True)
+class Replicate:
+    """One split: everything ``run_replicate`` needs besides the panel (pure and seeded)."""
+
+    seed: int
+    calib_fraction: float
+    aggregators: tuple[str, ...]
+    calibrators: tuple[str, ...]
+    panels: tuple[str, ...]
+    settings: Settings = field(default_factory=Settings)
+    conformal_alphas: tuple[float, ...] = (0.1, 0.2)
+    permutation_resamples: int = 10_000
+    n_bins: int = 10
+    calib_scores: str = "insample"
+    nested_fraction: float = 0.7
+    crossfit_folds: int = 5
+    search: SearchSettings = field(default_factory=SearchSettings)

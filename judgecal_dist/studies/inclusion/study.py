@@ -1,0 +1,313 @@
+"""Calibrate, don't curate (spec 000): aggregators x calibrators x panels on random grouped splits.
+
+Each replicate splits the labelled items of a panel into a calibration part (fraction ``calib_fraction``, by
+keyed hash of ``group_id``) and an evaluation part. For every panel (all judges, top-k by posterior mean
+accuracy, one per family; chosen on calibration data only) and every aggregator, the calibration scores train
+every calibrator (spec 000 §5.1 main protocol); the evaluation part is scored with NLL, Brier, ECE and accuracy
+(§4). Which scores train the calibrators is ``calib_scores`` (``insample`` = the main protocol, ``nested`` 70/30 or
+``crossfit``, §5.2), and ``calibrator_input`` says whether they read the aggregator's unclipped log-odds (default)
+or its probability clipped at eps. Searched panels (``beam``, ``backward``, ``greedy``, ``exhaustive`` in
+``panels``) are chosen by the spec's inner protocol (:mod:`~judgecal_dist.studies.inclusion.search`) and then run
+through the same grid. Curated and searched panels are compared with the full panel on the same items by the
+paired permutation test (§5.5(a)); NLL is also reported per agreement tercile (§3.10). The default pipeline (one-coin + beta) is also wrapped in split-conformal sets on a disjoint slice
+(§3.5, §5.2: 60/20/20 of the calibration part). ``summarise`` averages over replicates with bootstrap intervals,
+draws the figures, and fits the default pipeline with its conformal thresholds on all labelled items as the
+run's model.
+
+References
+----------
+.. [1] Y. Li. Calibrate, Don't Curate: Label-Efficient Estimation from Noisy LLM Judges. arXiv 2605.09702, 2026.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from judgecal_dist.config import EngineConfig
+from judgecal_dist.engine.panel import Panel, load_panel
+from judgecal_dist.engine.stats import judge_cells, judge_summary
+from judgecal_dist.errors import ConfigError
+from judgecal_dist.io.records import json_records
+from judgecal_dist.methods.pipeline import (
+    AGGREGATORS,
+    CALIBRATORS,
+    PANELS,
+    choose_panels,
+    fit_pipelines,
+    protocol_roles,
+)
+from judgecal_dist.splits import calibration_mask
+from judgecal_dist.stats.inference import summarise_over_splits
+from judgecal_dist.stats.metrics import metric_table, pointwise_nll, reliability_bins
+from judgecal_dist.stats.permutation import paired_permutation_test_many
+from judgecal_dist.stats.strata import nll_by_agreement_tercile
+from judgecal_dist.studies.base import StudyResult
+from judgecal_dist.studies.inclusion import report as inclusion_report
+from judgecal_dist.studies.inclusion.config import Config, Replicate
+from judgecal_dist.studies.inclusion.diagnostics import diagnose
+from judgecal_dist.studies.inclusion.model import (
+    DEFAULT_AGGREGATOR,
+    DEFAULT_CALIBRATOR,
+    MODEL_FORMAT,
+    choices,
+    conformal_rows,
+    fit_model,
+    summarise_conformal,
+)
+from judgecal_dist.studies.inclusion.search import SEARCHES, run_searches
+
+__all__ = [
+    "NAME",
+    "Config",
+    "Replicate",
+    "InclusionInput",
+    "load",
+    "plan",
+    "run_replicate",
+    "summarise",
+    "AGGREGATORS",
+    "CALIBRATORS",
+    "PANELS",
+    "SEARCHES",
+    "MODEL_FORMAT",
+]
+
+NAME = "inclusion"
+METRICS = ("nll", "brier", "ece", "accuracy")
+
+
+@dataclass(frozen=True)
+class InclusionInput:
+    """What every replicate task receives: the dense panel and the per-judge statistics of all splits."""
+
+    panel: Panel
+    judges: pd.DataFrame
+
+
+def load(config: Config, engine: EngineConfig) -> InclusionInput:
+    """The dense labelled panel of ``config.data`` and per-judge statistics of every planned split.
+
+    The statistics come from the engine's one-pass job (Spark for large tables, pyarrow + numpy otherwise, equal
+    exactly): calibration-side votes, correct votes and parse rate of every judge in every replicate, averaged
+    for the report. Input is validated here, before the runner writes anything.
+    """
+    panel = load_panel(
+        config.data,
+        sample=config.sample,
+        orientation=config.orientation,
+        orientation_seed=config.seed,
+        dataset=config.dataset,
+        storage_options=dict(engine.storage_options),
+    )
+    if len(np.unique(panel.labels)) < 2 and config.orientation != "gold_positive":
+        raise ConfigError(
+            f"{config.data}: labels: label: every labelled item has the same label; calibration needs "
+            "both classes (or orientation=gold_positive, with penalised calibrators only)"
+        )
+    seeds = [config.seed + i for i in range(config.replicates)]
+    per_split = judge_summary(judge_cells(config.data, seeds, config.calib_fraction, config=engine))
+    cal = per_split[per_split["side"] == "calibration"]
+    judges = cal.groupby("judge_id", as_index=False)[["rows", "votes", "correct"]].mean()
+    judges["parse_rate"] = cal.groupby("judge_id")["parse_rate"].mean().to_numpy()
+    judges["accuracy"] = judges["correct"] / judges["votes"].where(judges["votes"] > 0)
+    return InclusionInput(panel=panel, judges=judges.sort_values("accuracy", ascending=False, kind="stable"))
+
+
+def plan(config: Config, data: InclusionInput) -> list[Replicate]:
+    return [
+        Replicate(
+            seed=config.seed + i,
+            calib_fraction=config.calib_fraction,
+            aggregators=tuple(config.aggregators),
+            calibrators=tuple(config.calibrators),
+            panels=tuple(config.panels),
+            settings=config.settings,
+            conformal_alphas=tuple(config.conformal_alphas),
+            permutation_resamples=config.permutation_resamples,
+            n_bins=config.n_bins,
+            calib_scores=config.calib_scores,
+            nested_fraction=config.nested_fraction,
+            crossfit_folds=config.crossfit_folds,
+            search=config.search,
+        )
+        for i in range(config.replicates)
+    ]
+
+
+def run_replicate(data: InclusionInput, rep: Replicate) -> pd.DataFrame:
+    """Metrics of every panel x aggregator x calibrator on the evaluation part of split ``rep.seed``.
+
+    Returns a long table with a ``kind`` column: ``metrics`` rows (one per pipeline, with the paired test against
+    the full panel), ``tercile`` rows (full panel, NLL per agreement stratum), ``search`` rows (spec Table 3:
+    searched subset vs all judges through the identical nested fit), ``conformal`` rows (default pipeline, per
+    alpha) and ``reliability`` rows (default aggregator before and after its default calibrator, per bin).
+    """
+    panel, settings = data.panel, rep.settings
+    in_cal = calibration_mask(panel.group_keys, [rep.seed], rep.calib_fraction)[0]
+    v_cal, y_cal, keys_cal = panel.votes[in_cal], panel.labels[in_cal], panel.group_keys[in_cal]
+    v_eval, y_eval = panel.votes[~in_cal], panel.labels[~in_cal]
+    roles = protocol_roles(
+        rep.calib_scores, keys_cal, rep.seed, nested_fraction=rep.nested_fraction, folds=rep.crossfit_folds
+    )
+    rank = roles == 0 if rep.calib_scores == "nested" else slice(None)  # counts of the aggregator's items
+    curated = tuple(p for p in rep.panels if p not in SEARCHES)
+    panels = choose_panels(curated, v_cal[rank], y_cal[rank], panel.judge_ids, panel.families, settings)
+    searched, search_rows = run_searches(
+        rep.panels, v_cal, y_cal, keys_cal, v_eval, y_eval, rep.seed, settings, rep.search
+    )
+    panels |= searched
+    base = {"seed": rep.seed, "n_cal": int(in_cal.sum()), "n_eval": int((~in_cal).sum())}
+    rows, losses, full_p = [], {}, {}
+    for agg_name in rep.aggregators:
+        for panel_name, cols in panels.items():
+            probabilities = fit_pipelines(
+                agg_name, rep.calibrators, settings, v_cal[:, cols], y_cal, v_eval[:, cols], rep.calib_scores, roles
+            )
+            for cal_name, p in probabilities.items():
+                losses[agg_name, cal_name, panel_name] = pointwise_nll(y_eval, p, eps=settings.eps)
+                rows.append(
+                    base
+                    | {
+                        "kind": "metrics",
+                        "aggregator": agg_name,
+                        "calibrator": cal_name,
+                        "panel": panel_name,
+                        "panel_size": len(cols),
+                    }
+                    | metric_table(y_eval, p, eps=settings.eps, n_bins=rep.n_bins)
+                )
+                if panel_name == "all":
+                    full_p[f"{agg_name}|{cal_name}"] = p
+                if agg_name == DEFAULT_AGGREGATOR and panel_name == "all" and cal_name in ("none", DEFAULT_CALIBRATOR):
+                    rows += _reliability_rows(base, cal_name, y_eval, p, rep.n_bins)
+    table = pd.DataFrame(rows)
+    _attach_paired_tests(table, losses, rep)
+    extra = [base | row for row in (*_tercile_rows(full_p, v_eval, y_eval, settings.eps), *search_rows)]
+    extra += [base | row for row in conformal_rows(panel, in_cal, v_eval, y_eval, rep)]
+    return pd.concat([table, pd.DataFrame(extra)], ignore_index=True)
+
+
+def _tercile_rows(full_p: dict[str, np.ndarray], v_eval: np.ndarray, y_eval: np.ndarray, eps: float) -> list[dict]:
+    """NLL per agreement tercile of the full panel (spec §3.10): agreement |2 p_MV - 1| on the evaluation items."""
+    voted = (v_eval >= 0).sum(axis=1)
+    p_mv = np.divide((v_eval == 1).sum(axis=1), voted, out=np.full(voted.shape, 0.5), where=voted > 0)
+    table = nll_by_agreement_tercile(y_eval, full_p, np.abs(2.0 * p_mv - 1.0), eps=eps)
+    out = []
+    for r in table.itertuples():
+        agg_name, cal_name = str(r.method).split("|")
+        out.append(
+            {
+                "kind": "tercile",
+                "aggregator": agg_name,
+                "calibrator": cal_name,
+                "panel": "all",
+                "stratum": r.stratum,
+                "stratum_items": int(r.n_items),
+                "nll": float(r.nll),
+            }
+        )
+    return out
+
+
+def _reliability_rows(base: dict, cal_name: str, y: np.ndarray, p: np.ndarray, n_bins: int) -> list[dict]:
+    bins = reliability_bins(y, p, n_bins=n_bins)
+    return [
+        base
+        | {
+            "kind": "reliability",
+            "aggregator": DEFAULT_AGGREGATOR,
+            "calibrator": cal_name,
+            "panel": "all",
+            "bin": int(r.bin),
+            "count": int(r.count),
+            "sum_p": float(r.mean_p * r.count) if r.count else 0.0,
+            "sum_y": float(r.frac_pos * r.count) if r.count else 0.0,
+        }
+        for r in bins.itertuples()
+    ]
+
+
+def _attach_paired_tests(table: pd.DataFrame, losses: dict, rep: Replicate) -> None:
+    """delta_nll = mean(loss_panel - loss_all) and the paired permutation test (spec §5.5(a)) per curated panel."""
+    keys = [k for k in losses if k[2] != "all"]
+    if not keys:
+        return
+    d = np.stack([losses[k] - losses[k[0], k[1], "all"] for k in keys])
+    perm = paired_permutation_test_many(d, n_resamples=rep.permutation_resamples, rng=np.random.default_rng(rep.seed))
+    index = {k: i for i, k in enumerate(keys)}
+    rows = table["kind"].eq("metrics") & table["panel"].ne("all")
+    order = [
+        index[a, c, p] for a, c, p in table.loc[rows, ["aggregator", "calibrator", "panel"]].itertuples(index=False)
+    ]
+    table.loc[rows, "delta_nll"] = d.mean(axis=1)[order]
+    table.loc[rows, "perm_stat"] = perm.statistic[order]
+    table.loc[rows, "perm_p"] = perm.pvalue[order]
+
+
+def summarise(config: Config, parts: pd.DataFrame, data: InclusionInput) -> StudyResult:
+    """Means over splits with bootstrap CIs, figures, the report and the default pipeline's model."""
+    panel = data.panel
+    rng = np.random.default_rng(config.seed)
+    by = ["aggregator", "calibrator", "panel"]
+    metrics = parts[parts["kind"] == "metrics"]
+    summary = summarise_over_splits(
+        metrics, by=by, metrics=[*METRICS, "panel_size"], confidence=config.ci_level, rng=rng
+    )
+    summary = summary.rename(columns={f"{m}_mean": m for m in (*METRICS, "panel_size")} | {"n_splits": "replicates"})
+    summary = summary.drop(columns=["panel_size_ci_low", "panel_size_ci_high"])
+    curated = metrics[metrics["panel"] != "all"]
+    if not curated.empty:
+        paired = summarise_over_splits(curated, by=by, metrics=["delta_nll"], confidence=config.ci_level, rng=rng)
+        paired = paired.rename(columns={"delta_nll_mean": "delta_nll"}).drop(columns="n_splits")
+        medians = curated.groupby(by, as_index=False)[["perm_stat", "perm_p"]].median()
+        summary = summary.merge(paired, on=by, how="left").merge(medians, on=by, how="left")
+    order = {name: i for i, name in enumerate((*config.aggregators, *config.calibrators, *config.panels))}
+    summary = summary.sort_values(by, key=lambda col: col.map(order), kind="stable").reset_index(drop=True)
+    conformal = summarise_conformal(parts, config, rng)
+    terciles = _summarise_kind(
+        parts, "tercile", ["aggregator", "calibrator", "stratum"], ["nll", "stratum_items"], config, rng
+    )
+    search = _summarise_kind(
+        parts,
+        "search",
+        ["panel"],
+        ["panel_size", "inner_nll", "nested_nll", "nested_nll_all", "nested_delta", "evaluations"],
+        config,
+        rng,
+    )
+    records = json_records(summary)
+    reliability = parts[parts["kind"] == "reliability"]
+    diagnostics = diagnose(panel, seed=config.seed, calib_fraction=config.calib_fraction)
+    made = choices(config)
+    return StudyResult(
+        records=records,
+        summary=summary,
+        report=inclusion_report.report(
+            config, summary, conformal, panel, data.judges, made, diagnostics, terciles=terciles, search=search
+        ),
+        figures=inclusion_report.figures(metrics, summary, reliability, config),
+        model={"calibration.json": fit_model(config, panel)},
+        extra={
+            "panel": {"dataset": panel.dataset, "items": panel.n_items, "judges": panel.n_judges} | panel.info,
+            "choices": made,
+            "diagnostics": diagnostics,
+            "conformal": json_records(conformal),
+            "terciles": json_records(terciles),
+            "search": json_records(search),
+            "judges": json_records(data.judges),
+        },
+    )
+
+
+def _summarise_kind(
+    parts: pd.DataFrame, kind: str, by: list[str], stats: list[str], config: Config, rng: np.random.Generator
+) -> pd.DataFrame:
+    """Means over splits with bootstrap CIs of the ``kind`` rows (empty frame when there are none)."""
+    rows = parts[parts["kind"] == kind] if "kind" in parts else parts.iloc[:0]
+    if rows.empty:
+        return pd.DataFrame()
+    out = summarise_over_splits(rows, by=by, metrics=stats, confidence=config.ci_level, rng=rng)
+    return out.rename(columns={f"{m}_mean": m for m in stats} | {"n_splits": "replicates"})

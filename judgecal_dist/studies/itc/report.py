@@ -1,0 +1,343 @@
+"""Summary of the itc study: means over splits, paired permutation tests, top clusters, findings, report, figures.
+
+Intervals are mean +- z * SD / sqrt(S) over the S splits (spec 003 §5, Figure 2). Paired permutation test of two
+methods a, b (spec 003 §5, recommended combination): T = mean over splits of the mean per-item loss difference;
+each of R joint resamples flips the sign of every item's difference independently within every split (the
+replicates store, per method, the flipped mean losses under shared flips, so any pair's resampled statistic is a
+difference of stored values); p = (1 + #{|T*| >= |T|}) / (R + 1). Top cluster (Freitag et al. 2023): methods sorted
+by mean (MAE ascending, PA descending) join rank 1 until the first that differs significantly from a member.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+from scipy.stats import norm
+
+from judgecal_dist.io.figures import png, pyplot
+from judgecal_dist.io.records import json_records
+from judgecal_dist.methods.repeated.davidson import DavidsonAggregator
+from judgecal_dist.studies.base import StudyResult
+
+if TYPE_CHECKING:
+    from judgecal_dist.studies.itc.config import Config
+    from judgecal_dist.studies.itc.data import ItcInput
+
+__all__ = ["summarise", "permutation_pvalue", "top_cluster"]
+
+_KEYS = ["dataset", "judge_id", "n"]
+
+
+def permutation_pvalue(loss_a: np.ndarray, loss_b: np.ndarray, flipped_a: np.ndarray, flipped_b: np.ndarray) -> float:
+    """p-value of the paired sign-flip test from per-split mean losses ``(S,)`` and flipped means ``(S, R)``.
+
+    Examples
+    --------
+    >>> permutation_pvalue(np.array([0.5]), np.array([0.5]), np.zeros((1, 9)), np.zeros((1, 9)))
+    1.0
+    """
+    t = float(np.mean(loss_a - loss_b))
+    t_star = np.mean(flipped_a - flipped_b, axis=0)
+    return float((1 + np.sum(np.abs(t_star) >= abs(t) - 1e-12)) / (len(t_star) + 1))
+
+
+def top_cluster(means: dict[str, float], pvalue: Any, *, lower_is_better: bool, alpha: float) -> list[str]:
+    """Rank-1 cluster: walk the methods from the best, stop at the first significantly different from a member.
+
+    Examples
+    --------
+    >>> top_cluster({"a": 0.3, "b": 0.31, "c": 0.5}, lambda x, y: 0.5 if "c" not in (x, y) else 0.01,
+    ...             lower_is_better=True, alpha=0.05)
+    ['a', 'b']
+    """
+    order = sorted(means, key=lambda m: means[m] if lower_is_better else -means[m])
+    cluster = order[:1]
+    for method in order[1:]:
+        if any(pvalue(method, member) < alpha for member in cluster):
+            break
+        cluster.append(method)
+    return cluster
+
+
+def _summary(config: Config, parts: pd.DataFrame) -> pd.DataFrame:
+    z = float(norm.ppf(0.5 + config.ci_level / 2))
+    rows = []
+    for (dataset, judge, n, method), g in parts.groupby([*_KEYS, "method"], sort=True):
+        row: dict[str, Any] = {
+            "dataset": dataset,
+            "judge_id": judge,
+            "n": int(n),
+            "method": method,
+            "splits": len(g),
+            "n_eval": float(g["n_eval"].mean()),
+            "n_cal": float(g["n_cal"].mean()),
+        }
+        for m in ("mae", "pa", "rev", "pred_tie_rate"):
+            mean, sd = float(g[m].mean()), float(g[m].std(ddof=1)) if len(g) > 1 else 0.0
+            row[m] = mean
+            if m in ("mae", "pa"):
+                row[f"{m}_ci_low"], row[f"{m}_ci_high"] = (
+                    mean - z * sd / np.sqrt(len(g)),
+                    mean + z * sd / np.sqrt(len(g)),
+                )
+        for p in ("beta", "eta0", "gamma"):
+            if p in g and g[p].notna().any():
+                row[p] = float(g[p].mean())
+        if "at_bound" in g and g["at_bound"].notna().any():
+            row["at_bound_share"] = float((g["at_bound"].fillna("") != "").mean())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _clusters(config: Config, parts: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
+    """Top-cluster membership for MAE and PA per (dataset, judge, n), with the p-values against the best."""
+    summary = summary.copy()
+    for metric, lower in (("mae", True), ("pa", False)):
+        summary[f"top_cluster_{metric}"] = False
+        summary[f"p_vs_best_{metric}"] = np.nan
+        for key, cell in parts.groupby(_KEYS, sort=True):
+            by_method = {m: g.sort_values("seed") for m, g in cell.groupby("method")}
+            if len({tuple(g["seed"]) for g in by_method.values()}) != 1:
+                continue  # methods must share the splits to be compared
+
+            def pvalue(a: str, b: str, metric: str = metric, by_method: dict = by_method) -> float:
+                la = by_method[a][metric].to_numpy() if metric == "mae" else 1 - by_method[a][metric].to_numpy()
+                lb = by_method[b][metric].to_numpy() if metric == "mae" else 1 - by_method[b][metric].to_numpy()
+                fa, fb = (np.stack(by_method[m][f"perm_{metric}"].to_numpy()).astype(np.float64) for m in (a, b))
+                return permutation_pvalue(la, lb, fa, fb)
+
+            means = {m: float(g[metric].mean()) for m, g in by_method.items()}
+            cluster = top_cluster(means, pvalue, lower_is_better=lower, alpha=config.significance)
+            sel = (summary[_KEYS] == pd.Series(dict(zip(_KEYS, key, strict=True)))).all(axis=1)
+            summary.loc[sel & summary["method"].isin(cluster), f"top_cluster_{metric}"] = True
+            best = cluster[0]
+            for m in means:
+                summary.loc[sel & (summary["method"] == m), f"p_vs_best_{metric}"] = (
+                    1.0 if m == best else pvalue(m, best)
+                )
+    return summary
+
+
+def _findings(summary: pd.DataFrame) -> dict[str, Any]:
+    """The spec's expected findings (spec 003 §7.8), each with the cells it was checked on and whether it holds."""
+    table = summary.set_index([*_KEYS, "method"])
+    have = set(summary["method"])
+    out: dict[str, Any] = {}
+    if not {"davidson", "sc"} <= have:
+        return {"note": "davidson and sc are both needed"}
+    mae = table["mae"].unstack("method")
+    gap = mae["sc"] - mae["davidson"]
+    budgets = sorted(summary["n"].unique())
+    per_n = {
+        int(n): {
+            "cells": int((gap.xs(n, level="n") > -np.inf).sum()),
+            "davidson_below_sc": int((gap.xs(n, level="n") > 0).sum()),
+        }
+        for n in budgets
+    }
+    big = [n for n in per_n if n >= 4]
+    out["davidson_below_sc_for_n_ge_4"] = {
+        "per_n": per_n,
+        "holds": bool(big) and all(per_n[n]["davidson_below_sc"] == per_n[n]["cells"] for n in big),
+    }
+    lo, hi = min(budgets), max(budgets)
+    sc_lo, sc_hi = mae["sc"].xs(lo, level="n"), mae["sc"].xs(hi, level="n")
+    d_lo, d_hi = mae["davidson"].xs(lo, level="n"), mae["davidson"].xs(hi, level="n")
+    out["sc_flat_or_worse_as_n_grows"] = {
+        "n": [int(lo), int(hi)],
+        "sc_change": {f"{d}|{j}": float(v) for (d, j), v in (sc_hi - sc_lo).items()},
+        "cells_sc_not_better_by_0.01": int((sc_hi - sc_lo >= -0.01).sum()),
+        "cells": len(sc_lo),
+        "davidson_within_0.01_or_better": int((d_hi - d_lo <= 0.01).sum()),
+        "holds": bool((sc_hi - sc_lo >= -0.01).all() and (d_hi - d_lo <= 0.01).all()),
+    }
+    gap_hi = gap.xs(hi, level="n")
+    by_judge = gap_hi.groupby(level="judge_id").agg(["mean", "min", "max"])
+    weakest = mae["sc"].xs(hi, level="n").groupby(level="judge_id").mean().idxmax()
+    out["weakest_judge_gains_most"] = {
+        "n": int(hi),
+        "weakest_judge (highest SC MAE)": weakest,
+        "gap_sc_minus_davidson": {j: {k: float(v) for k, v in r.items()} for j, r in by_judge.iterrows()},
+        "holds": bool(by_judge["mean"].idxmax() == weakest),
+    }
+    pif = [d for d in summary["dataset"].unique() if "Precise IF" in d]
+    if pif:
+        # "Predicts 0 for (almost) every pair, MAE ~ PA ~ 0.50" (spec 003 §7.8), read as: mean predicted-tie rate
+        # >= 0.9 and MAE and PA within 0.02 of 0.5, for every judge at the largest budget.
+        cells = summary[(summary["dataset"].isin(pif)) & (summary["method"] == "davidson") & (summary["n"] == hi)]
+        out["tie_collapse_precise_if"] = {
+            "n": int(hi),
+            "pred_tie_rate": dict(zip(cells["judge_id"], cells["pred_tie_rate"].round(4), strict=True)),
+            "mae": dict(zip(cells["judge_id"], cells["mae"].round(4), strict=True)),
+            "pa": dict(zip(cells["judge_id"], cells["pa"].round(4), strict=True)),
+            "holds": bool(
+                (cells["pred_tie_rate"] >= 0.9).all()
+                and ((cells["mae"] - 0.5).abs() <= 0.02).all()
+                and ((cells["pa"] - 0.5).abs() <= 0.02).all()
+            ),
+        }
+    if "beta" in summary:
+        beta = table.xs("davidson", level="method")["beta"].unstack("n")
+        out["beta_decreases_with_n"] = {
+            "cells": len(beta),
+            "decreasing": int((beta[hi] < beta[lo]).sum()),
+            "eta0_positive_share": float((table.xs("davidson", level="method")["eta0"] > 0).mean()),
+        }
+    return out
+
+
+def _model(config: Config, data: ItcInput) -> dict[str, Any]:
+    """Davidson (global) fitted on every labelled item of each task and budget, as data."""
+    fits = []
+    for task in data.tasks:
+        for b, n in enumerate(task.budgets):
+            model = DavidsonAggregator(n_starts=config.n_starts, random_state=config.seed).fit(
+                task.counts[b], task.labels
+            )
+            fits.append(
+                {
+                    "dataset": task.dataset,
+                    "judge_id": task.judge_id,
+                    "n": n,
+                    **model.coef_,
+                    "decision": "mae",
+                    "alpha": 1.0,
+                    "kappa": 1.0,
+                    "items": task.n_items,
+                }
+            )
+    return {"format": "judgecal.davidson/v1", "tie": "global", "fits": fits}
+
+
+def _choices(config: Config, data: ItcInput) -> dict[str, Any]:
+    return {
+        "source": data.source,
+        "split": (
+            "pair-level: the round-half-up(rho N) items with the smallest keyed-hash uniforms of split seed"
+            if config.split == "item"
+            else "grouped by group_id: groups with keyed-hash uniform below rho"
+        ),
+        "calib_fraction": config.calib_fraction,
+        "budgets": "first n sample indices (nested budgets, common random numbers)",
+        "davidson": f"alpha = kappa = 1, beta in [0, 50], eta0 in [-20, 20], gamma in [-50, 50], {config.n_starts} "
+        "starts (1 deterministic + random), L-BFGS-B ftol 1e-10 gtol 1e-8, MAE action (median), ties toward 0",
+        "sc_tie_break": config.sc_tie_break,
+        "soft_sc": "mean is the default column; min and product are variants; ties toward 0",
+        "not_reproducible": "GD/FS/USC/GSA need new LLM calls (temperature-0 two-order votes, aggregation calls)",
+        "intervals": f"mean +- z SD / sqrt(S), {config.ci_level}",
+        "permutation_test": f"{config.permutations} joint sign-flip resamples per split, alpha {config.significance}",
+        "orientation": f"seeded coin per (subset, id, a, b), seed {config.orientation_seed}",
+    }
+
+
+def summarise(config: Config, parts: pd.DataFrame, data: ItcInput) -> StudyResult:
+    summary = _clusters(config, parts, _summary(config, parts))
+    skipped = sorted(set(config.methods) - set(summary["method"]))
+    records = json_records(summary)
+    findings = _findings(summary)
+    extra = {
+        "findings": findings,
+        "skipped_methods": {m: "no per-sample confidences in the data" for m in skipped},
+        "data": data.info,
+        "choices": _choices(config, data),
+    }
+    return StudyResult(
+        records=records,
+        summary=summary,
+        report=_report(config, summary, extra),
+        figures=_figures(summary),
+        model={"davidson.json": _model(config, data)},
+        extra=extra,
+    )
+
+
+def _report(config: Config, summary: pd.DataFrame, extra: dict[str, Any]) -> str:
+    hi = int(summary["n"].max())
+    lines = [
+        "# Davidson aggregation vs self-consistency (spec 003)",
+        "",
+        f"Data: `{config.data}` ({extra['choices']['source']}); {config.replicates} splits, calibration fraction "
+        f"{config.calib_fraction}; MAE (PA) on the evaluation part; * = top cluster (paired permutation tests).",
+        "",
+    ]
+    methods = [m for m in config.methods if m in set(summary["method"])]
+    for judge, rows in summary.groupby("judge_id", sort=True):
+        lines += [
+            f"## {judge}",
+            "",
+            "| dataset | n | " + " | ".join(methods) + " |",
+            "| --- | --- | " + " | ".join("---" for _ in methods) + " |",
+        ]
+        for (dataset, n), cell in rows.groupby(["dataset", "n"], sort=True):
+            by = cell.set_index("method")
+            cells = [
+                f"{by.at[m, 'mae']:.3f}{'*' if by.at[m, 'top_cluster_mae'] else ''} ({by.at[m, 'pa']:.3f})"
+                if m in by.index
+                else "—"
+                for m in methods
+            ]
+            lines.append(f"| {dataset} | {n} | " + " | ".join(cells) + " |")
+        lines.append("")
+    lines += ["## Expected findings (spec 003 §7.8)", ""]
+    for name, value in extra["findings"].items():
+        holds = value.get("holds") if isinstance(value, dict) else None
+        verdict = "holds" if holds else "does not hold" if holds is False else "(information)"
+        details = ", ".join(f"{k}={_brief(v)}" for k, v in value.items() if k != "holds")
+        lines.append(f"- **{name}**: {verdict} — {details}")
+    if extra["skipped_methods"]:
+        lines += ["", f"Skipped methods: {extra['skipped_methods']}"]
+    bad = extra["data"].get("bad_input", {})
+    lines += [
+        "",
+        "## Input",
+        "",
+        f"- {extra['data'].get('label_shares', {})}",
+        f"- bad input: {bad}",
+        "",
+        "## Protocol",
+        "",
+    ] + [f"- {k}: {v}" for k, v in extra["choices"].items()]
+    lines += ["", f"Figures: `figures/mae_vs_n_<judge>.png` (largest budget {hi}).", ""]
+    return "\n".join(lines)
+
+
+def _brief(value: Any) -> str:
+    """A short rendering of a finding's detail: long mappings of numbers as their range (the JSON has them all)."""
+    if isinstance(value, dict) and len(value) > 6 and all(isinstance(v, float) for v in value.values()):
+        return f"{len(value)} cells in [{min(value.values()):.4f}, {max(value.values()):.4f}]"
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return str(value)
+
+
+def _figures(summary: pd.DataFrame) -> dict[str, bytes]:
+    plt = pyplot()
+
+    out = {}
+    for judge, rows in summary.groupby("judge_id", sort=True):
+        datasets = sorted(rows["dataset"].unique())
+        fig, axes = plt.subplots(1, len(datasets), figsize=(3.2 * len(datasets), 3.4), dpi=100, squeeze=False)
+        for ax, dataset in zip(axes[0], datasets, strict=True):
+            for method, g in rows[rows["dataset"] == dataset].groupby("method", sort=True):
+                g = g.sort_values("n")
+                ax.errorbar(
+                    g["n"],
+                    g["mae"],
+                    yerr=[g["mae"] - g["mae_ci_low"], g["mae_ci_high"] - g["mae"]],
+                    marker="o",
+                    ms=3,
+                    capsize=2,
+                    label=method,
+                )
+            ax.set_title(dataset, fontsize=9)
+            ax.set_xlabel("samples n")
+            ax.grid(alpha=0.3)
+        axes[0][0].set_ylabel("MAE (evaluation, mean ± CI)")
+        axes[0][-1].legend(fontsize=6)
+        fig.suptitle(f"MAE vs n: {judge}", fontsize=10)
+        fig.tight_layout()
+        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in judge)
+        out[f"mae_vs_n_{safe}.png"] = png(fig)
+    return out

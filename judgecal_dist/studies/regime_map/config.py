@@ -1,0 +1,96 @@
+"""Settings of the regime-map study: what its modules share."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field, model_validator
+
+from judgecal_dist.io.growth import N_JUDGES, REGIMES
+from judgecal_dist.methods.fcps.joint_table import FALLBACKS
+from judgecal_dist.methods.fcps.paths import PATH_RULES
+from judgecal_dist.methods.fcps.scalar_families import SCALAR_FAMILIES
+from judgecal_dist.settings import (
+    NonNegative,
+    Positive,
+    Replicates,
+    Seed,
+    TypedSettings,
+    Url,
+    integer,
+    listed,
+    number,
+    one_of,
+    refuse,
+)
+
+#: Spec 002 §6.2's label-blind default pool of shared LLMBar evaluators (six backbones + one correlated judge).
+LLMBAR7 = (
+    "GPT-4/Vanilla",
+    "ChatGPT/Vanilla",
+    "ChatGPT-0301/Vanilla",
+    "PaLM2/Vanilla",
+    "LLaMA2/Vanilla",
+    "Falcon/Vanilla",
+    "GPT-4/CoT",
+)
+#: Prefix of a `data` value that names a simulated regime instead of a dataset URL (`synthetic:<regime>`).
+SYNTHETIC = "synthetic:"
+
+
+class Config(TypedSettings):
+    """Settings of the regime-map study (``conf/studies/regime_map.yaml``); every key can be ``--set``."""
+
+    data_required: ClassVar[str] = "a dataset URL, or synthetic:additive|mixed|parity"
+
+    data: Url = Field(
+        default=None, examples=["synthetic:additive"], description="a dataset URL, or synthetic:additive|mixed|parity"
+    )
+    pool: listed(str, min_length=1) = LLMBAR7
+    position_balance: bool = True
+    sample: integer(0) = 0
+    replicates: Replicates = Field(default=30, description="splits (>= 2 for paired intervals)")
+    seed: Seed = 0
+    budgets: listed(integer(2), min_length=1) = (20, 50, 100, 200, 300)
+    selection_rows: integer(1) = 100
+    validation_rows: integer(1) = 100
+    test_rows: integer(1) = 200
+    paths: listed(one_of(PATH_RULES), min_length=1) = ("information_first", "complexity_penalised", "random")
+    families: listed(one_of(SCALAR_FAMILIES), min_length=1) = SCALAR_FAMILIES
+    max_k: integer(1) | None = None
+    alpha: NonNegative = 1.0
+    fallback: one_of(FALLBACKS) = "global"
+    lam: NonNegative = 0.25
+    ridge_lam: NonNegative = 1.0
+    logistic_c: Positive = 1.0
+    synthetic_validation_rows: integer(1, 10_000_000) = 512
+    synthetic_test_rows: integer(1, 10_000_000) = 20_000
+    growth_a: number() = 0.8
+    growth_w: number() = 0.5
+    growth_noise: NonNegative = 0.0
+    growth_gamma: number() = 0.0
+    semi_real_source: str | None = None
+    ci_level: number(gt=0.5, lt=1.0) = 0.95
+
+    @model_validator(mode="after")
+    def _check(self) -> Config:
+        if self.synthetic and self.data[len(SYNTHETIC) :] not in REGIMES:
+            raise refuse(
+                "data", self.data, f"must be a URL or synthetic:REGIME with REGIME one of {', '.join(REGIMES)}"
+            )
+        if self.replicates < 2:
+            raise refuse("replicates", self.replicates, "must be an integer >= 2 (paired intervals need two splits)")
+        if list(self.budgets) != sorted(set(self.budgets)):
+            raise refuse("budgets", list(self.budgets), "must be distinct ascending row counts >= 2")
+        if len(set(self.pool)) != len(self.pool):
+            raise refuse("pool", list(self.pool), "must name distinct judge ids")
+        if self.synthetic and self.semi_real_source and len(self.pool) != N_JUDGES:
+            raise refuse("pool", list(self.pool), f"must name {N_JUDGES} judges with semi_real_source")
+        panel = N_JUDGES if self.synthetic else len(self.pool)
+        if self.max_k is not None and self.max_k > panel:
+            raise refuse("max_k", self.max_k, f"must be at most the panel's {panel} judges (or null)")
+        return self
+
+    @property
+    def synthetic(self) -> bool:
+        return bool(self.data and self.data.startswith(SYNTHETIC))

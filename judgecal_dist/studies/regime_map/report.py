@@ -1,0 +1,207 @@
+"""Summary, figures and report of the regime-map study (spec 002 §6.6, Tables 2, 3, 11, 22; Figs. 1-5)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from judgecal_dist.errors import RunError
+from judgecal_dist.io.figures import png, pyplot
+from judgecal_dist.methods.fcps.paths import PATH_RULES
+from judgecal_dist.methods.fcps.select import FAMILY_LADDER, MENUS, menu_families, selection_penalty
+from judgecal_dist.studies.base import StudyResult
+
+if TYPE_CHECKING:
+    from judgecal_dist.studies.regime_map.config import Config
+
+__all__ = ["summarise", "t_interval"]
+
+_DIAGNOSTICS = ("effective_support", "seen_term", "unseen_rate", "cell_pressure")
+
+
+def t_interval(values: np.ndarray, level: float) -> tuple[float, float, float]:
+    """Mean and paired t interval :math:`\\bar x \\pm t_{(1+level)/2, n-1}\\, sd/\\sqrt n` over splits."""
+    x = np.asarray(values, dtype=np.float64)
+    mean = float(x.mean())
+    if x.size < 2:
+        return mean, mean, mean
+    half = float(sps.t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size))
+    return mean, mean - half, mean + half
+
+
+def _modal(values: pd.Series, order: tuple[str, ...]) -> tuple[Any, float]:
+    # Deterministic mode: most frequent, ties by ``order`` (the selector's own tie-break: simpler family first).
+    counts = Counter(values.tolist())
+    rank = {v: i for i, v in enumerate(order)}
+    value, count = max(counts.items(), key=lambda kv: (kv[1], -rank.get(kv[0], len(rank))))
+    return value, count / len(values)
+
+
+def _selected(parts: pd.DataFrame, menu: str) -> pd.DataFrame:
+    chosen = parts[parts[f"selected_{menu}"]]
+    if chosen.groupby(["seed", "budget"]).size().max() != 1:
+        raise RunError(f"regime_map: menu {menu}: a (split, budget) has more than one selected candidate")
+    return chosen.sort_values(["budget", "seed"])
+
+
+def _records(config: Config, parts: pd.DataFrame) -> list[dict[str, Any]]:
+    records = []
+    families = {m: menu_families(m, config.families) for m in MENUS}
+    one = parts[(parts["seed"] == parts["seed"].iloc[0]) & (parts["budget"] == parts["budget"].iloc[0])]
+    menu_sizes = {m: int(one["family"].isin(families[m]).sum()) for m in MENUS}
+    for menu in MENUS:
+        chosen = _selected(parts, menu)
+        for budget, group in chosen.groupby("budget", sort=True):
+            family, share = _modal(group["family"], FAMILY_LADDER)
+            path, _ = _modal(group["path"], PATH_RULES)
+            mean, low, high = t_interval(group["test_mse"].to_numpy(), config.ci_level)
+            record = {
+                "budget": int(budget),
+                "menu": menu,
+                "selected_path": path,
+                "selected_k": float(group["k"].mean()),
+            }
+            record |= {"selected_family": family, "selected_family_share": share, "n_splits": len(group)}
+            record |= {"test_mse": mean, "test_mse_ci_low": low, "test_mse_ci_high": high}
+            record |= {d: float(group[d].mean()) for d in _DIAGNOSTICS}
+            record["support_per_label"] = float((group["effective_support"] / budget).mean())
+            # Theorem 1's penalty for this menu's candidate count (delta = 0.05), reported with every selection.
+            size = int(menu_sizes[menu])
+            record |= {"menu_size": size, "selection_penalty": selection_penalty(size, int(group["val_rows"].min()))}
+            records.append(record)
+    return records
+
+
+def _table_vs_scalar(config: Config, parts: pd.DataFrame) -> list[dict[str, Any]]:
+    table = _selected(parts, "table").set_index(["budget", "seed"])["test_mse"]
+    scalar = _selected(parts, "scalar").set_index(["budget", "seed"])["test_mse"]
+    delta = (scalar - table).rename("delta").reset_index()
+    out = []
+    for budget, group in delta.groupby("budget", sort=True):
+        mean, low, high = t_interval(group["delta"].to_numpy(), config.ci_level)
+        out.append({"budget": int(budget), "delta": mean, "ci_low": low, "ci_high": high, "n_splits": len(group)})
+    return out
+
+
+def _winners(records: list[dict[str, Any]], paired: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    union = {r["budget"]: r for r in records if r["menu"] == "union"}
+    out = []
+    for row in paired:
+        winner = "scalar" if row["delta"] < 0 else "table"
+        decisive = row["ci_high"] < 0 or row["ci_low"] > 0
+        u = union[row["budget"]]
+        out.append(
+            {
+                "budget": row["budget"],
+                "winner": winner,
+                "ci_excludes_zero": bool(decisive),
+                "union_family": u["selected_family"],
+                "union_family_share": u["selected_family_share"],
+            }
+        )
+    return out
+
+
+def _figures(config: Config, parts: pd.DataFrame, paired: list[dict[str, Any]]) -> dict[str, bytes]:
+    plt = pyplot()
+
+    budgets = sorted(parts["budget"].unique())
+    union = _selected(parts, "union")
+    share = pd.crosstab(union["family"], union["budget"], normalize="columns").reindex(FAMILY_LADDER, fill_value=0)
+    share = share.reindex(columns=budgets, fill_value=0)
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4))
+    im = ax.imshow(share.to_numpy(), aspect="auto", cmap="viridis", vmin=0, vmax=1)
+    ax.set_xticks(range(len(budgets)), [str(b) for b in budgets])
+    ax.set_yticks(range(len(FAMILY_LADDER)), list(FAMILY_LADDER))
+    for j, b in enumerate(budgets):
+        i = int(np.argmax(share[b].to_numpy()))
+        ax.text(j, i, "win", ha="center", va="center", color="red", fontsize=8)
+    ax.set(xlabel="budget B (rows)", title=f"regime map: union-menu selection share\n{config.data}")
+    fig.colorbar(im, ax=ax)
+    d = pd.DataFrame(paired)
+    bx.errorbar(d["budget"], d["delta"], yerr=[d["delta"] - d["ci_low"], d["ci_high"] - d["delta"]], marker="o")
+    bx.axhline(0, color="grey", lw=0.8)
+    bx.set(xscale="log", xlabel="budget B", ylabel="scalar MSE - table MSE", title="table vs scalar (paired CI)")
+    bx.set_xticks(budgets, [str(b) for b in budgets])
+    bx.minorticks_off()
+    figures = {"regime_map.png": png(fig, dpi=110, tight_layout=True)}
+
+    table = parts[parts["family"] == "table"]
+    paths = sorted(table["path"].unique())
+    fig, axes = plt.subplots(1, len(paths), figsize=(4 * len(paths), 3.5), squeeze=False, sharey=True)
+    for ax, path in zip(axes[0], paths, strict=True):
+        risk = table[table["path"] == path].groupby(["budget", "k"])["test_mse"].mean().unstack("budget")
+        for b in risk.columns:
+            ax.plot(risk.index, risk[b], marker=".", label=f"B={b}")
+        ax.set(title=f"joint table, path {path}", xlabel="prefix k", ylabel="test MSE")
+    axes[0][0].legend(fontsize=7)
+    figures["risk_vs_k.png"] = png(fig, dpi=110, tight_layout=True)
+
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    chosen = _selected(parts, "table").groupby("budget")["unseen_rate"].mean()
+    ax.plot(chosen.index, chosen.to_numpy(), marker="o", label="selected table")
+    kmax = table[table["k"] == table["k"].max()].groupby("budget")["unseen_rate"].mean()
+    ax.plot(kmax.index, kmax.to_numpy(), marker="s", label=f"k = {int(table['k'].max())}")
+    ax.set(xscale="log", xlabel="budget B", ylabel="test unseen-pattern rate", title="unseen rate vs budget")
+    ax.set_xticks(budgets, [str(b) for b in budgets])
+    ax.minorticks_off()
+    ax.legend()
+    figures["unseen_rate.png"] = png(fig, dpi=110, tight_layout=True)
+    return figures
+
+
+def _report(config: Config, records: list[dict[str, Any]], paired: list[dict[str, Any]], winners: list) -> str:
+    lines = [f"# FCPS regime map: {config.data}", ""]
+    lines += [
+        f"{config.replicates} grouped splits; budgets {list(config.budgets)}; paths {list(config.paths)}; "
+        f"scalar families {list(config.families)}; alpha={config.alpha}, fallback={config.fallback}, "
+        f"lambda={config.lam}, ridge lambda={config.ridge_lam}, logistic C={config.logistic_c}.",
+        "",
+    ]
+    lines += ["| B | menu | path | mean k | family (share) | test MSE [CI] | S_eff/B | seen term | unseen | C |"]
+    lines += ["|---|---|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        lines.append(
+            f"| {r['budget']} | {r['menu']} | {r['selected_path']} | {r['selected_k']:.2f} | "
+            f"{r['selected_family']} ({r['selected_family_share']:.2f}) | {r['test_mse']:.4f} "
+            f"[{r['test_mse_ci_low']:.4f}, {r['test_mse_ci_high']:.4f}] | {r['support_per_label']:.4f} | "
+            f"{r['seen_term']:.4f} | {r['unseen_rate']:.4f} | {r['cell_pressure']:.4f} |"
+        )
+    lines += ["", "## Table vs scalar (delta = scalar MSE - table MSE, paired over splits)", ""]
+    lines += ["| B | delta | CI | winner | union-menu family (share) |", "|---|---|---|---|---|"]
+    for p, w in zip(paired, winners, strict=True):
+        lines.append(
+            f"| {p['budget']} | {p['delta']:+.4f} | [{p['ci_low']:+.4f}, {p['ci_high']:+.4f}] | "
+            f"{w['winner']}{' (CI excludes 0)' if w['ci_excludes_zero'] else ''} | "
+            f"{w['union_family']} ({w['union_family_share']:.2f}) |"
+        )
+    n_scalar = sum(w["winner"] == "scalar" for w in winners)
+    lines += [
+        "",
+        f"Scalar family wins {n_scalar}/{len(winners)} budgets "
+        f"({sum(w['winner'] == 'scalar' and w['ci_excludes_zero'] for w in winners)} with the CI excluding 0).",
+        "",
+        "Figures: `figures/regime_map.png`, `figures/risk_vs_k.png`, `figures/unseen_rate.png`.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def summarise(config: Config, parts: pd.DataFrame, data: Any) -> StudyResult:
+    """Records per (budget, menu), paired table-vs-scalar differences, the winners, figures and the report."""
+    if parts.empty:
+        raise RunError("regime_map: no replicate rows to summarise")
+    records = _records(config, parts)
+    paired = _table_vs_scalar(config, parts)
+    winners = _winners(records, paired)
+    extra = {"table_vs_scalar": paired, "winners": winners, "input": getattr(data, "info", None) or {}}
+    return StudyResult(
+        records=records,
+        summary=pd.DataFrame(records),
+        report=_report(config, records, paired, winners),
+        figures=_figures(config, parts, paired),
+        extra=extra,
+    )

@@ -1,0 +1,167 @@
+"""Finite-calibration regime map (FCPS, spec 002): which aggregator family can N labels afford?
+
+Per split (seed) and calibration budget ``B``: paths are built on the selection block, every candidate
+``(path, k, family)`` is fitted on the budget's calibration block (the table of spec 002 Eq. 12 and the scalar
+families of §3.5), and each menu (``table``, ``scalar``, ``union``) selects its candidate on validation MSE;
+test MSE and the support diagnostics (entropy-effective support, plug-in cell pressure, unseen-pattern rate)
+are reported for the selected candidates. ``summarise`` gives one record per (budget, menu) and the paired
+``table_vs_scalar`` differences (scalar MSE - table MSE), plus the figures (regime map, risk vs k per path,
+unseen rate vs budget).
+
+``data`` is an ingested dataset URL (LLMBar with ``position_balance: true`` gives the position-balanced rows of
+spec 002 §6.3), or ``synthetic:additive|mixed|parity``: the calibration-growth generator of §7.1 (fresh i.i.d.
+blocks per replicate and budget, the fixed pool path); with ``semi_real_source: URL`` the judges' outputs are
+resampled from that dataset's real ``pool`` patterns instead (§7.3). Every constant the paper lost takes the
+spec's recommended value; they are config keys, so the manifest records them.
+
+References
+----------
+.. [1] Y. Li. A Finite-Calibration Regime Map for LLM Judge Panels (FCPS). Seed 002; spec 002.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from judgecal_dist.config import EngineConfig
+from judgecal_dist.engine import stats
+from judgecal_dist.errors import ConfigError, InputError
+from judgecal_dist.io.growth import (
+    N_JUDGES,
+    draw_growth_outputs,
+    draw_labels,
+    draw_semi_real_outputs,
+    growth_eta,
+)
+from judgecal_dist.methods.fcps.paths import JudgePath
+from judgecal_dist.methods.fcps.select import MENUS, Cells, evaluate_candidates, menu_families, select_candidate
+from judgecal_dist.studies.base import StudyResult
+from judgecal_dist.studies.regime_map import report as regime_map_report
+from judgecal_dist.studies.regime_map.config import LLMBAR7, SYNTHETIC, Config
+from judgecal_dist.studies.regime_map.data import RealInput, balanced_cells, load_real
+
+__all__ = ["NAME", "LLMBAR7", "Config", "Replicate", "SyntheticInput", "load", "plan", "run_replicate", "summarise"]
+
+NAME = "regime_map"
+
+
+@dataclass(frozen=True)
+class SyntheticInput:
+    """Calibration-growth input: the regime and, for the semi-real variant, the real pattern distribution."""
+
+    regime: str
+    patterns: np.ndarray | None = None
+    weights: np.ndarray | None = None
+    info: dict | None = None
+
+
+@dataclass(frozen=True)
+class Replicate:
+    seed: int
+    config: Config
+
+
+def _semi_real_source(config: Config, engine: EngineConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Row patterns of the source's pool (position-balanced when configured) and their counts."""
+    if len(config.pool) != N_JUDGES:
+        raise ConfigError(f"pool: the semi-real generator needs {N_JUDGES} judges, got {len(config.pool)}")
+    pool = list(config.pool)
+    judges = [f"{j}/{o}" for o in ("ab", "ba") for j in pool] if config.position_balance else pool
+    cells = stats.pattern_cells(
+        config.semi_real_source, judges, sample=config.sample, full_patterns=True, config=engine
+    )
+    cells = cells.assign(replicate=0, block=0, n_labelled=cells["n"], label_sum=0)
+    rows = balanced_cells(cells, len(pool), config.position_balance)
+    return rows[[f"j{i}" for i in range(len(pool))]].to_numpy(dtype=np.int64), rows["n"].to_numpy(dtype=np.float64)
+
+
+def load(config: Config, engine: EngineConfig) -> RealInput | SyntheticInput:
+    """Validate the input and, for real data, count every split's block patterns in one engine pass."""
+    seeds = [config.seed + r for r in range(config.replicates)]
+    if config.synthetic:
+        regime = config.data[len(SYNTHETIC) :]
+        if config.semi_real_source:
+            patterns, weights = _semi_real_source(config, engine)
+            return SyntheticInput(regime, patterns, weights, {"source_patterns": len(patterns)})
+        return SyntheticInput(regime, info={})
+    sizes = (config.selection_rows, config.validation_rows, config.test_rows)
+    data = load_real(
+        config.data,
+        config.pool,
+        seeds=seeds,
+        budgets=config.budgets,
+        sizes=sizes,
+        balanced=config.position_balance,
+        sample=config.sample,
+        engine=engine,
+    )
+    return data
+
+
+def plan(config: Config, data: Any) -> list[Replicate]:
+    return [Replicate(seed=config.seed + r, config=config) for r in range(config.replicates)]
+
+
+def _synthetic_block(data: SyntheticInput, config: Config, n: int, rng: np.random.Generator) -> Cells:
+    if data.patterns is not None:
+        codes = draw_semi_real_outputs(n, rng, data.patterns, data.weights)
+    else:
+        codes = draw_growth_outputs(n, rng, gamma=config.growth_gamma)
+    eta = growth_eta(codes, data.regime, a=config.growth_a, w=config.growth_w, noise=config.growth_noise)
+    return Cells.from_rows(codes, draw_labels(eta, rng))
+
+
+def _blocks(data: Any, rep: Replicate, budget: int) -> tuple[dict[str, np.ndarray], Cells, Cells, Cells]:
+    config = rep.config
+    if isinstance(data, SyntheticInput):
+        rng = np.random.default_rng([rep.seed, budget])
+        val = _synthetic_block(data, config, config.synthetic_validation_rows, rng)
+        test = _synthetic_block(data, config, config.synthetic_test_rows, rng)
+        cal = _synthetic_block(data, config, budget, rng)
+        return {"pool": np.arange(N_JUDGES)}, cal, val, test
+    split = data.splits.get(rep.seed)
+    if split is None:
+        raise InputError(f"split {rep.seed}: no cells were counted for it (was it planned by load?)")
+    paths = {
+        rule: JudgePath(rule, lam=config.lam, budget=budget, random_state=rep.seed)
+        .fit(split.sel.codes, split.sel.s / split.sel.n, sample_weight=split.sel.n)
+        .path_
+        for rule in config.paths
+    }
+    return paths, split.cal[budget], split.val, split.test
+
+
+def run_replicate(data: Any, rep: Replicate) -> pd.DataFrame:
+    """Every candidate's validation/test MSE and diagnostics at every budget, with each menu's selection flag."""
+    config = rep.config
+    options = {
+        "alpha": config.alpha,
+        "fallback": config.fallback,
+        "ridge_lam": config.ridge_lam,
+        "C": config.logistic_c,
+    }
+    frames = []
+    for budget in config.budgets:
+        paths, cal, val, test = _blocks(data, rep, budget)
+        frame = evaluate_candidates(
+            paths, cal, val, test, families=("table", *config.families), max_k=config.max_k, **options
+        )
+        for menu in MENUS:
+            chosen = select_candidate(frame, menu_families(menu, config.families))
+            frame[f"selected_{menu}"] = (
+                (frame["path"] == chosen["path"]) & (frame["k"] == chosen["k"]) & (frame["family"] == chosen["family"])
+            )
+        frame.insert(0, "budget", int(budget))
+        frame.insert(0, "seed", rep.seed)
+        frame["cal_rows"], frame["val_rows"], frame["test_rows"] = cal.rows, val.rows, test.rows
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
+
+
+def summarise(config: Config, parts: pd.DataFrame, data: Any) -> StudyResult:
+    """Records per (budget, menu), paired table-vs-scalar differences, figures and the report."""
+    return regime_map_report.summarise(config, parts, data)

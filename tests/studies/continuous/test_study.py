@@ -1,0 +1,133 @@
+"""Continuous study: data pairing, splits, and the whole run (Ray, RunStore) on a slice of RewardBench 2 k=8."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from judgecal_dist.config import EngineConfig
+from judgecal_dist.errors import ConfigError, InputError
+from judgecal_dist.studies.continuous import study as continuous
+from judgecal_dist.studies.continuous.data import load_paired_scores
+from judgecal_dist.studies.runner import execute, prepare
+
+CONFIG = Path(__file__).resolve().parents[3] / "conf" / "studies" / "continuous.yaml"
+FILES = ("base_both_k8.jsonl.gz", "base_nano_k8.jsonl.gz")
+
+
+@pytest.fixture(scope="module")
+def rb2_slice(rb2_dir: Path, tmp_path_factory) -> Path:
+    """The first 30 examples of every subset of the two base files (the same examples in both)."""
+    out = tmp_path_factory.mktemp("rb2slice")
+    keep: set[tuple[str, str]] = set()
+    with gzip.open(rb2_dir / FILES[0], "rt") as fh:
+        seen: Counter[str] = Counter()
+        for line in fh:
+            row = json.loads(line)
+            if seen[row["subset"]] < 30:
+                seen[row["subset"]] += 1
+                keep.add((row["subset"], str(row["id"])))
+    for name in FILES:
+        with gzip.open(rb2_dir / name, "rt") as src, gzip.open(out / name, "wt") as dst:
+            dst.writelines(line for line in src if (lambda r: (r["subset"], str(r["id"])) in keep)(json.loads(line)))
+    return out
+
+
+def test_pairs_match_the_raw_json(rb2_dir: Path):
+    scores = load_paired_scores(str(rb2_dir / FILES[0]), judges=("mini", "full"))
+    with gzip.open(rb2_dir / FILES[0], "rt") as fh:
+        row = json.loads(fh.readline())
+    key = f"base/{row['subset']}/{row['id']}/1"
+    full = [s for s in row["full_scores"][1] if s is not None]
+    got = scores.set_index(["judge_id", "item_id"])
+    rescale = lambda x: 1 + 4 * (x - 1) / 9  # noqa: E731 - spec §2's map of [1, 10] onto [1, 5]
+    assert got.loc[("mini", key), "j"] == pytest.approx(rescale(row["mini_scores"][1][0]))
+    assert got.loc[("mini", key), "y"] == pytest.approx(rescale(np.mean(full)))
+    # Leave-one-out control: the full judge's own sample 0 never enters its reference.
+    assert got.loc[("full", key), "y"] == pytest.approx(
+        rescale(np.mean([s for s in row["full_scores"][1][1:] if s is not None]))
+    )
+    assert scores.duplicated(["judge_id", "item_id"]).sum() == 0
+    with pytest.raises(InputError, match="tiers \\['nano'\\] not found"):
+        load_paired_scores(str(rb2_dir / FILES[0]), judges=("nano",))
+
+
+def test_split_is_grouped_fixed_across_budgets_and_nested(rb2_slice: Path):
+    data = continuous.load(continuous.Config(data=str(rb2_slice), test_groups=10), EngineConfig())
+    rows = data.scores[data.scores["judge_id"] == "nano"].reset_index(drop=True)
+    test, pool = continuous.split(rows, 3, 10)
+    assert set(test).isdisjoint(pool) and len(test) + len(pool) == len(rows)
+    assert set(rows.loc[test, "group_id"]).isdisjoint(rows.loc[pool, "group_id"])
+    assert (rows.loc[test].groupby("rubric")["group_id"].nunique() == 10).all()
+    small, big = continuous._anchors(rows, pool, 20), continuous._anchors(rows, pool, 60)
+    for rubric, g in small.groupby("rubric"):
+        assert g.index.tolist() == big[big["rubric"] == rubric].index[: len(g)].tolist()  # nested prefixes
+    assert not np.array_equal(continuous.split(rows, 4, 10)[0], test)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "match"),
+    [
+        ({"data": None}, "data=null: required"),
+        ({"data": "x", "budgets": (1,)}, r"budgets=\[1\]: must be a non-empty list, each an integer >= 2"),
+        ({"data": "x", "flow_passes": 1}, r"flow_passes=1: must be an integer in \[2, 10000\]"),
+        ({"data": "x", "judges": (), "synthetic": False}, "no arm to run"),
+        ({"data": "x", "flow_mask_policy": "per-step"}, "flow_mask_policy=per-step: must be one of"),
+    ],
+)
+def test_bad_config_is_rejected(overrides, match):
+    with pytest.raises(ConfigError, match=match):
+        continuous.Config(**overrides)
+
+
+@pytest.mark.heavy
+@pytest.mark.ray
+def test_continuous_study_through_the_runner(rb2_slice: Path, tmp_path: Path, ray_local):
+    overrides = [
+        f"data={rb2_slice}",
+        "judges=[nano]",
+        "replicates=2",
+        "nuts_seeds=1",
+        "nuts_warmup=100",
+        "nuts_samples=150",
+        "flow_epochs=8",
+        "flow_passes=5",
+        "budgets=[10,40]",
+        "test_groups=10",
+        "flow_batch=2",
+    ]
+    folder = Path(execute(prepare(CONFIG, overrides), EngineConfig(ray_num_cpus=2), output=str(tmp_path)))
+    assert (folder / "_SUCCESS").exists()
+    summary = json.loads((folder / "summary.json").read_text())
+    results = pd.DataFrame(summary["results"])
+    assert set(results["corrector"]) == {"raw", "linear_hb", "flow", "ot"}
+    assert set(results["judge"]) == {"nano", "synthetic"} and set(results["budget"]) == {10, 40}
+    for m in ("mean_error", "mae", "pearson", "kl", "w1"):
+        assert {m, f"{m}_ci_low", f"{m}_ci_high"} <= set(results.columns)
+    assert {"rubric", "judge", "budget_or_none"} <= set(summary["crossover"][0])
+    assert {"judge", "rubric", "pr_beta_lt_0_3", "alert"} <= set(summary["canary"][0])
+    parts = pd.concat([pd.read_parquet(f) for f in sorted((folder / "replicates").glob("*.parquet"))])
+    # The linear corrector is an affine map with positive slope: its Pearson equals the raw judge's (spec §8.3 (2)).
+    raw = parts[parts["corrector"] == "raw"].set_index(["judge", "rubric", "seed"])["pearson"]
+    lin = parts[parts["corrector"] == "linear_hb"].set_index(["judge", "rubric", "seed", "budget"])
+    np.testing.assert_allclose(lin["pearson"].to_numpy(), raw.loc[lin.index.droplevel("budget")].to_numpy(), atol=1e-9)
+    # Raw metrics against an independent computation on the same split.
+    data = continuous.load(continuous.Config(data=str(rb2_slice), judges=("nano",), test_groups=10), EngineConfig())
+    rows = data.scores[data.scores["judge_id"] == "nano"].reset_index(drop=True)
+    test = rows.iloc[continuous.split(rows, 1, 10)[0]]
+    math = test[test["rubric"] == "Math"]
+    assert raw.loc[("nano", "Math", 1)] == pytest.approx(np.corrcoef(math["j"], math["y"])[0, 1])
+    flows = parts[parts["corrector"] == "flow"]
+    assert (flows["device"] == "cpu").all() and (flows["mc_sd_mean"] > 0).all()
+    assert {"calibration_nano.png", "calibration_synthetic.png", "metric_vs_budget.png"} <= {
+        p.name for p in (folder / "figures").iterdir()
+    }
+    assert "Findings of spec §8.3" in (folder / "report.md").read_text()
+    again = execute(prepare(CONFIG, overrides), EngineConfig(ray_num_cpus=2), output=str(tmp_path))
+    assert Path(again) == folder  # a finished run is returned as is
