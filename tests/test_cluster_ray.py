@@ -269,3 +269,8 @@ def test_a_scheduled_submit_names_the_night_and_refuses_another_config(head, pan
     assert other.exit_code == 2, other.output
     assert f"job {night} holds another run: found config {manifest['config_digest']}, wanted config" in other.output
     assert [j.submission_id for j in JobSubmissionClient(head.dashboard).list_jobs()].count(night) == 1
+    # The CronJob's --then drift: follows the (finished) job, then checks its judges in the history it recorded.
+    checked = CliRunner().invoke(cli, [*argv, "--then", "drift"], catch_exceptions=False)
+    assert checked.exit_code == 0, checked.output
+    assert f"inclusion {night}: no baseline run yet, nothing compared" in checked.output
+    assert checked.output.strip().splitlines()[-1] == str(out / "drift" / "inclusion" / night)
