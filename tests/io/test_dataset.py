@@ -192,13 +192,16 @@ def test_hidden_entries_of_a_table_folder_are_ignored_by_every_reader(tmp_path, 
 @pytest.mark.parametrize(
     ("entry", "pattern"),
     [
-        ("README.md", r"ds: verdicts: README\.md: a file that is not a Parquet part; a table folder holds only "
-                      r"\*\.parquet parts \(names starting with '_' or '\.' are ignored\): move it out of verdicts/$"),
+        (
+            "README.md",
+            r"ds: verdicts: README\.md: a file that is not a Parquet part; a table folder holds only "
+            r"\*\.parquet parts \(names starting with '_' or '\.' are ignored\): move it out of verdicts/$",
+        ),
         ("verdicts.csv", r"ds: verdicts: verdicts\.csv: a file that is not a Parquet part"),
         ("dataset=d/", r"ds: verdicts: dataset=d: a folder that is not a Parquet part"),
         ("part-00002.parquet", r"ds: verdicts: part-00002\.parquet: not a readable Parquet file \(Parquet magic"),
     ],
-)  # fmt: skip
+)
 def test_a_foreign_or_broken_entry_of_a_table_folder_is_named_by_every_reader(tmp_path, tables, reader, entry, pattern):
     name, session = reader
     dest = tmp_path / "ds"
