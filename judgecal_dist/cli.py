@@ -213,7 +213,9 @@ def generate(
 
     if drift_changes and nights is None:
         raise Rejected("--drift: needs --nights (the length of the nightly sequence)")
-    common = dict(n_items=items, n_judges=judges, n_samples=samples, seed=seed, label_fraction=label_fraction)
+    common: dict[str, Any] = dict(
+        n_items=items, n_judges=judges, n_samples=samples, seed=seed, label_fraction=label_fraction
+    )
     if nights is not None:
         changes = [parse_change(text) for text in drift_changes]
         report = generate_drift_sequence(dest, nights=nights, changes=changes, overwrite=overwrite, **common)
