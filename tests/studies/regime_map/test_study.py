@@ -29,6 +29,29 @@ TEST_KEYS = ("test_mse", "test_mse_ci_low", "test_mse_ci_high", "effective_suppo
 RESULT_KEYS = {*SELECTION_KEYS, *TEST_KEYS}
 
 
+def _assert_selections_by_brute_force(parts: pd.DataFrame, summary: dict, scalar: tuple[str, ...]) -> None:
+    """Each menu's pick is a lowest-validation-MSE candidate of its families, and the records summarise the picks."""
+    records = {(r["budget"], r["menu"]): r for r in summary["results"]}
+    for menu, families in {"table": {"table"}, "scalar": set(scalar), "union": {"table", *scalar}}.items():
+        picks = []
+        for _, block in parts.groupby(["seed", "budget"]):
+            pool = block[block["family"].isin(families)]
+            picked = block[block[f"selected_{menu}"]]
+            assert len(picked) == 1 and picked["val_mse"].iloc[0] == pool["val_mse"].min(), menu
+            assert picked["family"].iloc[0] in families, menu
+            picks.append(picked)
+        for budget, group in pd.concat(picks).groupby("budget"):
+            record = records[(budget, menu)]
+            assert record["test_mse"] == pytest.approx(group["test_mse"].mean())
+            assert record["selected_k"] == pytest.approx(group["k"].mean())
+            share = (group["family"] == record["selected_family"]).mean()
+            assert (
+                record["selected_family_share"]
+                == pytest.approx(share)
+                == group["family"].value_counts(normalize=True).max()
+            )
+
+
 def _growth(regime: str, budgets: tuple[int, ...]) -> tuple[regime_map.Config, object]:
     # the families of spec §7.1 item 6
     config = regime_map.Config(
@@ -100,6 +123,7 @@ def test_runner_writes_the_issue_summary_and_resumes(_registered, tmp_path):
     b = parts[parts["budget"] == 64]
     delta = (b[b.selected_scalar].set_index("seed").test_mse - b[b.selected_table].set_index("seed").test_mse).mean()
     assert summary["table_vs_scalar"][0]["delta"] == pytest.approx(delta)
+    _assert_selections_by_brute_force(parts, summary, ("ridge_iso", "logistic"))
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +142,7 @@ def test_llmbar_study_on_ray_scalar_usually_wins(_registered, llmbar_root, ray_l
     out = Path(execute(run, EngineConfig(ray_num_cpus=2), output=str(tmp_path)))
     summary = json.loads((out / "summary.json").read_text())
     assert sorted({r["budget"] for r in summary["results"]}) == [20, 50, 100, 200, 300]
-    assert all(r["selected_family"] == "table" for r in summary["results"] if r["menu"] == "table")
+    _assert_selections_by_brute_force(pd.read_parquet(out / "replicates"), summary, run.config.families)
     # Paper (Table 11, LLMBar 5/5): the scalar selector beats the table; require a majority of budgets here.
     assert sum(p["delta"] < 0 for p in summary["table_vs_scalar"]) >= 3
 
