@@ -56,8 +56,14 @@ def render_markdown(comparison: Comparison, figures: Mapping[str, str]) -> str:
         lines += [f"**No judge changed** against {_baseline_text(c)} (no flag at {s.method} level {s.alpha}).", ""]
     else:
         lines += [f"**Changed against {_baseline_text(c)}:**", ""]
+        # Agreement is measured against the other judges' majority, so one judge's change can move another's
+        # agreement: a flag on agreement alone, beside a judge flagged on its own measures, says so.
+        own = c.flagged[c.flagged["measure"] != "agreement"]
         for judge, rows in c.flagged.groupby("judge_id", sort=True):
             kinds = "; ".join(f"{r['kind']}: {_fmt_change(r)}" for r in rows.to_dict("records"))
+            others = sorted(set(own["judge_id"]) - {judge})
+            if set(rows["measure"]) == {"agreement"} and others:
+                kinds += f" (agreement only: may follow the change of {', '.join(f'`{o}`' for o in others)})"
             lines.append(f"- `{judge}`: {kinds}")
         lines += [f"- `{j}`: new judge (absent from the baseline)" for j in c.new_judges]
         lines += [f"- `{j}`: vanished (in the baseline, absent now)" for j in c.vanished_judges]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -143,3 +144,19 @@ def test_drift_rejects_bad_settings_with_exit_2_and_writes_nothing(changed, tmp_
 def test_drift_without_history_is_rejected(tmp_path):
     result = CliRunner().invoke(cli, ["drift", "--output", str(tmp_path / "empty")])
     assert result.exit_code == 2 and "no run history" in result.output
+
+
+def test_a_flag_on_agreement_alone_names_the_judges_whose_own_measures_changed(changed):
+    from judgecal_dist.history.drift_report import render_markdown
+
+    out, ids = changed
+    comparison = detect_drift(out, current=ids[CHANGE_NIGHT], settings=STRICT)
+    changes = comparison.changes.copy()
+    spill = (changes["judge_id"] == "judge-003") & (changes["measure"] == "agreement")
+    changes.loc[spill, "flag"] = True
+    changes.loc[spill, "kind"] = "agreement with the panel drop"
+    text = render_markdown(dataclasses.replace(comparison, changes=changes), figures={})
+    line = next(row for row in text.splitlines() if row.startswith("- `judge-003`"))
+    assert "agreement only: may follow the change of `judge-002`, `judge-006`" in line
+    own = next(row for row in text.splitlines() if row.startswith("- `judge-002`"))
+    assert "may follow" not in own
