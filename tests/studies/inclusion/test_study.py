@@ -35,6 +35,15 @@ def panel_url(tmp_path_factory) -> str:
     return dest
 
 
+@pytest.fixture(scope="module")
+def llmbar_url(llmbar_dir, tmp_path_factory) -> str:
+    from judgecal_dist.io.ingest import ingest
+
+    data = str(tmp_path_factory.mktemp("llmbar") / "llmbar")
+    ingest("llmbar", str(llmbar_dir), data)
+    return data
+
+
 def _engine(**kw) -> EngineConfig:
     return EngineConfig(ray_num_cpus=2, **kw)
 
@@ -200,15 +209,11 @@ def test_killed_run_resumes_without_recomputing(panel_url, tmp_path):
 
 
 @pytest.mark.heavy
-def test_llmbar_study(llmbar_dir, tmp_path_factory, ray_local):
-    from judgecal_dist.io.ingest import ingest
-
-    data = str(tmp_path_factory.mktemp("llmbar") / "llmbar")
-    ingest("llmbar", str(llmbar_dir), data)
+def test_llmbar_study(llmbar_url, tmp_path_factory, ray_local):
     n = 100 if FULL else 8
     extra = [] if FULL else ["aggregators=[majority, one_coin, dawid_skene]", "permutation_resamples=2000"]
     url = execute(
-        prepare(CONFIG, [f"data={data}", f"replicates={n}", *extra]),
+        prepare(CONFIG, [f"data={llmbar_url}", f"replicates={n}", *extra]),
         _engine(),
         output=str(tmp_path_factory.mktemp("r")),
     )
@@ -222,21 +227,46 @@ def test_llmbar_study(llmbar_dir, tmp_path_factory, ray_local):
     assert records["one_coin", "beta", "all"]["nll"] < records["majority", "beta", "all"]["nll"]
     assert records["one_coin", "beta", "dedup"]["panel_size"] == 6
     assert all(0.5 < r["accuracy"] < 1.0 for r in summary["results"])
-    if FULL:
-        # With log-odds input (calibrator_input=logit, the default) the calibrated full panel beats top-k on LLMBar
-        # as the paper finds (measured: Delta NLL +0.041 / +0.031 / +0.020 for top-3/5/10 + beta, CIs above 0).
-        for k in ("top3", "top5", "top10"):
-            assert records["one_coin", "beta", k]["delta_nll_ci_low"] > 0
+
+
+def test_llmbar_calibrated_full_panel_beats_top_k(llmbar_url):
+    """The paper's central LLMBar claim at its own 100 splits, in process: one-coin + beta on all 130 judges has a
+    lower evaluation NLL than on the top-3/5/10 judges chosen on the calibration half.
+
+    Only the pipelines the claim names are fitted (about 8 s for 100 splits on one core, no Ray), through the
+    study's own ``run_replicate`` and ``summarise``, so the asserted interval is the one the report prints.
+    """
+    config = inclusion.Config(
+        data=llmbar_url,
+        replicates=100,
+        aggregators=("one_coin",),
+        calibrators=("beta",),
+        panels=("all", "top3", "top5", "top10"),
+        permutation_resamples=200,  # the per-split p-values are not part of the claim
+    )
+    data = inclusion.load(config, _engine())
+    parts = pd.concat([inclusion.run_replicate(data, rep) for rep in inclusion.plan(config, data)], ignore_index=True)
+    summary = inclusion.summarise(config, parts, data).summary.set_index("panel")
+    # Measured once (100 splits): Delta NLL (top-k minus all) +0.0407 / +0.0306 / +0.0200 for top-3/5/10, split sd
+    # 0.028 / 0.025 / 0.020, so the mean over 100 splits has an sd of 0.002-0.003 and the tolerance below is about
+    # 2 of those; the study's percentile interval over split means starts at +0.035 / +0.026 / +0.016, 6-8 such
+    # sds above 0, and the full panel wins in 95 / 90 / 82 of the 100 splits.
+    # That interval treats the overlapping splits as independent. The overlap-corrected resampled t (Nadeau and
+    # Bengio, n_eval / n_cal = 1) gives 1.47 / 1.23 / 0.98 on the same numbers: the claim holds as the paper
+    # states it, not as a test at 5% across splits of these 419 items.
+    paper = {"top3": 0.041, "top5": 0.031, "top10": 0.020}
+    for k, delta in paper.items():
+        assert summary.loc[k, "delta_nll"] == pytest.approx(delta, abs=0.005)
+        assert summary.loc[k, "delta_nll_ci_low"] > 0
+        wins = parts[(parts["kind"] == "metrics") & (parts["panel"] == k)]["delta_nll"] > 0
+        assert wins.mean() >= 0.75
 
 
 @pytest.mark.spark
-def test_spark_one_pass_counts_equal_the_panel_split_counts(llmbar_dir, tmp_path_factory, spark):
+def test_spark_one_pass_counts_equal_the_panel_split_counts(llmbar_url, spark):
     """Cross-engine check: Spark's one-pass calibration counts for 20 splits equal the counts of the dense panel
     under the same keyed split (so every engine puts the same items on the same side)."""
-    from judgecal_dist.io.ingest import ingest
-
-    data = str(tmp_path_factory.mktemp("llmbar-x") / "llmbar")
-    ingest("llmbar", str(llmbar_dir), data)
+    data = llmbar_url
     panel = load_panel(data)
     seeds = list(range(20))
     summary = judge_summary(judge_cells(data, seeds, 0.5, engine="spark"))
