@@ -101,15 +101,15 @@ def test_study_on_shared_files_reproduces_the_spec_findings(rb2_url, tmp_path, r
     url = execute(prepare(CONFIG, args), _engine(), output=str(tmp_path))
     summary = json.loads(Path(url, "summary.json").read_text())
     findings = summary["findings"]
-    below = findings["davidson_below_sc_for_n_ge_4"]
-    if FULL:
-        assert below["holds"]  # 25 of 25 cells at every n >= 4 (spec 003 §7.8, 100 splits)
-    else:  # 20 splits: a cell whose gap is within split noise may flip
-        assert all(below["per_n"][str(n)]["davidson_below_sc"] >= 24 for n in (4, 6, 8))
+    # nano/base's mean gap at n = 8 exceeds the runner-up's by 0.063 (split sd 0.013): decided at any count.
     assert findings["weakest_judge_gains_most"]["holds"]
     assert findings["weakest_judge_gains_most"]["weakest_judge (highest SC MAE)"] == "nano/base"
-    assert findings["tie_collapse_precise_if"]["holds"]
-    assert findings["sc_flat_or_worse_as_n_grows"]["holds"]
+    if FULL:  # the findings as the spec states them, cell by cell, at its 100 splits
+        assert findings["davidson_below_sc_for_n_ge_4"]["holds"]  # 25 of 25 cells at every n >= 4
+        assert findings["tie_collapse_precise_if"]["holds"]
+        assert findings["sc_flat_or_worse_as_n_grows"]["holds"]
+    else:
+        _assert_findings_at_20_splits(pd.DataFrame(summary["results"]), findings)
     # Spec 003 §7.8 indicative values (n = 8, base/full, 100 splits), MAE Ours / SC.
     mae = _indicative(summary)
     paper = {
@@ -119,7 +119,7 @@ def test_study_on_shared_files_reproduces_the_spec_findings(rb2_url, tmp_path, r
         "Precise IF": (0.507, 0.592),
         "Safety": (0.262, 0.307),
     }
-    tol = 0.01 if FULL else 0.03
+    tol = 0.01 if FULL else 0.03  # Davidson's MAE has a split sd of 0.04-0.05: 2 and 3 sds of the mean over splits
     for subset, (ours, sc) in paper.items():
         assert mae.loc[f"rb2k8/{subset}", "davidson"] == pytest.approx(ours, abs=tol)
         assert mae.loc[f"rb2k8/{subset}", "sc"] == pytest.approx(sc, abs=tol)
@@ -131,6 +131,36 @@ def test_study_on_shared_files_reproduces_the_spec_findings(rb2_url, tmp_path, r
     assert len(list(Path(url, "figures").glob("mae_vs_n_*.png"))) == 5
     model = json.loads(Path(url, "model", "davidson.json").read_text())
     assert model["format"] == "judgecal.davidson/v1" and len(model["fits"]) == 25 * 4
+
+
+def _assert_findings_at_20_splits(rows: pd.DataFrame, findings: dict) -> None:
+    """The spec's itc findings at 20 splits, each with a margin measured once on the shared files at 100 splits.
+
+    The numbers below are means and split-to-split sds over those 100 splits; the chance that 20 other splits
+    fail an assertion (normal approximation of each cell's mean over splits) is given with each.
+    """
+    mae = rows.pivot_table(index=["judge_id", "dataset", "n"], columns="method", values="mae")
+    gap = mae["sc"] - mae["davidson"]
+    per_n = findings["davidson_below_sc_for_n_ge_4"]["per_n"]
+    for n, cells_below in ((4, 23), (6, 24), (8, 24)):
+        # Averaged over the 25 judge x subset cells Davidson's MAE is 0.063 / 0.075 / 0.077 below SC's at
+        # n = 4 / 6 / 8 (sd of the 25-cell mean over splits 0.011: 25+ sds at 20 splits).
+        assert gap.xs(n, level="n").mean() > 0.04
+        # Cell by cell the smallest gaps are within split noise (full/base Math at n = 4: 0.007, sd 0.054), so
+        # the spec's 25 of 25 is allowed 2 flips at n = 4 and 1 at n = 6, 8 (chance of more: 0.5% / 0.5% / 0.2%).
+        assert per_n[str(n)]["davidson_below_sc"] >= cells_below
+    # SC gets worse from n = 2 to 8 in every cell (by 0.03 or more) and Davidson does not (largest mean change
+    # +0.001, sd 0.023 for mini/base Safety): a tolerance of 0.02 instead of the spec's 0.01, which 20 splits
+    # resolve at about 2 sds only (chance of failing 8%); at 0.02 the chance is below 0.1%.
+    change = mae.xs(8, level="n") - mae.xs(2, level="n")
+    assert (change["sc"] >= -0.02).all() and (change["davidson"] <= 0.02).all()
+    # Precise IF collapses to "tie": Davidson's predicted-tie rate at n = 8 is 0.92-0.97 per judge (split sd
+    # 0.07-0.16) and 0.951 pooled over judges (sd 0.088); the spec's 0.9 per judge is decided only for the pooled
+    # rate (2.6 sds at 20 splits); each judge is held to 0.8 (3.3 sds or more). MAE and PA stay within 0.02 of 0.5
+    # (2.9 sds or more).
+    pif = rows[(rows["dataset"] == "rb2k8/Precise IF") & (rows["method"] == "davidson") & (rows["n"] == 8)]
+    assert len(pif) == 5 and pif["pred_tie_rate"].mean() >= 0.9 and (pif["pred_tie_rate"] >= 0.8).all()
+    assert ((pif["mae"] - 0.5).abs() <= 0.02).all() and ((pif["pa"] - 0.5).abs() <= 0.02).all()
 
 
 def test_synthetic_g2_study(tmp_path):
