@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -22,8 +21,8 @@ from judgecal_dist.studies.runner import execute, prepare
 
 ROOT = Path(__file__).resolve().parents[3]
 CONFIG = ROOT / "conf" / "studies" / "regime_map.yaml"
-FULL = os.environ.get("JUDGECAL_FULL") == "1"  # `make test-heavy`: the paper's 30 replicates
-GROWTH_REPS = 30 if FULL else 3
+# The paper's 30 replicates everywhere: in process the growth runs take ~10 s each, LLMBar on Ray ~30 s.
+REPS = 30
 SELECTION_KEYS = ("budget", "menu", "selected_path", "selected_k", "selected_family")
 TEST_KEYS = ("test_mse", "test_mse_ci_low", "test_mse_ci_high", "effective_support", "cell_pressure", "unseen_rate")
 RESULT_KEYS = {*SELECTION_KEYS, *TEST_KEYS}
@@ -55,7 +54,7 @@ def _assert_selections_by_brute_force(parts: pd.DataFrame, summary: dict, scalar
 def _growth(regime: str, budgets: tuple[int, ...]) -> tuple[regime_map.Config, object]:
     # the families of spec §7.1 item 6
     config = regime_map.Config(
-        data=f"synthetic:{regime}", budgets=budgets, replicates=GROWTH_REPS, families=("ridge_iso", "ridge_pair_iso")
+        data=f"synthetic:{regime}", budgets=budgets, replicates=REPS, families=("ridge_iso", "ridge_pair_iso")
     )
     data = regime_map.load(config, EngineConfig())
     with single_threaded_blas():  # as on Ray: tiny L-BFGS fits are much slower with threaded BLAS
@@ -68,6 +67,9 @@ def test_parity_is_learned_by_the_table_not_by_additive_stackers():
     table = {r["budget"]: r for r in result.records if r["menu"] == "table"}
     paired = {p["budget"]: p for p in result.extra["table_vs_scalar"]}
     # Table 22's claims: the scalar-minus-table gap is positive, and clearly so once budgets cover the 64 cells.
+    # Measured once: +0.074 / +0.150 / +0.151 at 64 / 1024 / 2048 with split sds 0.014 / 0.006 / 0.005, so the
+    # means over 30 splits sit 29+ sds above 0 and the 0.05 bound on the interval 90+ sds below the mean (each
+    # split draws its own synthetic rows: the splits are independent and the paired t interval is valid).
     assert all(p["delta"] > 0 for p in paired.values())
     assert paired[1024]["ci_low"] > 0.05 and paired[2048]["ci_low"] > 0.05
     # The selected table prefix is the interaction-bearing k = 6 and the unseen rate falls to 0.
@@ -82,8 +84,10 @@ def test_parity_is_learned_by_the_table_not_by_additive_stackers():
 
 def test_additive_regime_stays_scalar_favoured():
     _, result = _growth("additive", (256, 1024))
-    deltas = [p["delta"] for p in result.extra["table_vs_scalar"]]
-    assert np.mean(deltas) < 0  # scalar MSE below the table's
+    # Measured once: scalar minus table -0.0059 / -0.0036 at 256 / 1024 (split sds 0.0039 / 0.0021; 0 and 1 of
+    # 30 splits positive), so each budget's mean over 30 independent splits is 8+ sds below 0.
+    paired = result.extra["table_vs_scalar"]
+    assert all(p["delta"] < 0 and p["ci_high"] < 0 for p in paired)  # scalar MSE below the table's
     union = [r for r in result.records if r["menu"] == "union"]
     assert all(r["selected_family"] != "table" for r in union)
 
@@ -135,16 +139,19 @@ def llmbar_root(llmbar_dir, tmp_path_factory) -> str:
     return root
 
 
-@pytest.mark.heavy  # Ray + 4 splits x 5 budgets x 3 paths x 7 k x 7 families (30 splits with JUDGECAL_FULL)
-def test_llmbar_study_on_ray_scalar_usually_wins(_registered, llmbar_root, ray_local, tmp_path):
-    reps = 30 if FULL else 4
-    run = prepare(CONFIG, [f"data={llmbar_root}", f"replicates={reps}"])
+@pytest.mark.heavy  # Ray + 30 splits x 5 budgets x 3 paths x 7 k x 7 families
+def test_llmbar_study_on_ray_scalar_wins_at_every_budget(_registered, llmbar_root, ray_local, tmp_path):
+    run = prepare(CONFIG, [f"data={llmbar_root}", f"replicates={REPS}"])
     out = Path(execute(run, EngineConfig(ray_num_cpus=2), output=str(tmp_path)))
     summary = json.loads((out / "summary.json").read_text())
     assert sorted({r["budget"] for r in summary["results"]}) == [20, 50, 100, 200, 300]
     _assert_selections_by_brute_force(pd.read_parquet(out / "replicates"), summary, run.config.families)
-    # Paper (Table 11, LLMBar 5/5): the scalar selector beats the table; require a majority of budgets here.
-    assert sum(p["delta"] < 0 for p in summary["table_vs_scalar"]) >= 3
+    # Paper (Table 11, LLMBar 5/5): the scalar selector beats the table at every budget. Measured once: scalar
+    # minus table -0.010 / -0.013 / -0.010 / -0.009 / -0.006 test MSE at 20 / 50 / 100 / 200 / 300 labels, split
+    # sds 0.008-0.013, the scalar ahead in 23-26 of the 30 splits: each mean is 4.2-5.9 sds of the mean below 0
+    # and its paired t interval excludes 0. The splits share the 838 rows, so this holds for the mean over splits
+    # of this dataset; the overlap-corrected resampled t (Nadeau and Bengio) is only -0.8 to -1.3.
+    assert all(p["delta"] < 0 and p["ci_high"] < 0 for p in summary["table_vs_scalar"])
 
 
 def test_llmbar_split_runs_and_semi_real_source(llmbar_root):
