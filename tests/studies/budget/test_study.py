@@ -226,14 +226,17 @@ def test_llmbar_budget_sweep(llmbar_dir, tmp_path_factory, ray_local):
     rec = {(r["budget_index"], r["panel"], r["calibrator"]): r for r in summary["results"]}
     full = 7
     # The raw 130-judge one-coin posterior is overconfident; every calibrator cuts its NLL by more than half once
-    # 75+ labels are available, and the three calibrators agree at the full half.
+    # 75+ labels are available, and the three calibrators agree at the full half. Measured once (100 splits):
+    # beta minus half the raw NLL is -0.37 to -0.41 (split sd 0.10-0.16, 10+ sds of a 20-split mean below 0); the
+    # calibrators' means differ by 0.003 (paired split sds <= 0.005: the 0.02 bound is 15 sds away at 20 splits).
     for k in (4, 5, 6, full):
         assert rec[(k, "all", "beta")]["nll"] < 0.5 * rec[(k, "all", "none")]["nll"]
     at_full = [rec[(full, "all", c)]["nll"] for c in ("beta", "platt", "temperature")]
     assert max(at_full) - min(at_full) < 0.02
     # At 10 labels the in-sample one-coin scores often separate the budget and beta stays at the identity
-    # (about a third of the splits); from 50 labels on it never does.
-    assert rec[(0, "all", "beta")]["identity_share"] > 0.15
+    # (34 of 100 splits measured); from 50 labels on it never does (0 of 100 at each budget). At 20 splits the
+    # bound is 2 splits (chance of fewer at a 34% share: 0.3%; 0.15, i.e. 4 splits, would fail 5% of the time).
+    assert rec[(0, "all", "beta")]["identity_share"] >= (0.15 if FULL else 0.1)
     assert all(rec[(k, "all", "beta")]["identity_share"] == 0.0 for k in (3, 4, 5, 6, full))
 
 
