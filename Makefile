@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 help:
 	@echo "make demo        create .venv, install, run the flagship study on a generated panel (local Spark + Ray)"
 	@echo "make test        create/update .venv, install .[test,continuous], run the test suite (reduced replicate counts)"
-	@echo "make test-heavy  the same with full replicate counts for the end-to-end studies"
+	@echo "make test-heavy  the same, plus the specs' exact per-cell statements at full replicate counts"
 	@echo "make lint        ruff check + format check + mypy"
 
 $(PY):
