@@ -52,7 +52,9 @@ def test_the_old_decoder_modules_are_gone(module):
 )
 def test_old_decoders_and_readers_are_deleted(module, names):
     loaded = importlib.import_module(module)
-    assert [n for n in names if n in vars(loaded)] == []
+    # a name the module imports from the codec (and calls) is not a second definition; one it defines is
+    defined = [n for n in names if n in vars(loaded) and getattr(vars(loaded)[n], "__module__", module) == module]
+    assert defined == []
 
 
 @pytest.mark.parametrize(
