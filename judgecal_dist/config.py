@@ -9,7 +9,6 @@ standard AWS chain.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
@@ -136,35 +135,11 @@ def apply_overrides(config: Mapping[str, Any], overrides: Iterable[str]) -> dict
 def config_from_mapping(cls: type[T], values: Mapping[str, Any], *, source: str, partial: bool = False) -> T:
     """Validate ``values`` against the typed settings ``cls``; errors are one line naming key, value and fix.
 
-    ``partial`` leaves a required ``data`` empty (to show settings); every other setting is checked. A frozen
-    dataclass (settings not yet typed, e.g. drift's thresholds) gets the basic checks: unknown keys and the
-    types of its defaults.
+    ``partial`` leaves a required ``data`` empty (to show settings); every other setting is checked.
     """
-    if isinstance(cls, type) and issubclass(cls, TypedSettings):
-        return cls.from_mapping(values, source=source, partial=partial)  # type: ignore[return-value]
-    return _dataclass_from_mapping(cls, values, source=source)
-
-
-def _dataclass_from_mapping(cls: Any, values: Mapping[str, Any], *, source: str) -> Any:
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - set(fields))
-    if unknown:
-        raise ConfigError(f"{source}: unknown setting(s) {unknown}; known: {sorted(fields)}")
-    kwargs = {}
-    for name, value in values.items():
-        default = fields[name].default
-        if isinstance(default, bool) and not isinstance(value, bool):
-            raise ConfigError(f"{source}: {name}: expected true/false, got {value!r}")
-        number = isinstance(value, int | float) and not isinstance(value, bool)
-        if isinstance(default, int) and not isinstance(default, bool) and not (number and isinstance(value, int)):
-            raise ConfigError(f"{source}: {name}: expected an integer, got {value!r}")
-        if isinstance(default, float) and not number:
-            raise ConfigError(f"{source}: {name}: expected a number, got {value!r}")
-        kwargs[name] = tuple(value) if isinstance(default, tuple) and isinstance(value, list) else value
-    try:
-        return cls(**kwargs)
-    except TypeError as err:
-        raise ConfigError(f"{source}: {err}") from err
+    if not (isinstance(cls, type) and issubclass(cls, TypedSettings)):
+        raise TypeError(f"{cls!r} is not a TypedSettings model")
+    return cls.from_mapping(values, source=source, partial=partial)  # type: ignore[return-value]
 
 
 def config_digest(values: Mapping[str, Any]) -> str:

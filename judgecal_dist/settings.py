@@ -19,7 +19,7 @@ import difflib
 import re
 import types
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, ClassVar, Literal, Self, Union, get_args, get_origin
 
 import annotated_types as at
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
@@ -135,7 +135,7 @@ class TypedSettings(BaseModel):
             raise ConfigError(describe_error(err, type(self), values, source=None)) from err
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any], *, source: str, partial: bool = False) -> TypedSettings:
+    def from_mapping(cls, values: Mapping[str, Any], *, source: str, partial: bool = False) -> Self:
         """Validate ``values`` (a YAML mapping after ``--set`` overrides) read from ``source``.
 
         ``partial`` leaves ``data`` optional (``judgecal config show`` of a config without data); every other

@@ -29,7 +29,7 @@ import logging
 import re
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -41,6 +41,7 @@ from judgecal_dist.engine.stats import ENGINES
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.history.judges import MEASURES
 from judgecal_dist.history.store import history_files, history_url, read_history
+from judgecal_dist.settings import CiLevel, TypedSettings, listed, number, one_of
 
 __all__ = [
     "DriftSettings",
@@ -72,9 +73,8 @@ _KINDS = {
 _PANEL_METRICS = ("nll", "ece")
 
 
-@dataclasses.dataclass(frozen=True)
-class DriftSettings:
-    """Thresholds of ``judgecal drift`` (checked by :meth:`check` before anything is read or written).
+class DriftSettings(TypedSettings):
+    """Thresholds of ``judgecal drift``, checked when built (before anything is read or written).
 
     Attributes
     ----------
@@ -90,26 +90,14 @@ class DriftSettings:
         Measures compared (a subset of :data:`~judgecal_dist.history.judges.MEASURES`).
     """
 
-    alpha: float = 0.05
-    method: str = "holm"
-    min_change: float = 0.02
-    ci_level: float = 0.95
-    measures: tuple[str, ...] = tuple(MEASURES)
+    fix_hint: ClassVar[str] = "fix {key} in {source}, e.g. {key}: {example}"
+    # The field types are the settings' declarations (calls), which mypy cannot read as types.
 
-    def check(self) -> DriftSettings:
-        """Return self, or raise :class:`ConfigError` naming the first setting out of range."""
-        if not 0 < self.alpha <= 0.5:
-            raise ConfigError(f"--alpha: must be in (0, 0.5], got {self.alpha}")
-        if self.method not in ("holm", "fdr_bh"):
-            raise ConfigError(f"--method: must be holm or fdr_bh, got {self.method!r}")
-        if not 0 <= self.min_change < 1:
-            raise ConfigError(f"--min-change: must be in [0, 1), got {self.min_change}")
-        if not 0 < self.ci_level < 1:
-            raise ConfigError(f"--ci-level: must be in (0, 1), got {self.ci_level}")
-        unknown = [m for m in self.measures if m not in MEASURES]
-        if unknown or not self.measures:
-            raise ConfigError(f"--measures: unknown {unknown or 'none given'}; known: {', '.join(MEASURES)}")
-        return self
+    alpha: number(gt=0.0, le=0.5, description="level of the adjusted tests") = 0.05  # type: ignore[valid-type]
+    method: one_of(("holm", "fdr_bh")) = "holm"  # type: ignore[valid-type]
+    min_change: number(ge=0.0, lt=1.0, description="smallest flagged change of a proportion") = 0.02  # type: ignore[valid-type]
+    ci_level: CiLevel = 0.95
+    measures: listed(one_of(MEASURES), min_length=1, description="measures compared") = tuple(MEASURES)  # type: ignore[valid-type]
 
 
 @dataclasses.dataclass
@@ -311,7 +299,7 @@ def detect_drift(
     InputError
         No history, or no succeeded run in it.
     """
-    settings = (settings or DriftSettings()).check()
+    settings = settings or DriftSettings()
     config = config or EngineConfig()
     options = dict(config.storage_options if storage_options is None else storage_options)
     where = history_url(output)

@@ -8,12 +8,11 @@ naming the file and the key, raised before any history is read or any run starts
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from judgecal_dist.config import config_from_mapping, load_yaml
+from judgecal_dist.config import load_yaml
 from judgecal_dist.errors import ConfigError
 from judgecal_dist.history.drift import DriftSettings, check_baseline
 
@@ -31,31 +30,19 @@ def load_drift_config(
         An unreadable file, an unknown key, a wrong type or a value out of range (the file is named when the
         value came from it).
     """
-    values: dict[str, Any] = load_yaml(path) if path is not None else {}
+    from_file: dict[str, Any] = load_yaml(path) if path is not None else {}
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     source = str(path) if path is not None else "drift settings"
-    from_file = {k for k in values if k not in given}
-    values.update(given)
-    known = sorted(["baseline", *(field.name for field in dataclasses.fields(DriftSettings))])
-    unknown = sorted(set(values) - set(known))
+    known = sorted(["baseline", *DriftSettings.model_fields])
+    unknown = sorted(set(from_file) - set(known))
     if unknown:
         raise ConfigError(f"{source}: unknown setting(s) {unknown}; known: {known}")
-    if isinstance(values.get("measures"), str):
-        raise ConfigError(
-            f"{source}: measures: expected a list (e.g. [accuracy, parse_rate]), got {values['measures']!r}"
-        )
+    values = {**from_file, **given}
     baseline = values.pop("baseline", "previous")
-    where = f"{source}: baseline" if "baseline" in from_file else "--baseline"
+    where = "--baseline" if "baseline" in given else f"{source}: baseline"
     if not isinstance(baseline, str):
         raise ConfigError(f"{where}: expected previous, window:N or a run id, got {baseline!r}")
     check_baseline(baseline, source=where)
-    settings = config_from_mapping(DriftSettings, values, source=source)
-    try:
-        return baseline, settings.check()
-    except ConfigError as err:
-        # check() names the option (--alpha); a value read from the file is named by file and key instead.
-        option = str(err).split(":", 1)[0]
-        key = option.removeprefix("--").replace("-", "_")
-        if key in from_file:
-            raise ConfigError(f"{source}: {key}:{str(err).split(':', 1)[1]}") from err
-        raise
+    # The file's values first, so that an error in them names the file; then the options over them.
+    DriftSettings.from_mapping({k: v for k, v in from_file.items() if k != "baseline"}, source=source)
+    return baseline, DriftSettings.from_mapping(values, source="the command line")

@@ -126,7 +126,7 @@ def test_drift_command_exits_3_on_a_flag_and_writes_its_report(changed, tmp_path
 @pytest.mark.parametrize(
     ("args", "pattern"),
     [
-        (["--alpha", "0"], r"--alpha: must be in \(0, 0.5\]"),
+        (["--alpha", "0"], r"alpha=0.0: must be a number in \(0, 0.5\]"),
         (["--baseline", "window:x"], r"--baseline: 'window:x' is not previous, window:N"),
         (["--current", "nope"], r"--current: run 'nope' is not a succeeded run"),
         (["--study", "budget"], r"--study: 'budget' has no runs"),

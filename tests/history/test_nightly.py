@@ -29,11 +29,13 @@ def test_options_override_the_file_and_the_file_overrides_the_defaults(tmp_path)
     baseline, settings = load_drift_config(conf, {"alpha": 0.02, "min_change": None})
     assert baseline == "window:7"
     assert (settings.alpha, settings.min_change, settings.measures) == (0.02, 0.02, ("accuracy", "parse_rate"))
-    with pytest.raises(ConfigError, match=r"--alpha: must be in \(0, 0.5\], got 0.9"):
-        load_drift_config(conf, {"alpha": 0.9})  # an option's bad value is named as the option
-    conf.write_text("measures: accuracy\n")
-    with pytest.raises(ConfigError, match=r"drift.yaml: measures: expected a list"):
-        load_drift_config(conf)
+    with pytest.raises(ConfigError, match=r"alpha=0.9: must be a number in \(0, 0.5\] \(fix alpha in the command line"):
+        load_drift_config(conf, {"alpha": 0.9})  # an option's bad value is named as coming from the command line
+    conf.write_text("alpha: 0.7\n")
+    with pytest.raises(ConfigError, match=r"alpha=0.7: .*\(fix alpha in .*drift.yaml"):
+        load_drift_config(conf, {"min_change": 0.1})  # a file's bad value names the file
+    conf.write_text("measures: accuracy\n")  # a single value is a list of one, as in every study config
+    assert load_drift_config(conf)[1].measures == ("accuracy",)
 
 
 def _run(data: str, out: Path, run_id: str, *extra: str):
