@@ -81,11 +81,13 @@ def test_narrowband_study_through_the_runner(tmp_path, ray_local):
     for r in rec.values():
         assert r["acc_log_odds"] <= r["acc_oracle"] + 0.01
         assert r["exponent_gap_nominal"] == pytest.approx(2 * 15 * r["spread"] ** 2)
+        assert 1 - r["acc_oracle"] <= r["theorem1_bound"]  # Theorem 1, with sampling error far below the slack
     assert rec[0.20]["acc_log_odds"] > 0.95 > rec[0.01]["acc_log_odds"]
     for spread in (0.01, 0.02, 0.05):  # Theorem 3's expansion is tight for small delta
         assert rec[spread]["exponent_gap_theorem3"] == pytest.approx(rec[spread]["exponent_gap_exact"], rel=0.02)
     assert (folder / "figures" / "gap_vs_spread.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "2J sigma_delta^2" in (folder / "report.md").read_text()
+    report = (folder / "report.md").read_text()
+    assert "2J sigma_delta^2" in report and "## Theorem 1" in report
 
 
 @pytest.mark.parametrize(
