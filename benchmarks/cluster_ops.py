@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.cluster_support import start_ray_head  # noqa: E402 - the same loopback cluster the tests use
 
-CONFIG = ROOT / "conf" / "studies" / "inclusion.yaml"
+CONFIG = ROOT / "judgecal_dist" / "studies" / "configs" / "inclusion.yaml"
 FAST = [
     "aggregators=[majority, one_coin]",
     "calibrators=[none, platt]",

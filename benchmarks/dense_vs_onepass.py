@@ -10,7 +10,7 @@ For generated tables of N items x 50 judges (``--sizes``), the same study (one-c
 It prints both paths' wall time, seconds per replicate, driver and worker peak RSS and the ratio, then the
 threshold ``execution: auto`` should use: the verdict count from which the one-pass path is faster per replicate
 or the dense driver would pass ``--driver-budget-mb`` (extrapolated linearly in verdict rows from the largest
-size measured). The measured value is recorded in ``conf/studies/inclusion_scale.yaml`` and the README.
+size measured). The measured value is recorded in ``studies/configs/inclusion_scale.yaml`` and the README.
 
 Usage (from the repository root)::
 
@@ -36,7 +36,7 @@ def child(execution: str, url: str, replicates: int, cache: str) -> None:
     from judgecal_dist.studies.runner import execute, prepare
 
     overrides = [f"data={url}", f"replicates={replicates}", f"execution={execution}", f"panels={PANELS}"]
-    run = prepare("conf/studies/inclusion_scale.yaml", overrides, run_id=f"{execution}-{time.time_ns()}")
+    run = prepare("inclusion_scale", overrides, run_id=f"{execution}-{time.time_ns()}")
     with MemorySampler() as memory:
         start = time.perf_counter()
         execute(run, EngineConfig(stats_engine="spark", ray_num_cpus=None), output=f"{cache}/runs")

@@ -1,6 +1,6 @@
 """Ensemble study on the shared rb2-k8 files, and the accuracy-vs-k job on a generated table through Spark.
 
-1. **study**: ``judgecal run conf/studies/ensemble.yaml`` on the ingested shared files (all tiers and prompt
+1. **study**: ``judgecal run ensemble`` on the ingested shared files (all tiers and prompt
    variants, k = 1..8, 2000-resample CIs overall and per subset, escalation sweeps, blend, variance-informed,
    agreement), once on local Ray (2 CPUs, Ray start included) and once serially; wall time of each.
 2. **spark**: :func:`judgecal_dist.engine.ensemble_jobs.accuracy_by_k` with ``engine="spark"`` on a generated
@@ -84,7 +84,7 @@ def _study(workdir: Path) -> None:
 
     data = str(workdir / "rb2")
     ingest("rb2-k8", str(SHARED), data)
-    config = ROOT / "conf" / "studies" / "ensemble.yaml"
+    config = ROOT / "judgecal_dist" / "studies" / "configs" / "ensemble.yaml"
     engine = EngineConfig(ray_num_cpus=2)
     for label, serial in (("ray (2 CPUs, Ray start included)", False), ("serial", True)):
         start = time.perf_counter()

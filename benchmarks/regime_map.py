@@ -1,6 +1,6 @@
 """The LLMBar FCPS regime-map study end to end on local Ray (issue 6 target: under 5 minutes on 2 cores).
 
-Runs ``conf/studies/regime_map.yaml`` on the position-balanced LLMBar rows (30 grouped splits x 5 budgets x
+Runs ``studies/configs/regime_map.yaml`` on the position-balanced LLMBar rows (30 grouped splits x 5 budgets x
 3 paths x 7 prefixes x 7 families = 22 050 candidate fits) through the study runner on a local Ray instance,
 into a fresh results folder, and prints: the wall time of the whole run and its ratio to the 300 s target, the
 engine's one-pass block/pattern job alone, and one replicate timed in this process with one BLAS thread, so
@@ -46,7 +46,10 @@ def main(argv: list[str] | None = None) -> None:
         if not (Path(data) / "_SUCCESS").exists():
             ingest("llmbar", str(ROOT.parent / "shared" / "data" / "llmbar"), data)
     engine = EngineConfig(ray_num_cpus=args.cpus)
-    run = prepare(ROOT / "conf" / "studies" / "regime_map.yaml", [f"data={data}", f"replicates={args.replicates}"])
+    run = prepare(
+        ROOT / "judgecal_dist" / "studies" / "configs" / "regime_map.yaml",
+        [f"data={data}", f"replicates={args.replicates}"],
+    )
 
     t0 = time.perf_counter()
     loaded = regime_map.load(run.config, engine)

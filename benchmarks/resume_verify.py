@@ -25,7 +25,7 @@ from judgecal_dist.engine.store import SUCCESS, RunStore
 from judgecal_dist.io.synthetic import generate_panel
 from judgecal_dist.studies.runner import execute, identify, prepare
 
-CONFIG = Path(__file__).resolve().parents[1] / "conf" / "studies" / "inclusion.yaml"
+CONFIG = Path(__file__).resolve().parents[1] / "judgecal_dist" / "studies" / "configs" / "inclusion.yaml"
 
 
 def main() -> None:

@@ -69,7 +69,7 @@ def ensure_model(cache: Path, url: str) -> str:
         "permutation_resamples=100",
         "conformal_alphas=[0.1]",
     ]
-    run = prepare("conf/studies/inclusion.yaml", overrides, run_id="scaling-model")
+    run = prepare("inclusion", overrides, run_id="scaling-model")
     return execute(run, EngineConfig(stats_engine="local"), output=str(cache / "models"), serial=True)
 
 
@@ -85,7 +85,7 @@ def run_workload(
 
         r = 1 if workload == "study1" else replicates
         overrides = [f"data={url}", f"replicates={r}", "execution=onepass", f"panels={PANELS}", *study_set]
-        run = prepare("conf/studies/inclusion_scale.yaml", overrides, run_id=f"scaling-{time.time_ns()}")
+        run = prepare("inclusion_scale", overrides, run_id=f"scaling-{time.time_ns()}")
         out = execute(run, engine, serial=True)
         return {"replicates": r, "run": out}
     if workload == "score":

@@ -5,4 +5,4 @@ import sys
 from judgecal_dist.cli import cli
 
 if __name__ == "__main__":
-    cli(["run", "conf/studies/continuous.yaml", *sys.argv[1:]], prog_name="judgecal")
+    cli(["run", "continuous", *sys.argv[1:]], prog_name="judgecal")

@@ -227,7 +227,7 @@ def generate(
 
 
 @cli.command()
-@click.argument("config", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("config", metavar="STUDY")
 @set_option
 @output_option
 @run_id_option
@@ -246,7 +246,7 @@ def generate(
 )
 @guarded
 def run(
-    config: Path,
+    config: str,
     overrides: tuple[str, ...],
     output: str | None,
     run_id: str | None,
@@ -257,7 +257,8 @@ def run(
     drift_conf: Path | None,
     mlflow_uri: str | None,
 ) -> None:
-    """Run the study in CONFIG and print its summary and, last, its results URL.
+    """Run STUDY (a study name for its packaged config, e.g. inclusion, or a config file) and print its summary
+    and, last, its results URL.
 
     With --then drift the run's judges are then compared with its baseline in <output>/history (the drift
     report's folder is printed last) and the exit code is drift's: 0 no flag, 3 a flag.
@@ -401,7 +402,7 @@ def status(run_url: str) -> None:
 
 
 @cli.command()
-@click.argument("config", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("config", metavar="STUDY")
 @set_option
 @ray_option
 @run_id_option
@@ -412,7 +413,7 @@ def status(run_url: str) -> None:
 @drift_conf_option
 @guarded
 def submit(
-    config: Path,
+    config: str,
     overrides: tuple[str, ...],
     ray_address: str | None,
     run_id: str | None,
@@ -422,7 +423,8 @@ def submit(
     then: str | None,
     drift_conf: Path | None,
 ) -> None:
-    """Submit the study in CONFIG to a Ray cluster as a job; print the job id last (a repeat reports the job).
+    """Submit STUDY (a study name or a config file) to a Ray cluster as a job; print the job id last (a repeat
+    reports the job).
 
     The run id is the job's submission id: ``{date}``/``{time}`` are filled now; the default id fingerprints the
     inputs here (so they must be reachable), exactly as ``judgecal run`` would. --then drift follows the job
@@ -615,7 +617,7 @@ def _drift_check(
 def config() -> None:
     """Study settings: the effective values (``show``) and their JSON Schema (``schema``).
 
-    STUDY is a study name (its packaged config, conf/studies/STUDY.yaml) or a config file path.
+    STUDY is a study name (its packaged config, `judgecal config show STUDY` prints it) or a config file path.
     """
 
 

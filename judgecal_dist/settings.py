@@ -5,7 +5,7 @@ declared types (``--set panels=top3`` is the list ``['top3']``), ranges are chec
 written, and the JSON Schema comes for free (``judgecal config schema STUDY``). A rejected setting is one
 :class:`~judgecal_dist.errors.ConfigError` line naming the key, the value, the allowed range and the fix::
 
-    n_bins=0: must be an integer >= 2 (set n_bins in conf/studies/inclusion.yaml or --set n_bins=10)
+    n_bins=0: must be an integer >= 2 (set n_bins in a copy of `judgecal config show inclusion` or --set n_bins=10)
 
 Settings shared by several studies are defined here once: the run fields (:data:`Replicates`, :data:`Resamples`,
 :data:`Seed`, :data:`CiLevel`), and the pipeline hyperparameters (:class:`PipelineFields`,

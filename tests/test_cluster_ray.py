@@ -21,7 +21,7 @@ from tests.cluster_support import ROOT, start_ray_head
 
 pytestmark = pytest.mark.ray
 
-CONFIG = ROOT / "conf" / "studies" / "inclusion.yaml"
+CONFIG = ROOT / "judgecal_dist" / "studies" / "configs" / "inclusion.yaml"
 FULL = os.environ.get("JUDGECAL_FULL") == "1"
 N_KILL = 24 if FULL else 16  # replicates of the kill tests: enough that a kill lands half-way
 FAST = [

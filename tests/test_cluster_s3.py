@@ -21,7 +21,7 @@ from judgecal_dist.io.filesystem import is_transient, retry_transient
 from judgecal_dist.studies.runner import execute, prepare
 from tests.cluster_support import ROOT, FaultyS3Proxy
 
-CONFIG = ROOT / "conf" / "studies" / "inclusion.yaml"
+CONFIG = ROOT / "judgecal_dist" / "studies" / "configs" / "inclusion.yaml"
 FAST = [
     "aggregators=[majority, one_coin]",
     "calibrators=[none, platt]",

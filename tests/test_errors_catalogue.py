@@ -19,7 +19,7 @@ from tests.cluster_support import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "errors.md"
-CFG = str(ROOT / "conf" / "studies" / "inclusion.yaml")
+CFG = str(ROOT / "judgecal_dist" / "studies" / "configs" / "inclusion.yaml")
 ROW = re.compile(r"^\| `(?P<id>[\w-]+)` \| (?P<command>\w+) \| .* \| (?P<exit>\d) \| `(?P<message>.*)` \|$")
 
 VERDICTS = "dataset,item_id,judge_id,sample,verdict\nd,i1,j1,0,A\nd,i1,j2,0,B\nd,i2,j1,0,B\nd,i2,j2,0,\n"

@@ -11,7 +11,7 @@ from judgecal_dist.history.judges import with_rates
 from judgecal_dist.history.store import record_run
 
 ROOT = Path(__file__).resolve().parents[2]
-CFG = str(ROOT / "conf" / "studies" / "inclusion.yaml")
+CFG = str(ROOT / "judgecal_dist" / "studies" / "configs" / "inclusion.yaml")
 
 
 def _history(tmp: Path, *, studies: tuple[str, ...] = ("inclusion",), status: str = "succeeded") -> str:

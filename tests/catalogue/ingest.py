@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from judgecal_dist.cli import cli
 
 ROOT = Path(__file__).resolve().parents[2]
-CFG = str(ROOT / "conf" / "studies" / "inclusion.yaml")
+CFG = str(ROOT / "judgecal_dist" / "studies" / "configs" / "inclusion.yaml")
 VERDICTS = "dataset,item_id,judge_id,sample,verdict\nd,i1,j1,0,A\nd,i1,j2,0,B\nd,i2,j1,0,B\nd,i2,j2,0,\n"
 LABELS = "dataset,item_id,label\nd,i1,A\nd,i2,B\n"
 #: subset -> its number of items; every strategy below has a result file in each, except where removed.

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from judgecal_dist.cli import cli
 
 ROOT = Path(__file__).resolve().parents[2]
-CFG = str(ROOT / "conf" / "studies" / "inclusion.yaml")
+CFG = str(ROOT / "judgecal_dist" / "studies" / "configs" / "inclusion.yaml")
 TINY = ["aggregators=[majority]", "calibrators=[none]", "panels=[all]", "permutation_resamples=100", "replicates=2"]
 _MOTO: list[str] = []  # the loopback S3 endpoint, started once on first use
 

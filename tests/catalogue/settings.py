@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CFG = str(ROOT / "conf" / "studies" / "inclusion.yaml")
+CFG = str(ROOT / "judgecal_dist" / "studies" / "configs" / "inclusion.yaml")
 #: A YAML alias bomb (under 500 bytes, about 387 million values once expanded).
 BOMB = "study: inclusion\na: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
     f"{x}: &{x} [{', '.join([f'*{p}'] * 9)}]\n" for p, x in zip("abcdefgh", "bcdefghi", strict=True)
@@ -40,7 +40,7 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
         t, config=_write(t, "budget.yaml", "study: budget\nmode: budget\nreplicates: 1\n")
     ),
     "settings-mapping-entry": lambda t: run_with(
-        t, "prices.full=[-1,4]", config=str(ROOT / "conf" / "studies" / "ensemble.yaml")
+        t, "prices.full=[-1,4]", config=str(ROOT / "judgecal_dist" / "studies" / "configs" / "ensemble.yaml")
     ),
     "settings-yaml-alias-bomb": lambda t: run_with(t, config=_write(t, "bomb.yaml", BOMB)),
     "settings-engine-range": lambda t: [*run_with(t), "--conf", _write(t, "e.yaml", "ray_num_cpus: 0\n")],

@@ -18,7 +18,7 @@ from judgecal_dist.history.store import read_history, record_run
 from judgecal_dist.io.synthetic import generate_panel
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIG = str(ROOT / "conf" / "studies" / "inclusion.yaml")
+CONFIG = str(ROOT / "judgecal_dist" / "studies" / "configs" / "inclusion.yaml")
 TINY = ["aggregators=[majority, one_coin]", "calibrators=[none, beta]", "panels=[all]", "permutation_resamples=100"]
 
 

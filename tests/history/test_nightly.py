@@ -15,7 +15,7 @@ from judgecal_dist.history.drift_config import load_drift_config
 from judgecal_dist.io.synthetic_drift import generate_drift_sequence, night_url, parse_change
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIG = str(ROOT / "conf" / "studies" / "inclusion.yaml")
+CONFIG = str(ROOT / "judgecal_dist" / "studies" / "configs" / "inclusion.yaml")
 TINY = ["aggregators=[majority]", "calibrators=[none]", "panels=[all]", "permutation_resamples=100", "replicates=2"]
 
 

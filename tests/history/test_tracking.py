@@ -15,7 +15,7 @@ from judgecal_dist.io.synthetic import generate_panel
 mlflow = pytest.importorskip("mlflow", reason="the tracking extra (mlflow-skinny) is not installed")
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIG = str(ROOT / "conf" / "studies" / "inclusion.yaml")
+CONFIG = str(ROOT / "judgecal_dist" / "studies" / "configs" / "inclusion.yaml")
 TINY = ["aggregators=[majority, one_coin]", "calibrators=[none]", "panels=[all]", "permutation_resamples=100"]
 
 

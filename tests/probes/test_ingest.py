@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from judgecal_dist.cli import cli
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIG = str(ROOT / "conf" / "studies" / "inclusion.yaml")
+CONFIG = str(ROOT / "judgecal_dist" / "studies" / "configs" / "inclusion.yaml")
 TINY = ["aggregators=[majority]", "calibrators=[none]", "panels=[all]", "permutation_resamples=100", "replicates=2"]
 VERDICTS = "dataset,item_id,judge_id,sample,verdict\nd,i1,j1,0,A\nd,i1,j2,0,B\nd,i2,j1,0,B\nd,i2,j2,0,\n"
 LABELS = "dataset,item_id,label\nd,i1,A\nd,i2,B\n"

@@ -29,7 +29,7 @@ from judgecal_dist.engine.manifest import REDACTED, credential_paths, is_credent
 from judgecal_dist.studies.runner import execute, prepare
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIG = str(ROOT / "conf" / "studies" / "inclusion.yaml")
+CONFIG = str(ROOT / "judgecal_dist" / "studies" / "configs" / "inclusion.yaml")
 TINY = ["aggregators=[majority, one_coin]", "calibrators=[none, platt]", "panels=[all]", "permutation_resamples=100"]
 
 

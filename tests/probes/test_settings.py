@@ -18,7 +18,7 @@ from judgecal_dist.cli import cli
 from tests.catalogue.settings import BOMB
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIG = str(ROOT / "conf" / "studies" / "inclusion.yaml")
+CONFIG = str(ROOT / "judgecal_dist" / "studies" / "configs" / "inclusion.yaml")
 TINY = ["aggregators=[majority, one_coin]", "calibrators=[none, platt]", "permutation_resamples=100", "replicates=2"]
 
 
@@ -76,7 +76,7 @@ def test_alias_bomb_is_refused_in_a_second_without_output(panel, tmp_path):
 
 def test_every_study_refuses_an_interval_out_of_range_before_writing(tmp_path):
     # ci_level is one shared definition: each study refuses 2 with the same message and writes nothing.
-    for config in sorted((ROOT / "conf" / "studies").glob("*.yaml")):
+    for config in sorted((ROOT / "judgecal_dist" / "studies" / "configs").glob("*.yaml")):
         if config.stem == "continuous":
             pytest.importorskip("torch")
         sets = ["--set", "ci_level=2"] + (["--set", "data=x"] if config.stem != "narrowband" else [])
@@ -99,6 +99,8 @@ def test_config_show_prints_the_effective_settings_and_schema_their_ranges():
     assert (
         "study: inclusion\n" in shown.output and "panels:\n- all\n" in shown.output and "n_bins: 15\n" in shown.output
     )
-    schema = CliRunner().invoke(cli, ["config", "schema", str(ROOT / "conf" / "studies" / "budget.yaml")])
+    schema = CliRunner().invoke(
+        cli, ["config", "schema", str(ROOT / "judgecal_dist" / "studies" / "configs" / "budget.yaml")]
+    )
     properties = json.loads(schema.output)["properties"]
     assert properties["n_bins"]["minimum"] == 2 and properties["max_t_resamples"]["maximum"] == 100_000

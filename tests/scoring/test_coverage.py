@@ -98,7 +98,10 @@ def fitted_run(tmp_path_factory) -> tuple[str, str]:
         "permutation_resamples=100",
     ]
     run = execute(
-        prepare(ROOT / "conf" / "studies" / "inclusion.yaml", settings), EngineConfig(), output=str(base), serial=True
+        prepare(ROOT / "judgecal_dist" / "studies" / "configs" / "inclusion.yaml", settings),
+        EngineConfig(),
+        output=str(base),
+        serial=True,
     )
     return run, data
 

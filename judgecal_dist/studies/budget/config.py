@@ -33,7 +33,7 @@ FRACTIONS = (0.05, 0.10, 0.15, 0.20, 0.30, 0.40, 0.50, 0.60, 0.70)
 
 
 class Config(PipelineFields):
-    """Settings of the budget study (``conf/studies/budget.yaml``); every key can be ``--set``.
+    """Settings of the budget study (``studies/configs/budget.yaml``); every key can be ``--set``.
 
     The pipeline hyperparameters (``eps``, ``alpha0``, ``beta_penalty``, ``n_bins``, ...) are the shared
     :class:`~judgecal_dist.settings.PipelineFields`.

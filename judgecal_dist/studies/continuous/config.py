@@ -25,7 +25,7 @@ from judgecal_dist.settings import (
 
 
 class Config(TypedSettings):
-    """Settings of the continuous study (``conf/studies/continuous.yaml``); every key can be ``--set``."""
+    """Settings of the continuous study (``studies/configs/continuous.yaml``); every key can be ``--set``."""
 
     data_required: ClassVar[str] = "the RewardBench 2 k=8 folder or an ingested dataset URL"
 

@@ -31,7 +31,7 @@ PRICES: dict[str, tuple[float, float]] = {"full": (2.50, 15.00), "mini": (0.75, 
 
 
 class Config(TypedSettings):
-    """Settings of the ensemble study (``conf/studies/ensemble.yaml``); every key can be ``--set``."""
+    """Settings of the ensemble study (``studies/configs/ensemble.yaml``); every key can be ``--set``."""
 
     data_required: ClassVar[str] = "an ingested rb2-k8 dataset URL"
 

@@ -27,7 +27,7 @@ from judgecal_dist.studies.inclusion.search import SEARCHES, SearchSettings
 
 
 class Config(PipelineFields, AggregationFields):
-    """Settings of the inclusion study (``conf/studies/inclusion.yaml``); every key can be ``--set``.
+    """Settings of the inclusion study (``studies/configs/inclusion.yaml``); every key can be ``--set``.
 
     The pipeline hyperparameters (``eps``, ``alpha0``, ..., ``ds_n_iter``, ``stacking_folds``) are the shared
     :class:`~judgecal_dist.settings.PipelineFields` and :class:`~judgecal_dist.settings.AggregationFields`.

@@ -89,7 +89,7 @@ DENSE_MAX_VERDICTS = 10_000_000
 
 
 class Config(PipelineFields):
-    """Settings of the study (``conf/studies/inclusion_scale.yaml``); every key can be ``--set``.
+    """Settings of the study (``studies/configs/inclusion_scale.yaml``); every key can be ``--set``.
 
     The pipeline hyperparameters (``eps``, ``alpha0``, ``beta_penalty``, ``n_bins``, ...) are the shared
     :class:`~judgecal_dist.settings.PipelineFields`.

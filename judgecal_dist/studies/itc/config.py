@@ -40,7 +40,7 @@ CONFIDENCE_METHODS = ("soft_sc_mean", "soft_sc_min", "soft_sc_product", "ci_sc")
 
 
 class Config(TypedSettings):
-    """Settings of the itc study (``conf/studies/itc.yaml``); every key can be ``--set``."""
+    """Settings of the itc study (``studies/configs/itc.yaml``); every key can be ``--set``."""
 
     data_required: ClassVar[str] = "an ingested dataset URL, or synthetic:g2"
 

@@ -100,7 +100,7 @@ METRICS = (
 
 
 class Config(TypedSettings):
-    """Settings of the narrow-band study (``conf/studies/narrowband.yaml``); every key can be ``--set``."""
+    """Settings of the narrow-band study (``studies/configs/narrowband.yaml``); every key can be ``--set``."""
 
     data: one_of((SOURCE,)) = Field(default=SOURCE, description="the study generates its panels in memory")
     replicates: Replicates = 100

@@ -39,7 +39,7 @@ SYNTHETIC = "synthetic:"
 
 
 class Config(TypedSettings):
-    """Settings of the regime-map study (``conf/studies/regime_map.yaml``); every key can be ``--set``."""
+    """Settings of the regime-map study (``studies/configs/regime_map.yaml``); every key can be ``--set``."""
 
     data_required: ClassVar[str] = "a dataset URL, or synthetic:additive|mixed|parity"
 

@@ -22,7 +22,7 @@ from judgecal_dist.studies.budget import study as budget
 from judgecal_dist.studies.runner import execute, prepare
 
 ROOT = Path(__file__).resolve().parents[3]
-CONFIG = ROOT / "conf" / "studies" / "budget.yaml"
+CONFIG = ROOT / "judgecal_dist" / "studies" / "configs" / "budget.yaml"
 FULL = os.environ.get("JUDGECAL_FULL") == "1"  # `make test-heavy`: the paper's 100 splits
 EPS = 1e-6
 

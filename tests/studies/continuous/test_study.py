@@ -17,7 +17,7 @@ from judgecal_dist.studies.continuous import study as continuous
 from judgecal_dist.studies.continuous.data import load_paired_scores
 from judgecal_dist.studies.runner import execute, prepare
 
-CONFIG = Path(__file__).resolve().parents[3] / "conf" / "studies" / "continuous.yaml"
+CONFIG = Path(__file__).resolve().parents[3] / "judgecal_dist" / "studies" / "configs" / "continuous.yaml"
 FILES = ("base_both_k8.jsonl.gz", "base_nano_k8.jsonl.gz")
 
 

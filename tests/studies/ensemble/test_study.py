@@ -22,7 +22,7 @@ from judgecal_dist.io.ingest import ingest
 from judgecal_dist.studies.runner import execute, prepare
 
 ROOT = Path(__file__).resolve().parents[3]
-CONFIG = ROOT / "conf" / "studies" / "ensemble.yaml"
+CONFIG = ROOT / "judgecal_dist" / "studies" / "configs" / "ensemble.yaml"
 SUBSETS = ["Factuality", "Focus", "Math", "Precise IF", "Safety"]
 
 

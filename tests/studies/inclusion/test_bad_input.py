@@ -15,7 +15,7 @@ from judgecal_dist.io.one_coin import OneCoinPanel, simulate_one_coin, write_one
 from judgecal_dist.studies.inclusion import study as inclusion
 from judgecal_dist.studies.runner import execute, prepare
 
-CONFIG = Path(__file__).resolve().parents[3] / "conf" / "studies" / "inclusion.yaml"
+CONFIG = Path(__file__).resolve().parents[3] / "judgecal_dist" / "studies" / "configs" / "inclusion.yaml"
 FAST = ["replicates=3", "permutation_resamples=200", "conformal_alphas=[0.2]"]
 
 

@@ -16,7 +16,7 @@ from judgecal_dist.studies.inclusion import scale as inclusion_scale
 from judgecal_dist.studies.runner import execute, prepare
 
 ROOT = Path(__file__).resolve().parents[3]
-CONFIG = ROOT / "conf" / "studies" / "inclusion_scale.yaml"
+CONFIG = ROOT / "judgecal_dist" / "studies" / "configs" / "inclusion_scale.yaml"
 ARGS = ["replicates=3", "panels=[all, top3]"]
 #: The inclusion study's summary.json result keys (its summarise, restricted to what both studies report).
 INCLUSION_KEYS = {"aggregator", "calibrator", "panel", "replicates", "panel_size"} | {

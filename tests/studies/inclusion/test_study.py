@@ -23,7 +23,7 @@ from judgecal_dist.studies.inclusion import study as inclusion
 from judgecal_dist.studies.runner import execute, prepare
 
 ROOT = Path(__file__).resolve().parents[3]
-CONFIG = ROOT / "conf" / "studies" / "inclusion.yaml"
+CONFIG = ROOT / "judgecal_dist" / "studies" / "configs" / "inclusion.yaml"
 FULL = os.environ.get("JUDGECAL_FULL") == "1"  # `make test-heavy`: the paper's 100 splits
 
 

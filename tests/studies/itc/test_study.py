@@ -25,7 +25,7 @@ from judgecal_dist.studies.runner import execute, prepare
 from judgecal_dist.studies.score_collections import load_collections
 
 ROOT = Path(__file__).resolve().parents[3]
-CONFIG = ROOT / "conf" / "studies" / "itc.yaml"
+CONFIG = ROOT / "judgecal_dist" / "studies" / "configs" / "itc.yaml"
 FULL = os.environ.get("JUDGECAL_FULL") == "1"  # `make test-heavy`: the paper's 100 splits
 
 

@@ -17,7 +17,7 @@ from judgecal_dist.studies.narrowband import study as narrowband
 from judgecal_dist.studies.runner import execute, prepare
 
 ROOT = Path(__file__).resolve().parents[3]
-CONFIG = ROOT / "conf" / "studies" / "narrowband.yaml"
+CONFIG = ROOT / "judgecal_dist" / "studies" / "configs" / "narrowband.yaml"
 
 
 @pytest.fixture(autouse=True)

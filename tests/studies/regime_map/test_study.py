@@ -20,7 +20,7 @@ from judgecal_dist.studies.regime_map.report import summarise
 from judgecal_dist.studies.runner import execute, prepare
 
 ROOT = Path(__file__).resolve().parents[3]
-CONFIG = ROOT / "conf" / "studies" / "regime_map.yaml"
+CONFIG = ROOT / "judgecal_dist" / "studies" / "configs" / "regime_map.yaml"
 # The paper's 30 replicates everywhere: in process the growth runs take ~10 s each, LLMBar on Ray ~30 s.
 REPS = 30
 SELECTION_KEYS = ("budget", "menu", "selected_path", "selected_k", "selected_family")
