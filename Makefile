@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 
 help:
 	@echo "make demo        create .venv, install, run the flagship study on a generated panel (local Spark + Ray)"
-	@echo "make test        create/update .venv, install .[test,continuous], run the test suite (reduced replicate counts)"
+	@echo "make test        create/update .venv, install .[test,cluster,continuous], run the test suite (reduced replicate counts)"
 	@echo "make test-heavy  the same, plus the specs' exact per-cell statements at full replicate counts"
 	@echo "make lint        ruff check + format check + mypy"
 
@@ -20,7 +20,7 @@ $(PY):
 # Reinstall whenever pyproject.toml changes.
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
-	$(PY) -m pip install --quiet -e ".[test,continuous]"
+	$(PY) -m pip install --quiet -e ".[test,cluster,continuous]"
 	@touch $(STAMP)
 
 venv install: $(STAMP)
@@ -34,7 +34,7 @@ java:
 
 demo: $(STAMP) java
 	@$(VENV)/bin/judgecal generate --items 4000 --judges 15 --seed 7 --overwrite $(DEMO)/panel >/dev/null
-	@$(VENV)/bin/judgecal run conf/studies/inclusion.yaml --conf conf/demo.yaml --set data=$(DEMO)/panel --set replicates=50 --output $(DEMO)/results
+	@$(VENV)/bin/judgecal run inclusion --conf conf/demo.yaml --set data=$(DEMO)/panel --set replicates=50 --output $(DEMO)/results
 
 test: $(STAMP) java
 	$(PY) -m pytest $(PYTEST_ARGS)

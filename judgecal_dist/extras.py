@@ -10,6 +10,9 @@ __all__ = ["EXTRAS", "require_extra"]
 
 # Extra -> the import names a feature needs from it (pyproject.toml [project.optional-dependencies]).
 EXTRAS: dict[str, tuple[str, ...]] = {
+    "spark": ("pyspark",),
+    "ray": ("ray",),
+    "cluster": ("pyspark", "ray", "s3fs"),
     "continuous": ("torch", "torchdiffeq", "numpyro", "jax", "arviz_stats"),
     "tracking": ("mlflow",),  # the mlflow-skinny distribution installs the mlflow package
 }

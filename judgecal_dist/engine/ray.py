@@ -7,16 +7,17 @@ the chunks in flight. Tasks never print; the driver logs one line per finished c
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 import pandas as pd
-import ray
 from threadpoolctl import threadpool_limits
 
 from judgecal_dist.errors import RunError
+from judgecal_dist.extras import require_extra
 from judgecal_dist.progress import Progress
 
 __all__ = ["init_ray", "fan_out", "run_serial", "Progress", "ReplicateFailed"]
@@ -64,6 +65,9 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None) -> None
 
     Local instances get no dashboard and keep worker logs off the console (the driver reports progress).
     """
+    require_extra("ray", "replicates fanned out on Ray (judgecal run --serial runs them in this process)")
+    import ray
+
     if ray.is_initialized():
         return
     kwargs: dict[str, Any] = {"configure_logging": False, "log_to_driver": False}
@@ -79,11 +83,18 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None) -> None
 TASK_MAX_RETRIES = 3
 
 
-@ray.remote(num_cpus=1, max_retries=TASK_MAX_RETRIES, retry_exceptions=False)
 def _replicate_chunk(run_replicate: RunReplicate, data: Any, replicates: Sequence[Any]) -> list[tuple[int, Any]]:
-    # Lost workers are retried (max_retries); exceptions raised by our code fail at once (retry_exceptions=False).
     with single_threaded_blas():
         return [_run_one(run_replicate, data, rep) for rep in replicates]
+
+
+@functools.cache
+def _chunk_task() -> Any:
+    """The Ray task of :func:`_replicate_chunk`, made on first use (ray is the ray extra, imported only here)."""
+    import ray
+
+    # Lost workers are retried (max_retries); exceptions raised by our code fail at once (retry_exceptions=False).
+    return ray.remote(num_cpus=1, max_retries=TASK_MAX_RETRIES, retry_exceptions=False)(_replicate_chunk)
 
 
 def single_threaded_blas() -> threadpool_limits:
@@ -152,12 +163,14 @@ def fan_out(
     """
     if not replicates:
         return 0
+    import ray
+
     n_workers = max(1, int(ray.cluster_resources().get("CPU", 1) // max(num_cpus, 1e-9)))
     size = chunk_size or default_chunk_size(len(replicates), n_workers)
     chunks = _chunks(list(replicates), size)
     limit = max_in_flight or 4 * n_workers
     data_ref = ray.put(data)  # shipped once, read zero-copy by every task on this node
-    task = _replicate_chunk.options(num_cpus=num_cpus, num_gpus=num_gpus)
+    task = _chunk_task().options(num_cpus=num_cpus, num_gpus=num_gpus)
     progress = Progress(len(replicates))
     pending: list[Any] = []
     seeds_of: dict[Any, list[int]] = {}

@@ -11,19 +11,25 @@ memory and larger ones on Spark; the choice and its reason are logged.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, TypeGuard
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, SparkSession
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine import counts, local, spark
+from judgecal_dist.engine import counts, local
 from judgecal_dist.errors import ConfigError, InputError
+from judgecal_dist.extras import require_extra
 from judgecal_dist.io.dataset import count_rows, read_dataset_table
 from judgecal_dist.splits import group_keys
+
+if TYPE_CHECKING:  # pyspark is the spark extra: the in-memory path never imports it
+    from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
     "ENGINES",
@@ -42,6 +48,20 @@ _VERDICT_COLUMNS = ["dataset", "item_id", "group_id", "judge_id", "sample", "ver
 _LABEL_COLUMNS = ["dataset", "item_id", "label"]
 
 
+def _is_session(source: object) -> TypeGuard[SparkSession]:
+    """Whether ``source`` is a SparkSession (none can exist where pyspark was never imported)."""
+    sql = sys.modules.get("pyspark.sql")
+    return sql is not None and isinstance(source, sql.SparkSession)
+
+
+def _spark() -> ModuleType:
+    """The Spark implementations, imported when a job runs on Spark (a one-line error without the extra)."""
+    require_extra("spark", "a verdict table on Spark")
+    from judgecal_dist.engine import spark
+
+    return spark
+
+
 def choose_engine(source: str | SparkSession, engine: str | None = None, config: EngineConfig | None = None) -> str:
     """``"spark"`` or ``"local"`` for a job on ``source``; logs the choice and why.
 
@@ -57,37 +77,43 @@ def choose_engine(source: str | SparkSession, engine: str | None = None, config:
     engine = engine or config.stats_engine
     if engine not in ENGINES:
         raise ConfigError(f"engine: must be one of {ENGINES}, got {engine!r}")
-    if isinstance(source, SparkSession):
+    if _is_session(source):
         if engine == "local":
             raise ConfigError("engine: 'local' needs a dataset URL, not a SparkSession")
         log.info("stats engine: spark (tables are the session's views)")
         return "spark"
     if engine != "auto":
         log.info("stats engine: %s (requested)", engine)
+        if engine == "spark":
+            require_extra("spark", f"{source}: stats_engine spark")
         return engine
+    assert isinstance(source, str)  # a SparkSession returned above
     rows = count_rows(source, "verdicts", storage_options=config.storage_options)
     chosen = "local" if rows < config.local_max_rows else "spark"
+    if chosen == "spark":
+        require_extra("spark", f"{source}: {rows} verdict rows (local_max_rows is {config.local_max_rows})")
     log.info("stats engine: %s (auto: %d verdict rows, local below %d)", chosen, rows, config.local_max_rows)
     return chosen
 
 
 def _spark_tables(source: str | SparkSession, config: EngineConfig) -> tuple[DataFrame, DataFrame]:
-    if isinstance(source, SparkSession):
+    if _is_session(source):
         missing = [v for v in ("verdicts", "labels") if not source.catalog.tableExists(v)]
         if missing:
             raise InputError(f"spark session: no view(s) {missing}: call register_views(spark, url) first")
         return source.table("verdicts"), source.table("labels")
-    session = spark.get_session(config.spark_master, conf=dict(config.spark_conf))
-    return spark.read_table(session, source, "verdicts"), spark.read_table(session, source, "labels")
+    session = _spark().get_session(config.spark_master, conf=dict(config.spark_conf))
+    return _spark().read_table(session, source, "verdicts"), _spark().read_table(session, source, "labels")
 
 
 def _spark_source(source: str | SparkSession, config: EngineConfig) -> tuple[SparkSession, str | DataFrame, DataFrame]:
     """Session, verdicts (the URL itself: the codec's tasks scan its parts) and labels of a Spark job."""
-    if isinstance(source, SparkSession):
+    if _is_session(source):
         verdicts, labels = _spark_tables(source, config)
         return source, verdicts, labels
-    session = spark.get_session(config.spark_master, conf=dict(config.spark_conf))
-    return session, source, spark.read_table(session, source, "labels")
+    assert isinstance(source, str)
+    session = _spark().get_session(config.spark_master, conf=dict(config.spark_conf))
+    return session, source, _spark().read_table(session, source, "labels")
 
 
 def _arrow_tables(source: str, config: EngineConfig, verdict_columns: list[str]) -> tuple[pa.Table, pa.Table]:
@@ -151,10 +177,10 @@ def judge_cells(
     config = config or EngineConfig()
     values = counts.check_replicates(seeds, fraction)
     if choose_engine(source, engine, config) == "spark":
-        if isinstance(source, SparkSession):
-            return spark.judge_cells_spark(source, _spark_tables(source, config), values, fraction)
-        session = spark.get_session(config.spark_master, conf=dict(config.spark_conf))
-        return spark.judge_cells_spark(session, source, values, fraction, storage_options=config.storage_options)
+        if _is_session(source):
+            return _spark().judge_cells_spark(source, _spark_tables(source, config), values, fraction)
+        session = _spark().get_session(config.spark_master, conf=dict(config.spark_conf))
+        return _spark().judge_cells_spark(session, source, values, fraction, storage_options=config.storage_options)
     assert isinstance(source, str)  # choose_engine runs a SparkSession source on Spark
     return local.judge_cells_url(source, values, fraction, storage_options=config.storage_options)
 
@@ -206,7 +232,7 @@ def item_vote_counts(
     """
     config = config or EngineConfig()
     if choose_engine(source, engine, config) == "spark":
-        return spark.item_vote_counts_spark(_spark_tables(source, config)[0])
+        return _spark().item_vote_counts_spark(_spark_tables(source, config)[0])
     assert isinstance(source, str)  # choose_engine runs a SparkSession source on Spark
     columns = ["dataset", "item_id", "judge_id", "verdict", "score"]
     verdicts = read_dataset_table(source, "verdicts", columns, storage_options=config.storage_options)
@@ -266,7 +292,7 @@ def pattern_cells(
         raise ConfigError("blocks: give either blocks or seeds/fraction, not both")
     if choose_engine(source, engine, config) == "spark":
         session, verdicts, labels = _spark_source(source, config)
-        return spark.pattern_cells_spark(
+        return _spark().pattern_cells_spark(
             session,
             verdicts,
             labels,
@@ -308,7 +334,7 @@ def group_sizes(
         verdicts, labels = _spark_tables(source, config)
         items = verdicts.where(verdicts["sample"] == sample).select("dataset", "item_id", "group_id").distinct()
         labelled = labels.where(labels["label"].isNotNull()).select("dataset", "item_id", "label")
-        frame = spark.group_sizes_spark(items.join(labelled, on=["dataset", "item_id"], how="inner"))
+        frame = _spark().group_sizes_spark(items.join(labelled, on=["dataset", "item_id"], how="inner"))
     else:
         assert isinstance(source, str)  # choose_engine runs a SparkSession source on Spark
         verdicts, labels = _arrow_tables(source, config, _VERDICT_COLUMNS)

@@ -40,7 +40,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import pyarrow as pa
@@ -50,7 +50,6 @@ from judgecal_dist.engine.manifest import fingerprint_inputs
 from judgecal_dist.engine.stats import choose_engine
 from judgecal_dist.engine.store import LEASE, SUCCESS, RunStore
 from judgecal_dist.engine.votes.codec import VERDICT_COLUMNS, ItemVotes, encode
-from judgecal_dist.engine.votes.spark import ScanTally, item_votes_spark
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.dataset import dataset_files, dataset_tables, open_table, read_dataset_table
 from judgecal_dist.io.filesystem import require_bucket
@@ -78,6 +77,9 @@ __all__ = [
     "score_batch",
     "items_ddl",
 ]
+
+if TYPE_CHECKING:  # pyspark is the spark extra: in-process scoring never imports it
+    from judgecal_dist.engine.votes.spark import ScanTally
 
 log = logging.getLogger(__name__)
 
@@ -369,6 +371,7 @@ def _stage_spark(
 ) -> list[tuple[str, int]]:
     """Score on Spark into ``staged`` (tasks write through fsspec); the files written, after the tally's checks."""
     from judgecal_dist.engine.spark import get_session, read_table
+    from judgecal_dist.engine.votes.spark import item_votes_spark
 
     spark = get_session(engine.spark_master, conf=dict(engine.spark_conf))
     labels = read_table(spark, data_url, "labels")

@@ -25,16 +25,18 @@ References
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
 from scipy.stats import norm
 
 from judgecal_dist.io.figures import png, pyplot
 from judgecal_dist.scoring.kernel import set_column
 from judgecal_dist.stats.metrics import pointwise_nll
+
+if TYPE_CHECKING:  # pyspark is the spark extra: in-process scoring never imports it
+    from pyspark.sql import Column, DataFrame
 
 __all__ = [
     "set_column",
@@ -101,6 +103,8 @@ def sums_pandas(items: pd.DataFrame, by: list[str], alphas: Sequence[float], eps
 
 
 def _spark_terms(alphas: Sequence[float], eps: float) -> list[Column]:
+    from pyspark.sql import functions as F
+
     p, label = F.col("p"), F.col("label")
     labelled = F.coalesce(label.isin("A", "B") & p.isNotNull(), F.lit(False))  # null label or p: not counted
     y = (label == "A").cast("double")
@@ -155,6 +159,8 @@ def model_rows_pandas(items: pd.DataFrame) -> pd.DataFrame:
 
 
 def model_rows_spark(items: DataFrame) -> pd.DataFrame:
+    from pyspark.sql import functions as F
+
     """:func:`model_rows_pandas` in Spark: a union of the two sides and one ``groupBy().agg()``."""
     side_a = items.select("dataset", F.col("model_a").alias("model"), "p", (F.col("verdict") == "A").alias("won"))
     side_b = items.select(

@@ -23,8 +23,13 @@ STUDIES: dict[str, str] = {
     "regime_map": "judgecal_dist.studies.regime_map.study",
 }
 
-#: study name -> the optional dependency group (pyproject extra) it needs
-STUDY_EXTRAS: dict[str, str] = {"continuous": "continuous"}
+#: study name -> the optional dependency groups (pyproject extras) it needs beyond the base install (whose
+#: studies run in memory, or on Spark when a table outgrows it and the spark extra is installed)
+STUDY_EXTRAS: dict[str, tuple[str, ...]] = {
+    "continuous": ("continuous", "ray"),  # flow training fans out on Ray (GPU workers)
+    "itc": ("spark",),  # repeated samples are reduced on Spark
+    "inclusion_scale": ("spark",),  # the one-pass engine is Spark's
+}
 
 
 def get_study(name: str) -> ModuleType:
@@ -32,6 +37,6 @@ def get_study(name: str) -> ModuleType:
     ConfigError (listing the known studies / naming the install command)."""
     if name not in STUDIES:
         raise ConfigError(f"study: unknown study {name!r}; known: {sorted(STUDIES)}")
-    if name in STUDY_EXTRAS:
-        require_extra(STUDY_EXTRAS[name], f"study {name!r}")
+    for extra in STUDY_EXTRAS.get(name, ()):
+        require_extra(extra, f"study {name!r}")
     return importlib.import_module(STUDIES[name])

@@ -30,13 +30,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import judgecal_dist
 from judgecal_dist import __version__
 from judgecal_dist.config import EngineConfig, apply_overrides, config_digest, config_from_mapping, load_yaml
-from judgecal_dist.engine import ray as ray_engine
 from judgecal_dist.engine.manifest import build_manifest, fingerprint_inputs, input_digest, redact_text, utc_now
 from judgecal_dist.engine.store import RunConflict, RunStore, is_remote
 from judgecal_dist.errors import ConfigError
+from judgecal_dist.extras import require_extra
 from judgecal_dist.history.recorder import record_study_run
 from judgecal_dist.io.filesystem import require_bucket
 from judgecal_dist.studies import STUDIES, get_study
@@ -55,8 +54,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: The packaged study configs (``judgecal config show inclusion`` reads ``inclusion.yaml`` there).
-STUDY_CONFIGS = Path(judgecal_dist.__file__).resolve().parents[1] / "conf" / "studies"
+#: The packaged study configs, installed with the package (``judgecal run inclusion`` reads ``inclusion.yaml`` there).
+STUDY_CONFIGS = Path(__file__).resolve().parent / "configs"
 #: A run id after its placeholders are filled: one path segment, never ``..``, never a hidden or ``_`` name.
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 RUN_ID_MAX = 128
@@ -117,10 +116,12 @@ def resolve_run_id(run_id: str, now: datetime) -> str:
 
 
 def prepare(config_path: str | Path, overrides: Iterable[str] = (), *, run_id: str | None = None) -> StudyRun:
-    """Read ``config_path``, apply ``--set`` overrides and validate them against the study's ``Config``."""
+    """Read ``config_path`` (a config file, or a study name for its packaged config), apply ``--set`` overrides and
+    validate them against the study's ``Config``."""
     if run_id is not None:
         check_run_id(run_id)
-    module, config = _validated(apply_overrides(load_yaml(config_path), overrides), str(config_path))
+    values, source = _study_values(str(config_path))
+    module, config = _validated(apply_overrides(values, overrides), source)
     plain = {"study": module.NAME} | config.values()
     return StudyRun(module=module, config=config, values=plain, run_id=run_id)
 
@@ -138,8 +139,8 @@ def _validated(values: dict[str, Any], source: str, *, partial: bool = False) ->
 def study_settings(study: str, overrides: Iterable[str] = ()) -> dict[str, Any]:
     """The effective settings of ``study`` (a study name or a config path) after ``overrides``, defaults filled.
 
-    A name reads the packaged ``conf/studies/<name>.yaml`` (or only the study's defaults where the project's
-    ``conf/`` is not installed). Every setting is validated; ``data`` may still be empty.
+    A name reads the packaged ``studies/configs/<name>.yaml``. Every setting is validated; ``data`` may still be
+    empty.
     """
     values, source = _study_values(study)
     module, config = _validated(apply_overrides(values, overrides), source, partial=True)
@@ -161,8 +162,13 @@ def study_schema(study: str) -> dict[str, Any]:
 def _study_values(study: str) -> tuple[dict[str, Any], str]:
     """A config path's values, or a study name's packaged config (its defaults where none is packaged)."""
     path = Path(study)
-    if path.suffix in (".yaml", ".yml") or path.is_file():
+    if path.is_file():
         return load_yaml(path), str(path)
+    if path.suffix in (".yaml", ".yml"):
+        raise ConfigError(
+            f"{study}: no such config file; run a packaged study by its name (e.g. `judgecal run inclusion`), "
+            f"known: {sorted(STUDIES)}"
+        )
     if study not in STUDIES:
         raise ConfigError(f"{study}: neither a config file nor a study name; known studies: {sorted(STUDIES)}")
     packaged = STUDY_CONFIGS / f"{study}.yaml"
@@ -211,6 +217,8 @@ def execute(
     ``now`` is the run's clock (default: the current UTC time), which fills ``{date}``/``{time}`` in the run id.
     """
     module, config = run.module, run.config
+    if not serial:  # before anything is read or written
+        require_extra("ray", f"judgecal run {module.NAME} (replicates fan out on Ray; --serial runs them here)")
     options = dict(engine.storage_options)
     out = (output or engine.output).rstrip("/")
     if not is_remote(out):
@@ -298,6 +306,8 @@ def _run_replicates(
     # A study whose replicates share data passes runs them itself, committing each batch as it finishes.
     shared = bool(todo) and hasattr(module, "run_shared") and module.run_shared(config, data, todo, store.commit_part)
     if todo and not shared:
+        from judgecal_dist.engine import ray as ray_engine
+
         if serial:
             ray_engine.run_serial(module.run_replicate, data, todo, store.commit_part)
         else:
