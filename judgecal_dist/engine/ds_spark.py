@@ -213,8 +213,10 @@ class _PassStats:
 
 
 def _run_pass(votes: DataFrame, **kernel: Any) -> _PassStats:
+    # Only the columns the E-step reads leave the cache: the item keys (two strings a row) stay in the JVM.
     per_slot: pd.DataFrame = (
-        votes.mapInArrow(functools.partial(_pass_partition, **kernel), _PASS_DDL)
+        votes.select("label", "votes")
+        .mapInArrow(functools.partial(_pass_partition, **kernel), _PASS_DDL)
         .groupBy("slot")
         .agg(*[F.sum(c).alias(c) for c in ("t0", "t1", "ll", "n", "n_known")], F.max("delta").alias("delta"))
         .toPandas()

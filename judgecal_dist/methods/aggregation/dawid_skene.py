@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numbers
 import warnings
-from typing import Self
+from typing import Any, Self
 
 import numpy as np
 import numpy.typing as npt
@@ -261,6 +261,38 @@ class DawidSkene(ClassifierMixin, BaseEstimator):
         self.n_features_in_ = votes.shape[1]
         self.classes_ = np.array([0, 1])
         return self
+
+    @classmethod
+    def from_parameters(cls, prior: float, confusion: npt.ArrayLike, **params: Any) -> Self:
+        r"""A fitted model from :math:`(\pi, \Pi)` fitted elsewhere (a Spark fit, a saved model), for scoring.
+
+        Parameters
+        ----------
+        prior : float
+            :math:`\pi = P(Y = 1)`.
+        confusion : array-like of shape (n_judges, 2, 2)
+            :math:`\Pi^{(j)}_{yv}`, ``[j, y, v]``.
+        **params
+            Hyperparameters of the constructor (``eps`` is the one scoring uses).
+
+        Raises
+        ------
+        InputError
+            ``confusion`` not of shape (n_judges, 2, 2) with rows summing to 1, or ``prior`` outside [0, 1].
+        """
+        where = "DawidSkene.from_parameters"
+        model = cls(**params)
+        model.check_params(where)
+        conf = np.asarray(confusion, dtype=np.float64)
+        if conf.ndim != 3 or conf.shape[1:] != (2, 2) or not conf.shape[0]:
+            raise InputError(f"{where}: confusion: expected shape (n_judges, 2, 2), got {conf.shape}")
+        if not np.allclose(conf.sum(axis=2), 1.0, rtol=0, atol=1e-9) or (conf < 0).any():
+            raise InputError(f"{where}: confusion: each row [j, y, :] must be probabilities summing to 1")
+        if not 0.0 <= float(prior) <= 1.0:
+            raise InputError(f"{where}: prior: must lie in [0, 1], got {prior!r}")
+        model.prior_, model.confusion_ = float(prior), conf
+        model.n_features_in_, model.classes_ = conf.shape[0], np.array([0, 1])
+        return model
 
     def predict_proba(self, V: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """``[P(Y=0 | V_i), P(Y=1 | V_i)]`` by one E-step with the fitted :math:`(\\pi, \\Pi)`.
