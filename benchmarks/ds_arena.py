@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -88,6 +89,8 @@ def fit_child(data: str, out: str, engine: str, master: str) -> dict:
     from judgecal_dist.engine.dawid_skene import fit_dawid_skene
 
     config = EngineConfig(spark_master=master)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
+    logging.getLogger("judgecal_dist.engine.ds_spark").setLevel(logging.INFO)  # one line per pass, to stderr
     start = time.perf_counter()
     if engine != "local":
         from judgecal_dist.engine.spark import get_session
@@ -171,6 +174,9 @@ def _run_child(*args: str) -> dict:
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode:
         sys.exit(f"child {args[0]} failed:\n{proc.stderr[-3000:]}")
+    for line in proc.stderr.splitlines():
+        if line.startswith("dawid-skene"):
+            print("  " + line)
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 

@@ -30,6 +30,7 @@ import numpy.typing as npt
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.local import judge_ids_of
+from judgecal_dist.engine.stats import choose_engine
 from judgecal_dist.engine.votes.codec import VERDICT_COLUMNS, ItemVotes, item_votes
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.dataset import read_dataset_table
@@ -212,8 +213,6 @@ def fit_dawid_skene(
 def _choose(source: Any, engine: str, config: EngineConfig) -> str:
     # A session is recognised by its class name, so votes in memory never import Spark (classic or Connect).
     if isinstance(source, str) or type(source).__name__ == "SparkSession":
-        from judgecal_dist.engine.stats import choose_engine  # imports Spark: only for a table
-
         return choose_engine(source, engine, config)
     if engine not in ("auto", "local"):
         raise ConfigError(

@@ -3,8 +3,10 @@ r"""Dawid-Skene over every item of a verdict table through Spark, one pass per E
 The estimator is :class:`judgecal_dist.methods.aggregation.dawid_skene.DawidSkene` (binary two-coin model, vote-fraction
 initialisation, smoothing :math:`\eta`, clipping :math:`\varepsilon`, known labels clamped), run with the item
 posteriors kept *implicit*: they are a function of the votes and the parameters, so the driver holds only
-:math:`(\pi, \Pi)` and the item x judge votes stay in Spark, persisted once as one ``binary`` row per item
-(:func:`judgecal_dist.engine.votes.spark.dense_votes_spark`, one byte per judge). Iteration :math:`t` is one pass:
+:math:`(\pi, \Pi)` and the item x judge votes stay in Spark, persisted once as one packed row per item
+(:func:`judgecal_dist.engine.votes.spark.item_votes_spark`, two bits per judge; each pass unpacks its batches
+with the codec's :func:`~judgecal_dist.engine.votes.codec.unpack`, which costs less than a second Python round
+trip of every item and its keys to build a dense column). Iteration :math:`t` is one pass:
 
 * inside each partition (``mapInArrow``), the E-step of ``DawidSkene`` turns the parameters
   :math:`\theta_t` into :math:`T^{(t)}` and the item log-likelihoods; the previous posteriors :math:`T^{(t-1)}`
@@ -46,8 +48,8 @@ from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.local import judge_ids_of
 from judgecal_dist.engine.spark import get_session, read_table, spark_url
 from judgecal_dist.engine.store import RunStore
-from judgecal_dist.engine.votes.codec import from_binary_column
-from judgecal_dist.engine.votes.spark import dense_votes_spark, item_votes_spark
+from judgecal_dist.engine.votes.codec import block_columns, unpack
+from judgecal_dist.engine.votes.spark import item_votes_spark
 from judgecal_dist.errors import InputError
 from judgecal_dist.methods.aggregation.dawid_skene import UNLABELLED, DawidSkene, vote_indicators
 
@@ -130,7 +132,7 @@ class DSResult:
 
 def _batch(batch: pa.RecordBatch, n_judges: int, semi: bool) -> tuple[Any, ...]:
     """Indicators ``Ht`` of a batch's votes, and its label codes when semi-supervised."""
-    votes = from_binary_column(batch.column("votes"), n_judges)
+    votes = unpack([batch.column(c) for c in block_columns(n_judges)], n_judges)
     labels = batch.column("label").to_numpy(zero_copy_only=False).astype(np.int64) if semi else None
     return vote_indicators(votes), labels
 
@@ -213,9 +215,9 @@ class _PassStats:
 
 
 def _run_pass(votes: DataFrame, **kernel: Any) -> _PassStats:
-    # Only the columns the E-step reads leave the cache: the item keys (two strings a row) stay in the JVM.
+    # Only the columns the E-step reads leave the cache: the item keys (strings) stay in the JVM.
     per_slot: pd.DataFrame = (
-        votes.select("label", "votes")
+        votes.select("label", *block_columns(kernel["n_judges"]))
         .mapInArrow(functools.partial(_pass_partition, **kernel), _PASS_DDL)
         .groupBy("slot")
         .agg(*[F.sum(c).alias(c) for c in ("t0", "t1", "ll", "n", "n_known")], F.max("delta").alias("delta"))
@@ -234,7 +236,7 @@ def _run_pass(votes: DataFrame, **kernel: Any) -> _PassStats:
 
 
 def _votes_table(source: str | SparkSession, config: EngineConfig, sample: int) -> tuple[DataFrame, list[str], Any]:
-    """The dense votes of every item at ``sample`` (the vote codec's), the judge ids, and the codec's tally."""
+    """The packed votes of every item at ``sample`` (the vote codec's), the judge ids, and the codec's tally."""
     if isinstance(source, SparkSession):
         spark, verdicts, labels = source, source.table("verdicts"), source.table("labels")
         at_sample = verdicts.where(F.col("sample") == sample)
@@ -251,7 +253,7 @@ def _votes_table(source: str | SparkSession, config: EngineConfig, sample: int) 
     # A cached plan keeps the shuffle's partition count (AQE may not coalesce it), and every pass starts one
     # Python task per partition: one partition per core is enough (batches bound the memory of a task).
     parallelism = max(1, spark.sparkContext.defaultParallelism)
-    return dense_votes_spark(items, len(judge_ids)).coalesce(parallelism), judge_ids, tally
+    return items.coalesce(parallelism), judge_ids, tally
 
 
 def dawid_skene_spark(
@@ -332,6 +334,7 @@ def dawid_skene_spark(
         return model.m_step_from_counts(stats.counts, stats.t1, stats.n)
 
     stats = run(None, None)  # the initialisation's M-step sums (also materialises the persisted votes)
+    log.info("dawid-skene: %d items coded and persisted, initial pass (%.2fs)", stats.n, timings[-1])
     if tally.value.bad_rows:
         votes.unpersist()
         raise InputError(

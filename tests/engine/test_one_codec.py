@@ -64,7 +64,7 @@ def test_old_decoders_and_readers_are_deleted(module, names):
         ("judgecal_dist.engine.local", ["encode", "LabelIndex", "verdict_patterns", "category_codes"]),
         ("judgecal_dist.engine.spark", ["LabelIndex", "unpack", "verdict_patterns"]),
         ("judgecal_dist.engine.onepass.sources", ["item_votes_spark", "dense_votes_spark", "from_binary_column"]),
-        ("judgecal_dist.engine.ds_spark", ["item_votes_spark", "dense_votes_spark", "from_binary_column"]),
+        ("judgecal_dist.engine.ds_spark", ["item_votes_spark", "unpack", "block_columns"]),
         ("judgecal_dist.scoring.apply", ["encode", "ItemVotes", "item_votes_spark"]),
         ("judgecal_dist.scoring.kernel", ["unpack"]),
     ],
