@@ -276,8 +276,7 @@ def run(
 
         check_tracking_uri(mlflow_uri)
     url = execute(study, engine, output=output, serial=serial)
-    summary = RunStore(url, storage_options=dict(engine.storage_options)).read_table("summary.parquet")
-    click.echo(_table_preview(summary))
+    click.echo(_run_preview(RunStore(url, storage_options=dict(engine.storage_options))))
     if mlflow_uri:
         click.echo(f"mlflow: run {_track(url, mlflow_uri, engine)} (experiment {url.rsplit('/', 2)[1]})")
     click.echo(url)
@@ -303,9 +302,16 @@ def _track(url: str, uri: str, engine: Any) -> str:
         ) from err
 
 
-def _table_preview(summary: Any, max_rows: int = 10, max_metrics: int = 5) -> str:
-    """At most ``max_rows`` rows: the study's key columns and its first metrics (intervals left to the report)."""
-    keys = [c for c in summary.columns if summary[c].dtype == object][:4]
+def _run_preview(store: Any, max_rows: int = 10, max_metrics: int = 5) -> str:
+    """The run's recommendation and the rows that support it; a run without one (older versions): every key
+    column (text and integer columns, so no two rows look alike) and the first metrics of ``max_rows`` rows."""
+    from judgecal_dist.studies.recommendation import preview
+
+    recommendation = store.read_json("summary.json").get("recommendation")
+    if recommendation:
+        return preview(recommendation)
+    summary = store.read_table("summary.parquet")
+    keys = [c for c in summary.columns if summary[c].dtype == object or summary[c].dtype.kind in "iu"]
     numeric = [c for c in summary.columns if c not in keys and summary[c].dtype.kind == "f"]
     metrics = [c for c in numeric if not c.endswith(("_ci_low", "_ci_high"))][:max_metrics]
     return summary[keys + metrics].head(max_rows).to_string(index=False, float_format=lambda x: f"{x:.4f}")

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import pandas as pd
 
 from judgecal_dist.config import EngineConfig
+from judgecal_dist.studies.recommendation import Recommendation
 
 __all__ = ["StudyResult", "StudyModule"]
 
@@ -41,6 +42,9 @@ class StudyResult:
         JSON documents for ``model/`` (fitted calibration as data; never a pickle).
     extra : dict
         Further top-level sections of ``summary.json``.
+    recommendation : Recommendation, optional
+        The study's answer: it opens ``report.md`` (right after the title) and becomes ``summary.json``
+        ``recommendation``, which ``judgecal run`` prints.
     """
 
     records: list[dict[str, Any]]
@@ -49,6 +53,13 @@ class StudyResult:
     figures: dict[str, bytes] = field(default_factory=dict)
     model: dict[str, dict[str, Any]] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    recommendation: Recommendation | None = None
+
+    def __post_init__(self) -> None:
+        # One place puts the answer first, so no study can bury it under its evidence.
+        if self.recommendation is not None:
+            self.report = self.recommendation.insert_into(self.report)
+            self.extra = {"recommendation": self.recommendation.record()} | self.extra
 
 
 class StudyModule(Protocol):

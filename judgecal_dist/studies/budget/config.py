@@ -47,7 +47,7 @@ class Config(PipelineFields):
     replicates: Replicates = 100
     seed: Seed = 0
     calib_fraction: Fraction = 0.5
-    budgets: listed(integer(2), description="labels per budget ([] = the spec grid by panel size)") = ()
+    budgets: listed(integer(2), description="labels per budget ([] = the paper's grid by panel size)") = ()
     fractions: listed(Fraction, min_length=1) = FRACTIONS
     top_k: integer(1) = 5
     calibrators: listed(one_of(CALIBRATORS), min_length=1) = CALIBRATORS

@@ -12,6 +12,8 @@ from judgecal_dist.io.records import json_records, plain
 from judgecal_dist.stats.inference import bootstrap_ci, summarise_over_splits
 from judgecal_dist.stats.resampling import MaxTResult, multiplier_max_t
 from judgecal_dist.studies.base import StudyResult
+from judgecal_dist.studies.budget.recommend import recommend
+from judgecal_dist.studies.recommendation import words
 
 if TYPE_CHECKING:
     from judgecal_dist.studies.budget.config import BudgetInput, Config
@@ -23,7 +25,7 @@ _CALIBRATOR_ORDER = {"none": 0, "beta": 1, "platt": 2, "temperature": 3}
 MAX_T_CAVEAT = (
     "The splits share items (every item is in about half of the calibration halves), so treating the split rows "
     "of Delta as i.i.d. is optimistic: the critical value and p-value are summaries, not exact tests "
-    "(spec 000 §5.5(d), §7 pitfall 12; Appendix F of the paper)."
+    "(docs/methods.md, max-t test)."
 )
 
 
@@ -122,6 +124,7 @@ def summarise_budgets(config: Config, parts: pd.DataFrame, data: BudgetInput) ->
             "max_t": max_t,
             "choices": _choices(config),
         },
+        recommendation=recommend(config, summary),
     )
 
 
@@ -150,6 +153,7 @@ def summarise_fractions(config: Config, parts: pd.DataFrame, data: BudgetInput) 
             "panel": {"dataset": panel.dataset, "items": panel.n_items, "judges": panel.n_judges} | panel.info,
             "choices": _choices(config),
         },
+        recommendation=recommend(config, summary, x="fraction"),
     )
 
 
@@ -182,6 +186,12 @@ def _cell(row: pd.Series, metric: str = "nll") -> str:
     return f"{row[metric]:.4f} [{row[metric + '_ci_low']:.4f}, {row[metric + '_ci_high']:.4f}]"
 
 
+def _change(value: float, reference: float) -> str:
+    """``value`` relative to ``reference`` in words ("2.4% lower", "26.2% higher"), never a negative "lower"."""
+    rel = 100 * (value / reference - 1)
+    return f"{abs(rel):.1f}% {'lower' if rel < 0 else 'higher'}"
+
+
 def _budget_report(
     config: Config, summary: pd.DataFrame, max_t: dict[str, Any], grid: dict[str, Any], panel: Any
 ) -> str:
@@ -207,9 +217,7 @@ def _budget_report(
         label = f"{rows['budget'].iloc[0]}" + (" (full)" if rows["full_budget"].iloc[0] else "")
         row_cells = [_cell(cells[c]) if c in cells else "" for c in columns]
         at_identity = cells[("all", "beta")]["identity_share"]
-        lines.append(
-            f"| {label} | " + " | ".join(row_cells) + f" | {100 * (1 - beta / raw):.1f}% lower | {at_identity:.2f} |"
-        )
+        lines.append(f"| {label} | " + " | ".join(row_cells) + f" | {_change(beta, raw)} | {at_identity:.2f} |")
     lines += [
         "",
         f"## Joint test across budgets: {max_t['comparison']}",
@@ -236,10 +244,10 @@ def _budget_report(
         "",
         f"Caveat: {max_t['caveat']}",
         "",
-        "Choices made where the spec leaves them open:",
+        "Choices this run made (defaults the paper leaves open):",
         "",
     ]
-    lines += [f"- {k}: {v}" for k, v in _choices(config).items()]
+    lines += [f"- {k}: {words(v)}" for k, v in _choices(config).items()]
     lines += ["", "Figure: `figures/nll_vs_budget.png`.", ""]
     return "\n".join(lines)
 
@@ -261,8 +269,8 @@ def _fraction_report(config: Config, summary: pd.DataFrame, panel: Any) -> str:
             f"| {fraction:.2f} | {raw['n_cal_mean']:.1f} | {_cell(raw)} | {_cell(beta)} | "
             f"{100 * (1 - beta['nll'] / raw['nll']):.1f}% | {_cell(raw, 'accuracy')} | {_cell(beta, 'accuracy')} |"
         )
-    lines += ["", "Choices made where the spec leaves them open:", ""]
-    lines += [f"- {k}: {v}" for k, v in _choices(config).items()]
+    lines += ["", "Choices this run made (defaults the paper leaves open):", ""]
+    lines += [f"- {k}: {words(v)}" for k, v in _choices(config).items()]
     lines += ["", "Figure: `figures/nll_vs_fraction.png`.", ""]
     return "\n".join(lines)
 
@@ -285,7 +293,7 @@ def _budget_figure(config: Config, summary: pd.DataFrame, max_t: dict[str, Any])
     for cal in ("none", *dict.fromkeys(("beta", *config.calibrators))):
         rows = summary[(summary["panel"] == "all") & (summary["calibrator"] == cal)]
         _line(axes[1], rows, "budget", cal)
-    axes[1].set_title("Matched calibrators, all judges (H.7)")
+    axes[1].set_title("Matched calibrators, all judges")
     for ax in axes[:2]:
         ax.set_xscale("log")
         ax.set_yscale("log")

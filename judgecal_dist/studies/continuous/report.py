@@ -12,6 +12,7 @@ from judgecal_dist.io.records import json_records
 from judgecal_dist.stats.continuous_metrics import kde_on_grid
 from judgecal_dist.stats.inference import bootstrap_ci
 from judgecal_dist.studies.base import StudyResult
+from judgecal_dist.studies.continuous.recommend import recommend
 
 if TYPE_CHECKING:
     from judgecal_dist.studies.continuous.config import Config, ContinuousInput
@@ -228,7 +229,7 @@ def summarise(config: Config, parts: pd.DataFrame, data: ContinuousInput) -> Stu
         .reset_index()
     )
     report = [
-        "# Continuous-score calibration (spec 001)",
+        "# Continuous-score calibration",
         f"Arms: {', '.join(data.arms)}; rubrics: {', '.join(data.rubrics)}; budgets {list(config.budgets)}; "
         f"{config.replicates} seeds ({config.nuts_seeds} with NUTS); flow epochs {config.flow_epochs}, K={config.flow_passes}.",
         f"Failed NUTS fits (gate R-hat/ESS/divergences), excluded from linear_hb: {failed} rubric rows.",
@@ -237,7 +238,7 @@ def summarise(config: Config, parts: pd.DataFrame, data: ContinuousInput) -> Stu
         "![metric vs budget](figures/metric_vs_budget.png)",
         "",
         _markdown(overall, ["judge", "corrector", "budget", "mean_error", "mae", "pearson", "kl", "w1"]),
-        "## Findings of spec §8.3",
+        "## Findings the paper expects, checked on this data",
         *[f"- {line}" for line in _findings(table, cross, canaries, parts)],
         "",
         f"Flow MC s.d. mean {flows['mc_sd_mean'].mean():.3f}; routed fraction {flows['routed_fraction'].mean():.3f}; "
@@ -254,4 +255,5 @@ def summarise(config: Config, parts: pd.DataFrame, data: ContinuousInput) -> Stu
         report="\n".join(report) + "\n",
         figures=figures(config, parts, table, data),
         extra=extra,
+        recommendation=recommend(config, table, cross),
     )

@@ -37,7 +37,7 @@ class Config(TypedSettings):
 
     data: Url = None
     datasets: listed(str) = ()
-    replicates: Resamples = Field(default=2000, description="bootstrap resamples per condition (spec 004 §3.3)")
+    replicates: Resamples = Field(default=2000, description="bootstrap resamples per condition")
     bootstrap_seed: Seed = 42
     ci_level: CiLevel = 0.95
     prices: dict[str, tuple[NonNegative, NonNegative]] = Field(

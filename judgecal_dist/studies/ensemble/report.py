@@ -17,6 +17,8 @@ from scipy.stats import pearsonr
 from judgecal_dist.io.records import json_records, plain
 from judgecal_dist.methods.repeated import ensemble as ens
 from judgecal_dist.studies.base import StudyResult
+from judgecal_dist.studies.ensemble.recommend import recommend
+from judgecal_dist.studies.recommendation import words
 from judgecal_dist.studies.score_collections import attach_tier
 
 if TYPE_CHECKING:
@@ -241,7 +243,7 @@ def _choices(config: Config) -> dict[str, Any]:
         f"per-subset CIs from the same resamples; linear percentiles",
         "join_key": config.join_key
         + (
-            " (paper-compatible id-only joins, spec 004 §3.11-3.12)"
+            " (paper-compatible joins on the example id only)"
             if config.join_key == "id"
             else " (each tier on its own rows)"
         ),
@@ -291,6 +293,7 @@ def summarise(config: Config, parts: pd.DataFrame, data: EnsembleInput) -> Study
         figures=ensemble_figures.figures(config, overall, parts, data),
         model={"escalation.json": _model(routing)},
         extra=extra,
+        recommendation=recommend(config, overall),
     )
 
 
@@ -321,7 +324,7 @@ def _pct(x: Any) -> str:
 
 def _report(config: Config, overall: pd.DataFrame, by_subset: pd.DataFrame, extra: dict[str, Any]) -> str:
     lines = [
-        "# Ensemble scoring and escalation (spec 004)",
+        "# Ensemble scoring and escalation",
         "",
         f"Data: `{config.data}`; join key `{config.join_key}`; {config.replicates} bootstrap resamples per condition.",
         "",
@@ -396,7 +399,7 @@ def _report(config: Config, overall: pd.DataFrame, by_subset: pd.DataFrame, extr
     ]
     if bad["k_differs_across_tiers"]:
         lines.append(f"- samples per tier differ in {bad['k_differs_across_tiers']}: {bad['samples_per_tier']}")
-    lines += ["", "## Protocol", ""] + [f"- {k}: {v}" for k, v in extra["choices"].items()]
+    lines += ["", "## Protocol", ""] + [f"- {k}: {words(v)}" for k, v in extra["choices"].items()]
     lines += [
         "",
         "Figures: `figures/accuracy_vs_k.png`, `figures/pareto_frontier.png`, `figures/variance_vs_error.png`.",

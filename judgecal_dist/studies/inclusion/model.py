@@ -83,23 +83,23 @@ def summarise_conformal(parts: pd.DataFrame, config: Config, rng: np.random.Gene
 def choices(config: Config) -> dict[str, Any]:
     # Every choice spec 000 leaves open, as this run made it, so a report can be read without the code.
     choices = {
-        "split": f"keyed hash of group_id, calibration fraction {config.calib_fraction} (spec: first floor(n/2) of a "
+        "split": f"keyed hash of group_id, calibration fraction {config.calib_fraction} (the paper: first floor(n/2) of a "
         "permutation; the hash gives halves of binomial size but lets every engine recompute membership)",
         "protocol": {
-            "insample": "main (aggregator and calibrator both fitted on the calibration part, spec 000 §5.1)",
+            "insample": "main (aggregator and calibrator both fitted on the calibration part, the paper's main protocol)",
             "nested": f"nested {config.nested_fraction:g}/{1 - config.nested_fraction:g} (aggregator on the first "
-            "part, calibrators on its out-of-sample scores of the second; curated panels ranked on the first; §5.2)",
+            "part, calibrators on its out-of-sample scores of the second; curated panels ranked on the first)",
             "crossfit": f"{config.crossfit_folds}-fold cross-fitted aggregator scores train the calibrators; final "
-            "aggregator from the whole calibration part (spec §5.2 extension)",
+            "aggregator from the whole calibration part",
         }[config.calib_scores]
         + "; stacking trains its calibrator on 5-fold out-of-fold scores",
         "calib_scores": config.calib_scores,
         "calibrator_input": {
             "logit": "the aggregator's unclipped log-odds (beta via log sigma(t)); only final probabilities are "
             "clipped at eps (project recommendation: clipping first collapses large-panel scores)",
-            "probability": "the aggregator's P(Y=1) clipped at eps before any logit (spec §3.4 as written)",
+            "probability": "the aggregator's P(Y=1) clipped at eps before any logit (as the paper writes it)",
         }[config.calibrator_input],
-        "conformal_protocol": "calibration part cut 60/20/20 (aggregator / calibrator / conformal slice), spec §5.2",
+        "conformal_protocol": "calibration part cut 60/20/20 (aggregator / calibrator / conformal slice)",
         "eps": config.eps,
         "one_coin_prior": {"alpha0": config.alpha0, "beta0": config.beta0},
         "class_prior": config.class_prior,
@@ -114,7 +114,7 @@ def choices(config: Config) -> dict[str, Any]:
         "dawid_skene": f"unsupervised, fitted on calibration votes only, <= {config.ds_n_iter} iterations, eta 0.01",
         "top_k_ranking": "posterior mean accuracy, ties by larger n_j then judge_id",
         "permutation": f"paired t, {config.permutation_resamples} sign flips, median t and p over splits",
-        "terciles": "judge agreement |2 p_MV - 1| of the full panel on the evaluation items, spec §3.10",
+        "terciles": "judge agreement |2 p_MV - 1| of the full panel on the evaluation items",
     }
     searched = [p for p in config.panels if p in ("beam", "backward", "greedy", "exhaustive")]
     if searched:

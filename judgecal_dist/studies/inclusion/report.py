@@ -9,6 +9,7 @@ import pandas as pd
 
 from judgecal_dist.engine.panel import Panel
 from judgecal_dist.io.figures import png, pyplot
+from judgecal_dist.studies.recommendation import words
 
 __all__ = ["report", "figures"]
 
@@ -72,7 +73,7 @@ def _tercile_lines(terciles: pd.DataFrame) -> list[str]:
     lines = [
         "## NLL by difficulty (full panel, agreement terciles of the evaluation items)",
         "",
-        "Agreement |2 p_MV − 1| of all judges; hard = bottom tercile, easy = top (spec §3.10).",
+        "Agreement |2 p_MV − 1| of all judges; hard = bottom tercile, easy = top.",
         "",
         "| aggregator | calibrator | hard | middle | easy |",
         "| --- | --- | --- | --- | --- |",
@@ -94,7 +95,7 @@ def _search_lines(search: pd.DataFrame) -> list[str]:
     if search is None or search.empty:
         return []
     lines = [
-        "## Same-pipeline subset search (spec Table 3; one-coin + beta, nested fit)",
+        "## Same-pipeline subset search (one-coin + beta, nested fit)",
         "",
         "Inner protocol: the calibration half cut 70/30 (one-coin counts / inner calibration); a candidate's "
         "score is the 5-fold CV NLL of beta on the inner part. Test NLL: one-coin on the 70%, beta refitted "
@@ -214,19 +215,19 @@ def report(
     shares = diagnostics["irt_variance_shares"]
     lines += [
         "",
-        f"## Scope diagnostics (calibration half of split {diagnostics['split_seed']}, spec 000 §3.7-3.8)",
+        f"## Scope diagnostics (calibration half of split {diagnostics['split_seed']})",
         "",
-        f"- P1 parse rate: review {len(diagnostics['p1_review'])} judges, filter {len(diagnostics['p1_filter'])} "
+        f"- parse rate: review {len(diagnostics['p1_review'])} judges, filter {len(diagnostics['p1_filter'])} "
         f"({', '.join(diagnostics['p1_filter'][:5]) or 'none'}).",
         f"- Reliably below chance (P(theta < 1/2) > 0.975): {len(diagnostics['below_chance_bayes'])} judges "
         "(kept: the one-coin weight flips them).",
-        f"- P3 missingness flags: {len(diagnostics['p3_flagged'])} judges.",
+        f"- missingness flags: {len(diagnostics['p3_flagged'])} judges.",
         "- 2PL IRT variance shares: "
         + (", ".join(f"{k} {v:.3f}" for k, v in shares.items()) or "not defined for a single judge")
         + f"; Spearman(ability, accuracy) = {_num(diagnostics['irt_ability_accuracy_spearman'], '.3f')}.",
     ]
-    lines += ["", "## Choices made where the spec leaves them open", ""]
-    lines += [f"- {k}: {v}" for k, v in choices.items()]
+    lines += ["", "## Choices this run made (defaults the paper leaves open)", ""]
+    lines += [f"- {k}: {words(v)}" for k, v in choices.items()]
     lines += [
         "",
         "Figures: `figures/nll_grid.png` (full-panel NLL by aggregator x calibrator), "

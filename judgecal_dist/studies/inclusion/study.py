@@ -57,6 +57,7 @@ from judgecal_dist.studies.inclusion.model import (
     fit_model,
     summarise_conformal,
 )
+from judgecal_dist.studies.inclusion.recommend import recommend
 from judgecal_dist.studies.inclusion.search import SEARCHES, run_searches
 
 __all__ = [
@@ -299,6 +300,7 @@ def summarise(config: Config, parts: pd.DataFrame, data: InclusionInput) -> Stud
             "search": json_records(search),
             "judges": json_records(data.judges),
         },
+        recommendation=recommend(config, summary, panel.n_judges, panel.n_items),
     )
 
 

@@ -273,7 +273,7 @@ def _synthetic_tasks(
             )
         )
     info = {
-        "generator": "G2 (spec 003 §7.9)",
+        "generator": "G2 (the paper's synthetic generator)",
         "items": n_items,
         "tie_propensities": list(propensities),
         "prior": list(prior),

@@ -20,6 +20,8 @@ from judgecal_dist.io.figures import png, pyplot
 from judgecal_dist.io.records import json_records
 from judgecal_dist.methods.repeated.davidson import DavidsonAggregator
 from judgecal_dist.studies.base import StudyResult
+from judgecal_dist.studies.itc.recommend import DEGENERATE_TIE_RATE, recommend, starred
+from judgecal_dist.studies.recommendation import words
 
 if TYPE_CHECKING:
     from judgecal_dist.studies.itc.config import Config
@@ -250,18 +252,24 @@ def summarise(config: Config, parts: pd.DataFrame, data: ItcInput) -> StudyResul
         figures=_figures(summary),
         model={"davidson.json": _model(config, data)},
         extra=extra,
+        recommendation=recommend(config, summary),
     )
 
 
 def _report(config: Config, summary: pd.DataFrame, extra: dict[str, Any]) -> str:
     hi = int(summary["n"].max())
     lines = [
-        "# Davidson aggregation vs self-consistency (spec 003)",
+        "# Davidson aggregation vs self-consistency",
         "",
         f"Data: `{config.data}` ({extra['choices']['source']}); {config.replicates} splits, calibration fraction "
-        f"{config.calib_fraction}; MAE (PA) on the evaluation part; * = top cluster (paired permutation tests).",
+        f"{config.calib_fraction}. Each cell: MAE (pairwise accuracy) on the evaluation part; n = sampled verdicts "
+        "per item. MAE is the mean absolute error of the predicted preference in {-1, 0, +1} (0 = tie); pairwise "
+        "accuracy (PA) the share of pairs predicted exactly. * = in the top cluster (no method significantly "
+        f"better, paired permutation tests); † = predicts a tie for {DEGENERATE_TIE_RATE:.0%} or more of the pairs, "
+        "so its MAE reflects how often the labels are ties and it is never starred.",
         "",
     ]
+    star = starred(summary)
     methods = [m for m in config.methods if m in set(summary["method"])]
     for judge, rows in summary.groupby("judge_id", sort=True):
         lines += [
@@ -271,42 +279,83 @@ def _report(config: Config, summary: pd.DataFrame, extra: dict[str, Any]) -> str
             "| --- | --- | " + " | ".join("---" for _ in methods) + " |",
         ]
         for (dataset, n), cell in rows.groupby(["dataset", "n"], sort=True):
-            by = cell.set_index("method")
+            by = cell.assign(star=star[cell.index]).set_index("method")
             cells = [
-                f"{by.at[m, 'mae']:.3f}{'*' if by.at[m, 'top_cluster_mae'] else ''} ({by.at[m, 'pa']:.3f})"
-                if m in by.index
-                else "—"
+                f"{by.at[m, 'mae']:.3f}{_mark(by.loc[m])} ({by.at[m, 'pa']:.3f})" if m in by.index else "—"
                 for m in methods
             ]
             lines.append(f"| {dataset} | {n} | " + " | ".join(cells) + " |")
         lines.append("")
-    lines += ["## Expected findings (spec 003 §7.8)", ""]
+    lines += ["## Findings the paper expects, checked on this data", ""]
     for name, value in extra["findings"].items():
         holds = value.get("holds") if isinstance(value, dict) else None
         verdict = "holds" if holds else "does not hold" if holds is False else "(information)"
-        details = ", ".join(f"{k}={_brief(v)}" for k, v in value.items() if k != "holds")
-        lines.append(f"- **{name}**: {verdict} — {details}")
+        lines.append(f"- {_finding(name, value)}: **{verdict}**")
     if extra["skipped_methods"]:
-        lines += ["", f"Skipped methods: {extra['skipped_methods']}"]
-    bad = extra["data"].get("bad_input", {})
+        lines += ["", "Skipped methods: " + "; ".join(f"{m} ({why})" for m, why in extra["skipped_methods"].items())]
+    bad = extra["data"].get("bad_input", {}).get("counts", {})
+    shares = extra["data"].get("label_shares", {})
     lines += [
         "",
         "## Input",
         "",
-        f"- {extra['data'].get('label_shares', {})}",
-        f"- bad input: {bad}",
+        "- label shares: " + (_pairs(shares) or "not recorded"),
+        "- bad input: " + (_pairs(bad) or "none"),
         "",
         "## Protocol",
         "",
-    ] + [f"- {k}: {v}" for k, v in extra["choices"].items()]
+    ] + [f"- {k}: {words(v)}" for k, v in extra["choices"].items()]
     lines += ["", f"Figures: `figures/mae_vs_n_<judge>.png` (largest budget {hi}).", ""]
     return "\n".join(lines)
 
 
+def _mark(row: pd.Series) -> str:
+    if row["pred_tie_rate"] >= DEGENERATE_TIE_RATE:
+        return "†"
+    return "*" if row["star"] else ""
+
+
+def _pairs(mapping: dict[str, Any]) -> str:
+    """``"a 0.45, b 0.10"``: a flat mapping in words (numbers rounded), never a Python dict."""
+    return ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in mapping.items())
+
+
+def _finding(name: str, value: Any) -> str:
+    """One expected finding as a sentence with its numbers (the JSON ``findings`` keeps every detail)."""
+    if not isinstance(value, dict):
+        return f"{name}: {value}"
+    if name == "davidson_below_sc_for_n_ge_4":
+        per = "; ".join(f"n={n}: {v['davidson_below_sc']} of {v['cells']} cells" for n, v in value["per_n"].items())
+        return f"Davidson has lower MAE than self-consistency at n >= 4 ({per})"
+    if name == "sc_flat_or_worse_as_n_grows":
+        lo, hi = value["n"]
+        return (
+            f"self-consistency does not improve by more than 0.01 MAE from n={lo} to n={hi} "
+            f"({value['cells_sc_not_better_by_0.01']} of {value['cells']} cells; change {_brief(value['sc_change'])}) "
+            f"while Davidson stays within 0.01 or improves ({value['davidson_within_0.01_or_better']} cells)"
+        )
+    if name == "weakest_judge_gains_most":
+        gaps = ", ".join(f"{j} {v['mean']:+.3f}" for j, v in value["gap_sc_minus_davidson"].items())
+        return (
+            f"the weakest judge ({value['weakest_judge (highest SC MAE)']}, highest self-consistency MAE) gains most "
+            f"from Davidson at n={value['n']} (MAE of self-consistency minus Davidson: {gaps})"
+        )
+    if name == "tie_collapse_precise_if":
+        rates = ", ".join(f"{j} {v:.0%}" for j, v in value["pred_tie_rate"].items())
+        return f"on Precise IF Davidson predicts a tie for nearly every pair at n={value['n']} (tie rate {rates})"
+    if name == "beta_decreases_with_n":
+        return (
+            f"Davidson's tie-width beta falls as n grows ({value['decreasing']} of {value['cells']} cells; eta0 > 0 "
+            f"in {value['eta0_positive_share']:.0%})"
+        )
+    details = ", ".join(f"{k} {_brief(v)}" for k, v in value.items() if k != "holds")
+    return f"{name.replace('_', ' ')} ({details})"
+
+
 def _brief(value: Any) -> str:
     """A short rendering of a finding's detail: long mappings of numbers as their range (the JSON has them all)."""
-    if isinstance(value, dict) and len(value) > 6 and all(isinstance(v, float) for v in value.values()):
-        return f"{len(value)} cells in [{min(value.values()):.4f}, {max(value.values()):.4f}]"
+    if isinstance(value, dict) and value and all(isinstance(v, float) for v in value.values()):
+        return f"{len(value)} cells from {min(value.values()):+.4f} to {max(value.values()):+.4f}"
     if isinstance(value, float):
         return f"{value:.4f}"
     return str(value)

@@ -14,6 +14,7 @@ from judgecal_dist.io.figures import png, pyplot
 from judgecal_dist.methods.fcps.paths import PATH_RULES
 from judgecal_dist.methods.fcps.select import FAMILY_LADDER, MENUS, menu_families, selection_penalty
 from judgecal_dist.studies.base import StudyResult
+from judgecal_dist.studies.regime_map.recommend import recommend, verdict
 
 if TYPE_CHECKING:
     from judgecal_dist.studies.regime_map.config import Config
@@ -91,8 +92,8 @@ def _winners(records: list[dict[str, Any]], paired: list[dict[str, Any]]) -> lis
     union = {r["budget"]: r for r in records if r["menu"] == "union"}
     out = []
     for row in paired:
-        winner = "scalar" if row["delta"] < 0 else "table"
-        decisive = row["ci_high"] < 0 or row["ci_low"] > 0
+        winner = verdict(row)  # named only when the interval excludes 0
+        decisive = winner != "no clear winner"
         u = union[row["budget"]]
         out.append(
             {
@@ -176,14 +177,14 @@ def _report(config: Config, records: list[dict[str, Any]], paired: list[dict[str
     for p, w in zip(paired, winners, strict=True):
         lines.append(
             f"| {p['budget']} | {p['delta']:+.4f} | [{p['ci_low']:+.4f}, {p['ci_high']:+.4f}] | "
-            f"{w['winner']}{' (CI excludes 0)' if w['ci_excludes_zero'] else ''} | "
+            f"{w['winner']} | "
             f"{w['union_family']} ({w['union_family_share']:.2f}) |"
         )
-    n_scalar = sum(w["winner"] == "scalar" for w in winners)
+    counts = Counter(w["winner"] for w in winners)
     lines += [
         "",
-        f"Scalar family wins {n_scalar}/{len(winners)} budgets "
-        f"({sum(w['winner'] == 'scalar' and w['ci_excludes_zero'] for w in winners)} with the CI excluding 0).",
+        f"Of {len(winners)} budgets: scalar wins {counts['scalar']}, table wins {counts['table']}, "
+        f"no clear winner (interval contains 0) {counts['no clear winner']}.",
         "",
         "Figures: `figures/regime_map.png`, `figures/risk_vs_k.png`, `figures/unseen_rate.png`.",
     ]
@@ -204,4 +205,5 @@ def summarise(config: Config, parts: pd.DataFrame, data: Any) -> StudyResult:
         report=_report(config, records, paired, winners),
         figures=_figures(config, parts, paired),
         extra=extra,
+        recommendation=recommend(config, records, paired),
     )

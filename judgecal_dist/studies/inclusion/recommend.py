@@ -1,0 +1,72 @@
+"""The inclusion study's answer: the pipeline with the lowest evaluation NLL, and what curating would cost."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from judgecal_dist.studies.recommendation import Recommendation, estimate, overlap
+
+__all__ = ["recommend"]
+
+KEYS = ("aggregator", "calibrator", "panel")
+
+
+def _name(row: pd.Series, n_judges: int) -> str:
+    panel = f"all {n_judges} judges" if row["panel"] == "all" else f"the {row['panel']} panel"
+    return f"{row['aggregator']} + {row['calibrator']} on {panel}"
+
+
+def _expected(row: pd.Series) -> str:
+    return ", ".join(estimate(row, m, label) for m, label in (("nll", "NLL"), ("ece", "ECE"), ("accuracy", "accuracy")))
+
+
+def recommend(config: Any, summary: pd.DataFrame, n_judges: int, n_items: int) -> Recommendation:
+    """The lowest-NLL pipeline, the runner-up, the raw (label-free) fallback and the curated panels' cost."""
+    ranked = summary.sort_values("nll", kind="stable")
+    best, second = ranked.iloc[0], ranked.iloc[1] if len(ranked) > 1 else ranked.iloc[0]
+    tie = overlap(best, second, "nll")
+    runner = f"{_name(second, n_judges)}: {estimate(second, 'nll', 'NLL')}" + (
+        " (intervals overlap: interchangeable on this data)" if tie else " (intervals separate)"
+    )
+    support = [best, second]
+    changes = []
+    raw = summary[
+        (summary["aggregator"] == best["aggregator"])
+        & (summary["panel"] == best["panel"])
+        & (summary["calibrator"] == "none")
+    ]
+    if best["calibrator"] != "none" and len(raw):
+        changes.append(
+            f"without labels to calibrate on, use {best['aggregator']} uncalibrated: {estimate(raw.iloc[0], 'nll', 'NLL')}"
+        )
+        support.append(raw.iloc[0])
+    n_cal = int(round(config.calib_fraction * n_items))
+    changes.append(
+        f"this answer uses about {n_cal} calibration labels; with fewer, run the budget study "
+        "(`judgecal run budget`) to see where calibration and the full panel stop paying off"
+    )
+    curated = summary[
+        (summary["panel"] != "all")
+        & (summary["aggregator"] == best["aggregator"])
+        & (summary["calibrator"] == best["calibrator"])
+    ]
+    if best["panel"] == "all" and "delta_nll" in curated:
+        for r in curated.itertuples():
+            changes.append(
+                f"curating to {r.panel} instead changes NLL by {estimate(r._asdict(), 'delta_nll', '', '+.4f')}"
+                " (above 0: keeping all judges is better)"
+            )
+        support += [r for _, r in curated.iterrows()]
+    rows = pd.DataFrame(support).drop_duplicates(subset=list(KEYS))
+    return Recommendation(
+        use=_name(best, n_judges),
+        expected=_expected(best),
+        runner_up=runner,
+        changes=changes,
+        interval=f"{int(config.ci_level * 100)}% intervals over {config.replicates} splits, as in the tables below",
+        support=rows,
+        keys=KEYS,
+        metrics=("nll", "ece", "accuracy", "delta_nll"),
+    )
