@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from judgecal_dist.io.figures import png, pyplot
+from judgecal_dist.io.figures import colours, plain_log_axis, png, pyplot
 from judgecal_dist.io.records import json_records
 from judgecal_dist.stats.continuous_metrics import kde_on_grid
 from judgecal_dist.stats.inference import bootstrap_ci
@@ -113,21 +113,26 @@ def _item_rows(parts: pd.DataFrame, budget: int) -> pd.DataFrame:
     return items
 
 
+_METRIC_NAMES = {"mae": "MAE", "kl": "KL divergence"}
+
+
 def figures(config: Config, parts: pd.DataFrame, table: pd.DataFrame, data: ContinuousInput) -> dict[str, bytes]:
     plt = pyplot()
     figs: dict[str, bytes] = {}
     budget = max(config.budgets)
     items = _item_rows(parts, budget)
     grid = np.linspace(1.0, 5.0, 500)
-    colors = {"raw": "0.6", "linear_hb": "C0", "flow": "C1", "ot": "C2"}
+    colors = {"raw": "0.6"} | colours([c for c in ORDER if c != "raw"])  # linear_hb, flow, ot: C0, C1, C2
     for arm in data.arms:
         arm_items = items[items["judge"] == arm]
         if arm_items.empty:
             continue
         fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4.2))
+        outside = 0
         for corrector, g in arm_items.groupby("corrector"):
             y = np.concatenate(g["y_items"].map(np.asarray).to_list())
             y_hat = np.concatenate(g["y_hat_items"].map(np.asarray).to_list())
+            outside += int(((y_hat < 1) | (y_hat > 5)).sum())
             ax1.scatter(
                 y,
                 y_hat,
@@ -145,16 +150,23 @@ def figures(config: Config, parts: pd.DataFrame, table: pd.DataFrame, data: Cont
                 if q is not None:
                     ax2.plot(grid, q, color="k", lw=2, label="reference")
         ax1.plot([1, 5], [1, 5], "k--", lw=1)
+        for edge in (1, 5):  # the scale's ends: a linear correction may leave them, and that is shown, not hidden
+            ax1.axhline(edge, color="0.4", lw=0.6, ls=":")
         ax1.set(
-            xlabel="reference y",
-            ylabel="corrected score",
-            title=f"{arm}: calibration scatter (seed {config.seed}, n={budget})",
+            xlabel="human reference score (1-5)",
+            ylabel="corrected judge score",
+            title=f"{arm}: {budget} anchors, seed {config.seed}"
+            + (f"; {outside} scores outside 1-5 (dotted)" if outside else ""),
         )
-        ax2.set(xlabel="score", ylabel="KDE mass on grid", title=f"{arm}: KDEs vs reference (all rubrics)")
+        ax2.set(
+            xlabel="score (1-5 scale)",
+            ylabel="density (kernel estimate)",
+            title=f"{arm}: score distributions vs reference (all rubrics)",
+        )
         ax1.legend(fontsize=7)
         ax2.legend(fontsize=7)
         figs[f"calibration_{arm}.png"] = png(fig, dpi=90, tight_layout=True)
-    fig, axes = plt.subplots(2, len(data.arms), figsize=(4.2 * len(data.arms), 7), squeeze=False)
+    fig, axes = plt.subplots(2, len(data.arms), figsize=(4.8 * len(data.arms), 7.4), squeeze=False)
     mean = table.groupby(["judge", "corrector", "budget"])[["mae", "kl"]].mean().reset_index()
     for c, arm in enumerate(data.arms):
         for r, metric in enumerate(("mae", "kl")):
@@ -168,8 +180,12 @@ def figures(config: Config, parts: pd.DataFrame, table: pd.DataFrame, data: Cont
                     label=corrector,
                     ls="--" if corrector == "raw" else "-",
                 )
-            ax.set_xscale("log")
-            ax.set(xlabel="anchor budget n", ylabel=f"{metric} (mean over rubrics)", title=f"{arm}: {metric} vs budget")
+            ax.set(
+                xlabel="human-scored anchors per rubric",
+                ylabel=f"{_METRIC_NAMES[metric]} to human scores\n(mean over rubrics)",
+                title=f"{arm}: {_METRIC_NAMES[metric]} vs anchors",
+            )
+            plain_log_axis(ax, "x", sorted(config.budgets))
             ax.legend(fontsize=7)
     figs["metric_vs_budget.png"] = png(fig, dpi=90, tight_layout=True)
     return figs

@@ -16,10 +16,11 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
-from judgecal_dist.io.figures import png, pyplot
+from judgecal_dist.io.figures import colours, plain_log_axis, png, pyplot
 from judgecal_dist.io.records import json_records
 from judgecal_dist.methods.repeated.davidson import DavidsonAggregator
 from judgecal_dist.studies.base import StudyResult
+from judgecal_dist.studies.itc.config import METHODS
 from judgecal_dist.studies.itc.recommend import DEGENERATE_TIE_RATE, recommend, starred
 from judgecal_dist.studies.recommendation import words
 
@@ -364,10 +365,12 @@ def _brief(value: Any) -> str:
 def _figures(summary: pd.DataFrame) -> dict[str, bytes]:
     plt = pyplot()
 
+    colour = colours(METHODS)  # a method keeps its colour in every panel and every judge's figure
+    budgets = sorted(summary["n"].unique())
     out = {}
     for judge, rows in summary.groupby("judge_id", sort=True):
         datasets = sorted(rows["dataset"].unique())
-        fig, axes = plt.subplots(1, len(datasets), figsize=(3.2 * len(datasets), 3.4), dpi=100, squeeze=False)
+        fig, axes = plt.subplots(1, len(datasets), figsize=(3.4 * len(datasets) + 1.8, 3.6), dpi=100, squeeze=False)
         for ax, dataset in zip(axes[0], datasets, strict=True):
             for method, g in rows[rows["dataset"] == dataset].groupby("method", sort=True):
                 g = g.sort_values("n")
@@ -378,15 +381,19 @@ def _figures(summary: pd.DataFrame) -> dict[str, bytes]:
                     marker="o",
                     ms=3,
                     capsize=2,
+                    color=colour.get(method),
+                    ls="--" if method == "constant_tie" else "-",
                     label=method,
                 )
             ax.set_title(dataset, fontsize=9)
-            ax.set_xlabel("samples n")
+            ax.set_xlabel("sampled verdicts per item n")
+            ax.set_ylabel("MAE (evaluation, mean and 95% interval)")
+            plain_log_axis(ax, "x", budgets)
             ax.grid(alpha=0.3)
-        axes[0][0].set_ylabel("MAE (evaluation, mean ± CI)")
-        axes[0][-1].legend(fontsize=6)
-        fig.suptitle(f"MAE vs n: {judge}", fontsize=10)
-        fig.tight_layout()
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        fig.legend(handles, labels, fontsize=7, loc="center right")
+        fig.suptitle(f"MAE vs n: judge {judge} (lower is better; dashed: always 'tie')", fontsize=10)
+        fig.tight_layout(rect=(0, 0, 1 - 1.6 / (3.4 * len(datasets) + 1.8), 1))
         safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in judge)
         out[f"mae_vs_n_{safe}.png"] = png(fig)
     return out

@@ -45,7 +45,7 @@ from pydantic import Field, model_validator
 from scipy.special import logit
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.io.figures import png, pyplot
+from judgecal_dist.io.figures import colours, png, pyplot
 from judgecal_dist.io.records import json_records
 from judgecal_dist.methods.aggregation.aggregate import MajorityVote, log_odds_proba
 from judgecal_dist.methods.aggregation.theory import jury_error_bound
@@ -345,33 +345,34 @@ def _report(config: Config, summary: pd.DataFrame) -> str:
 def _figure(config: Config, summary: pd.DataFrame) -> bytes:
     plt = pyplot()
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.0), dpi=110)
+    labels = {
+        "log_odds": "weighted (estimated)",
+        "oracle": "weighted (true accuracies)",
+        "majority": "majority vote (all)",
+        "top_half": "top-half vote",
+        "top_third": "top-third vote",
+    }
+    colour = colours(labels)  # one colour per method in both panels
+    fig, axes = plt.subplots(1, 2, figsize=(11.5, 4.2), dpi=110)
     x = summary["spread"]
-    for metric, label in (("gap", "LO (estimated)"), ("oracle_gap", "LO (oracle)")):
-        line = axes[0].plot(x, 100 * summary[metric], marker="o", ms=3, label=label)
+    for metric, method, label in (
+        ("gap", "log_odds", "weighted (estimated) − best pruned"),
+        ("oracle_gap", "oracle", "weighted (true) − best pruned"),
+        ("lo_vs_majority", "majority", "weighted (estimated) − majority vote"),
+    ):
+        axes[0].plot(x, 100 * summary[metric], marker="o", ms=3, color=colour[method], label=label)
         axes[0].fill_between(
-            x,
-            100 * summary[f"{metric}_ci_low"],
-            100 * summary[f"{metric}_ci_high"],
-            color=line[0].get_color(),
-            alpha=0.15,
+            x, 100 * summary[f"{metric}_ci_low"], 100 * summary[f"{metric}_ci_high"], color=colour[method], alpha=0.15
         )
     axes[0].axhline(0.0, color="grey", lw=0.8)
-    axes[0].set_ylabel("acc(LO) - max(top-half, top-third), points")
-    axes[0].set_title("Weighting vs pruning gap")
-    labels = {
-        "log_odds": "LO (estimated)",
-        "top_half": "top-half MV",
-        "top_third": "top-third MV",
-        "oracle": "LO (oracle)",
-        "majority": "MV (all)",
-    }
+    axes[0].set_ylabel("accuracy difference (percentage points)")
+    axes[0].set_title("Gain of log-odds weighting (> 0: weighting better)")
     for method, label in labels.items():
-        axes[1].plot(x, 100 * summary[f"acc_{method}"], marker="o", ms=3, label=label)
-    axes[1].set_ylabel("evaluation accuracy %")
-    axes[1].set_title(f"J={config.n_judges}, mu={config.mean_accuracy}, n={config.n_items}")
+        axes[1].plot(x, 100 * summary[f"acc_{method}"], marker="o", ms=3, color=colour[method], label=label)
+    axes[1].set_ylabel("evaluation accuracy (%)")
+    axes[1].set_title(f"{config.n_judges} judges, mean accuracy {config.mean_accuracy}, {config.n_items} items")
     for ax in axes:
-        ax.set_xlabel("accuracy spread sigma_p")
+        ax.set_xlabel("accuracy spread (standard deviation of the judges' accuracies)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     return png(fig, tight_layout=True)

@@ -10,7 +10,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from judgecal_dist.errors import RunError
-from judgecal_dist.io.figures import png, pyplot
+from judgecal_dist.io.figures import heatmap, plain_log_axis, png, pyplot
 from judgecal_dist.methods.fcps.paths import PATH_RULES
 from judgecal_dist.methods.fcps.select import FAMILY_LADDER, MENUS, menu_families, selection_penalty
 from judgecal_dist.studies.base import StudyResult
@@ -114,21 +114,32 @@ def _figures(config: Config, parts: pd.DataFrame, paired: list[dict[str, Any]]) 
     union = _selected(parts, "union")
     share = pd.crosstab(union["family"], union["budget"], normalize="columns").reindex(FAMILY_LADDER, fill_value=0)
     share = share.reindex(columns=budgets, fill_value=0)
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4))
-    im = ax.imshow(share.to_numpy(), aspect="auto", cmap="viridis", vmin=0, vmax=1)
-    ax.set_xticks(range(len(budgets)), [str(b) for b in budgets])
-    ax.set_yticks(range(len(FAMILY_LADDER)), list(FAMILY_LADDER))
-    for j, b in enumerate(budgets):
-        i = int(np.argmax(share[b].to_numpy()))
-        ax.text(j, i, "win", ha="center", va="center", color="red", fontsize=8)
-    ax.set(xlabel="budget B (rows)", title=f"regime map: union-menu selection share\n{config.data}")
-    fig.colorbar(im, ax=ax)
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11.5, 4.2))
+    values = share.to_numpy()
+    heatmap(
+        ax,
+        values,
+        list(FAMILY_LADDER),
+        [str(b) for b in budgets],
+        best=[(int(np.argmax(values[:, j])), j) for j in range(len(budgets))],
+        best_label="most picked",
+        fmt="{:.2f}",
+        colorbar="share of splits selecting the family",
+        xlabel="label budget B (calibration rows)",
+        ylabel="family picked by the union menu",
+        title="Which family the selector picks, per budget",
+    )
     d = pd.DataFrame(paired)
-    bx.errorbar(d["budget"], d["delta"], yerr=[d["delta"] - d["ci_low"], d["ci_high"] - d["delta"]], marker="o")
+    bx.errorbar(
+        d["budget"], d["delta"], yerr=[d["delta"] - d["ci_low"], d["ci_high"] - d["delta"]], marker="o", capsize=3
+    )
     bx.axhline(0, color="grey", lw=0.8)
-    bx.set(xscale="log", xlabel="budget B", ylabel="scalar MSE - table MSE", title="table vs scalar (paired CI)")
-    bx.set_xticks(budgets, [str(b) for b in budgets])
-    bx.minorticks_off()
+    bx.set(
+        xlabel="label budget B (calibration rows)",
+        ylabel="scalar MSE - table MSE (< 0: scalar better)",
+        title="Table vs scalar stacker (paired interval)",
+    )
+    plain_log_axis(bx, "x", budgets)
     figures = {"regime_map.png": png(fig, dpi=110, tight_layout=True)}
 
     table = parts[parts["family"] == "table"]
@@ -138,7 +149,7 @@ def _figures(config: Config, parts: pd.DataFrame, paired: list[dict[str, Any]]) 
         risk = table[table["path"] == path].groupby(["budget", "k"])["test_mse"].mean().unstack("budget")
         for b in risk.columns:
             ax.plot(risk.index, risk[b], marker=".", label=f"B={b}")
-        ax.set(title=f"joint table, path {path}", xlabel="prefix k", ylabel="test MSE")
+        ax.set(title=f"joint table, judge order: {path}", xlabel="judges in the table (prefix k)", ylabel="test MSE")
     axes[0][0].legend(fontsize=7)
     figures["risk_vs_k.png"] = png(fig, dpi=110, tight_layout=True)
 
@@ -147,9 +158,12 @@ def _figures(config: Config, parts: pd.DataFrame, paired: list[dict[str, Any]]) 
     ax.plot(chosen.index, chosen.to_numpy(), marker="o", label="selected table")
     kmax = table[table["k"] == table["k"].max()].groupby("budget")["unseen_rate"].mean()
     ax.plot(kmax.index, kmax.to_numpy(), marker="s", label=f"k = {int(table['k'].max())}")
-    ax.set(xscale="log", xlabel="budget B", ylabel="test unseen-pattern rate", title="unseen rate vs budget")
-    ax.set_xticks(budgets, [str(b) for b in budgets])
-    ax.minorticks_off()
+    ax.set(
+        xlabel="label budget B (calibration rows)",
+        ylabel="share of test rows with an unseen pattern",
+        title="Unseen vote patterns vs budget",
+    )
+    plain_log_axis(ax, "x", budgets)
     ax.legend()
     figures["unseen_rate.png"] = png(fig, dpi=110, tight_layout=True)
     return figures
