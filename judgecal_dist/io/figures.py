@@ -121,7 +121,7 @@ def heatmap(
     for (i, j), value in np.ndenumerate(data):
         if not np.isfinite(value):
             continue
-        red, green, blue, _ = image.cmap(image.norm(value))
+        red, green, blue, _ = image.to_rgba(value)
         light = 0.299 * red + 0.587 * green + 0.114 * blue > 0.5
         ax.text(
             j,

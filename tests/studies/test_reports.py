@@ -73,21 +73,21 @@ def rendered(tmp_path_factory) -> dict[str, tuple[StudyResult, dict[str, list[di
 
     tmp = tmp_path_factory.mktemp("reports")
     panel, pairs = str(tmp / "panel"), str(tmp / "pairs")
-    generate_panel(panel, n_items=600, n_judges=9, seed=3)
+    generate_panel(panel, n_items=400, n_judges=9, seed=3)
     generate_panel(pairs, n_items=400, n_judges=9, seed=5, pairs=True)
     runs: dict[str, tuple[Any, Callable[[], Any]]] = {
         "inclusion": (
             inclusion,
             lambda: inclusion.Config(
                 data=panel,
-                replicates=4,
-                aggregators=("majority", "one_coin", "dawid_skene"),
+                replicates=3,
+                aggregators=("majority", "one_coin"),
                 calibrators=("none", "platt", "beta"),
                 panels=("all", "top3"),
                 permutation_resamples=200,
             ),
         ),
-        "budget": (budget, lambda: budget.Config(data=pairs, replicates=4, max_t_resamples=200)),
+        "budget": (budget, lambda: budget.Config(data=pairs, replicates=3, max_t_resamples=200)),
         "narrowband": (narrowband, lambda: narrowband.Config(replicates=6)),
         "regime_map": (
             regime_map,

@@ -260,7 +260,7 @@ def figures(metrics: pd.DataFrame, summary: pd.DataFrame, reliability: pd.DataFr
         list(full.index),
         list(full.columns),
         best=[tuple(np.argwhere(grid == finite.min())[0])] if finite.size else [],
-        norm=LogNorm(finite.min(), finite.max()) if finite.size and finite.min() > 0 else None,
+        norm=LogNorm(finite.min(), finite.max()) if finite.size and 0 < finite.min() < finite.max() else None,
         cmap="viridis_r",
         colorbar="evaluation NLL (log colour scale)",
         xlabel="calibrator",
