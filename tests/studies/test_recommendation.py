@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -63,3 +64,19 @@ def test_console_preview_prints_the_answer_and_every_key_column():
     assert table[0].split() == ["panel", "k", "nll", "delta"]
     assert table[1].split()[:3] == ["all", "8", "0.3000"] and "[0.2900, 0.3100]" in table[1]
     assert table[2].split()[-1] == "0.0500"
+
+
+def test_run_prints_the_recommendation_and_its_rows_then_the_url(tmp_path):
+    from click.testing import CliRunner
+
+    from judgecal_dist.cli import cli
+
+    args = ["run", "narrowband", "--set", "replicates=3", "--serial", "--output", str(tmp_path)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    lines = result.output.strip().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Recommendation: use "))
+    assert "  expected: at spread 0.20: accuracy" in lines[start + 1]
+    header = lines[lines.index("Supporting rows:") + 1].split()
+    assert header[0] == "spread" and "lo_vs_majority" in header
+    assert (Path(lines[-1]) / "_SUCCESS").exists()  # the run's folder, last

@@ -221,6 +221,10 @@ def _budget_report(
         lines.append(f"| {label} | " + " | ".join(row_cells) + f" | {_change(beta, raw)} | {at_identity:.2f} |")
     lines += [
         "",
+        "Columns: panel + calibrator (all = every judge, top-k = the k most accurate on the budget's labels; none = "
+        "uncalibrated); beta vs raw = NLL of all + beta relative to all + none; beta left at identity = share of "
+        "splits where the penalised beta calibrator stayed the identity map.",
+        "",
         f"## Joint test across budgets: {max_t['comparison']}",
         "",
         "| budget | mean Delta [95% CI] | share of splits > 0 | t |",

@@ -253,6 +253,11 @@ def summarise(config: Config, parts: pd.DataFrame, data: ContinuousInput) -> Stu
         "## Rubric-mean metrics by judge, corrector and budget",
         "![metric vs budget](figures/metric_vs_budget.png)",
         "",
+        "Columns: budget = human-scored anchors per rubric; mean_error = mean of corrected minus human score "
+        "(bias); mae = mean absolute error; pearson = correlation with the human scores; kl = KL divergence between "
+        "the human and the corrected score distributions; w1 = Wasserstein-1 distance between them (all means over "
+        "the rubrics; per-rubric values with intervals in summary.json).",
+        "",
         _markdown(overall, ["judge", "corrector", "budget", "mean_error", "mae", "pearson", "kl", "w1"]),
         "## Findings the paper expects, checked on this data",
         *[f"- {line}" for line in _findings(table, cross, canaries, parts)],

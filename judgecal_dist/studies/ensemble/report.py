@@ -330,6 +330,12 @@ def _report(config: Config, overall: pd.DataFrame, by_subset: pd.DataFrame, extr
         "",
         "## Accuracy vs k (accuracy % ± CI half-width, n, ties, $/example)",
         "",
+        "Columns: tier = judge model; variant = prompt (base, or criteria: one category-aware sentence added); "
+        "join = how tiers are matched to examples; k = samples averaged per response; n = evaluable examples; "
+        "± = half-width of the 95% bootstrap interval; ties = examples whose top mean is shared (counted wrong); "
+        "$/ex = mean cost per example; × baseline = cost relative to the reference tier with one sample on the base "
+        "prompt.",
+        "",
         "| tier | variant | join | k | n | accuracy | ± | ties | $/ex | × baseline |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]

@@ -30,6 +30,10 @@ def _ranking(summary: pd.DataFrame, n: int) -> pd.DataFrame:
 
 def _cells(summary: pd.DataFrame, method: str, n: int) -> str:
     rows = summary[(summary["method"] == method) & (summary["n"] == n)].sort_values("mae")
+    degenerate = int((rows["pred_tie_rate"] >= DEGENERATE_TIE_RATE).sum())
+    rows = rows[rows["pred_tie_rate"] < DEGENERATE_TIE_RATE]  # those cells are named under "when this changes"
+    if rows.empty:
+        return f"predicts a tie for {DEGENERATE_TIE_RATE:.0%} or more of the pairs in every cell"
     if len(rows) <= 3:
         return "; ".join(
             f"{r['dataset']} {r['judge_id']}: {estimate(r, 'mae', 'MAE', '.3f')}" for _, r in rows.iterrows()
@@ -38,6 +42,7 @@ def _cells(summary: pd.DataFrame, method: str, n: int) -> str:
     return (
         f"MAE from {estimate(best, 'mae', '', '.3f')} ({best['dataset']}, {best['judge_id']}) to "
         f"{estimate(worst, 'mae', '', '.3f')} ({worst['dataset']}, {worst['judge_id']}) over {len(rows)} cells"
+        + (f" ({degenerate} cells where it nearly always predicts a tie left out)" if degenerate else "")
     )
 
 

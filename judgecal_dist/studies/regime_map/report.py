@@ -186,7 +186,19 @@ def _report(config: Config, records: list[dict[str, Any]], paired: list[dict[str
             f"[{r['test_mse_ci_low']:.4f}, {r['test_mse_ci_high']:.4f}] | {r['support_per_label']:.4f} | "
             f"{r['seen_term']:.4f} | {r['unseen_rate']:.4f} | {r['cell_pressure']:.4f} |"
         )
-    lines += ["", "## Table vs scalar (delta = scalar MSE - table MSE, paired over splits)", ""]
+    lines += [
+        "",
+        "Columns: B = labelled calibration rows; menu = families the selector may pick (table only, scalar "
+        "stackers only, or both); path = judge order; mean k = judges in the selected candidate; family (share) = "
+        "the family picked most often and its share of splits; test MSE = squared error of the predicted probability "
+        "on test rows; S_eff/B = effective support per label, exp(entropy of the calibration vote patterns) / B "
+        "(well below 1: a table can afford its cells); seen term = sum over patterns seen in calibration of (test "
+        "share / calibration rows), the variance a table pays; unseen = share of test rows whose pattern never "
+        "occurred in calibration; C = cell pressure, seen term + unseen (docs/methods.md).",
+        "",
+        "## Table vs scalar (delta = scalar MSE - table MSE, paired over splits)",
+        "",
+    ]
     lines += ["| B | delta | CI | winner | union-menu family (share) |", "|---|---|---|---|---|"]
     for p, w in zip(paired, winners, strict=True):
         lines.append(
