@@ -66,6 +66,7 @@ def rendered(tmp_path_factory) -> dict[str, tuple[StudyResult, dict[str, list[di
     from judgecal_dist.studies.budget import study as budget
     from judgecal_dist.studies.continuous import study as continuous
     from judgecal_dist.studies.ensemble import study as ensemble
+    from judgecal_dist.studies.inclusion import scale as inclusion_scale
     from judgecal_dist.studies.inclusion import study as inclusion
     from judgecal_dist.studies.itc import study as itc
     from judgecal_dist.studies.narrowband import study as narrowband
@@ -86,6 +87,10 @@ def rendered(tmp_path_factory) -> dict[str, tuple[StudyResult, dict[str, list[di
                 panels=("all", "top3"),
                 permutation_resamples=200,
             ),
+        ),
+        "inclusion_scale": (
+            inclusion_scale,
+            lambda: inclusion_scale.Config(data=panel, replicates=3, execution="dense", panels=("all", "top3")),
         ),
         "budget": (budget, lambda: budget.Config(data=pairs, replicates=3, max_t_resamples=200)),
         "narrowband": (narrowband, lambda: narrowband.Config(replicates=6)),
@@ -163,7 +168,7 @@ def _rb2_slice(src: Path, dest: Path) -> Path:
     return dest
 
 
-STUDIES = ("inclusion", "budget", "narrowband", "regime_map", "itc", "ensemble", "continuous")
+STUDIES = ("inclusion", "inclusion_scale", "budget", "narrowband", "regime_map", "itc", "ensemble", "continuous")
 
 
 def _result(rendered: dict, study: str) -> tuple[StudyResult, dict]:
@@ -229,6 +234,7 @@ def test_methods_doc_covers_every_method_the_code_offers():
 #: The method columns of each study's summary.
 METHOD_COLUMNS = {
     "inclusion": ("aggregator", "calibrator", "panel"),
+    "inclusion_scale": ("aggregator", "calibrator", "panel"),
     "budget": ("aggregator", "calibrator", "panel"),
     "regime_map": ("menu", "selected_family", "selected_path"),
     "itc": ("method",),

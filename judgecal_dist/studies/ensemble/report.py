@@ -363,7 +363,7 @@ def _report(config: Config, overall: pd.DataFrame, by_subset: pd.DataFrame, extr
             "",
             f"## Hard variance routing ({esc['dataset']}, {esc['cheap_tier']} -> {esc['full_tier']})",
             "",
-            "Pareto frontier: "
+            "Thresholds on the cost-accuracy frontier of the routing sweep (the figure adds plain ensembles): "
             + "; ".join(
                 f"θ={p['theta']:.4g}: {_pct(p['accuracy'])}% at {p['cost_ratio']:.3f} of cheap+full"
                 for p in esc["frontier"]

@@ -13,8 +13,9 @@ __all__ = ["recommend"]
 KEYS = ("aggregator", "calibrator", "panel")
 
 
-def _name(row: pd.Series, n_judges: int) -> str:
-    panel = f"all {n_judges} judges" if row["panel"] == "all" else f"the {row['panel']} panel"
+def _name(row: pd.Series, n_judges: int | None) -> str:
+    everyone = f"all {n_judges} judges" if n_judges else "all judges"
+    panel = everyone if row["panel"] == "all" else f"the {row['panel']} panel"
     return f"{row['aggregator']} + {row['calibrator']} on {panel}"
 
 
@@ -22,8 +23,14 @@ def _expected(row: pd.Series) -> str:
     return ", ".join(estimate(row, m, label) for m, label in (("nll", "NLL"), ("ece", "ECE"), ("accuracy", "accuracy")))
 
 
-def recommend(config: Any, summary: pd.DataFrame, n_judges: int, n_items: int) -> Recommendation:
-    """The lowest-NLL pipeline, the runner-up, the raw (label-free) fallback and the curated panels' cost."""
+def recommend(
+    config: Any, summary: pd.DataFrame, n_judges: int | None = None, n_items: int | None = None
+) -> Recommendation:
+    """The lowest-NLL pipeline, the runner-up, the raw (label-free) fallback and the curated panels' cost.
+
+    ``n_judges``/``n_items`` (when known) name the panel size and the calibration labels the answer rests on; the
+    ``inclusion_scale`` study, whose one-pass execution never holds the panel, leaves them out.
+    """
     ranked = summary.sort_values("nll", kind="stable")
     best, second = ranked.iloc[0], ranked.iloc[1] if len(ranked) > 1 else ranked.iloc[0]
     tie = overlap(best, second, "nll")
@@ -42,9 +49,9 @@ def recommend(config: Any, summary: pd.DataFrame, n_judges: int, n_items: int) -
             f"without labels to calibrate on, use {best['aggregator']} uncalibrated: {estimate(raw.iloc[0], 'nll', 'NLL')}"
         )
         support.append(raw.iloc[0])
-    n_cal = int(round(config.calib_fraction * n_items))
+    labels = f"about {round(config.calib_fraction * n_items)}" if n_items else f"{config.calib_fraction:.0%} of the"
     changes.append(
-        f"this answer uses about {n_cal} calibration labels; with fewer, run the budget study "
+        f"this answer uses {labels} labelled items for calibration; with fewer, run the budget study "
         "(`judgecal run budget`) to see where calibration and the full panel stop paying off"
     )
     curated = summary[

@@ -64,6 +64,7 @@ from judgecal_dist.stats.inference import summarise_over_splits
 from judgecal_dist.stats.metrics import metric_table
 from judgecal_dist.studies.base import StudyResult
 from judgecal_dist.studies.inclusion import scale_report as inclusion_scale_report
+from judgecal_dist.studies.inclusion.recommend import recommend
 
 __all__ = [
     "NAME",
@@ -282,4 +283,5 @@ def summarise(config: Config, parts: pd.DataFrame, data: ScaleInput) -> StudyRes
         report=inclusion_scale_report.report(config, summary, execution),
         figures=inclusion_scale_report.figures(summary, config),
         extra={"execution": execution, "calibrator_input": config.calibrator_input},
+        recommendation=recommend(config, summary, *((data.panel.n_judges, data.panel.n_items) if data.panel else ())),
     )

@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from judgecal_dist.io.figures import png, pyplot
+from judgecal_dist.io.figures import colours, png, pyplot
+from judgecal_dist.methods.pipeline import CALIBRATORS
 
 __all__ = ["report", "figures"]
 
@@ -47,14 +48,16 @@ def figures(summary: pd.DataFrame, config: Any) -> dict[str, bytes]:
     panels = [p for p in config.panels if p in set(summary["panel"])]
     calibrators = [c for c in config.calibrators if c in set(summary["calibrator"])]
     width = 0.8 / max(len(calibrators), 1)
+    colour = colours(CALIBRATORS)  # the inclusion and budget studies' colours
     fig, ax = plt.subplots(figsize=(1.5 + 1.4 * len(panels), 3.6), dpi=110)
     for i, cal in enumerate(calibrators):
         rows = summary[summary["calibrator"] == cal].set_index("panel").reindex(panels)
         x = np.arange(len(panels)) + (i - (len(calibrators) - 1) / 2) * width
         err = [rows["nll"] - rows["nll_ci_low"], rows["nll_ci_high"] - rows["nll"]]
-        ax.bar(x, rows["nll"], width, yerr=err, capsize=3, label=cal)
+        ax.bar(x, rows["nll"], width, yerr=err, capsize=3, color=colour[cal], label=cal)
     ax.set_xticks(np.arange(len(panels)), panels)
-    ax.set_ylabel("evaluation NLL (mean over splits)")
+    ax.set_xlabel("panel (all judges, or the k most accurate)")
+    ax.set_ylabel("evaluation NLL (mean, 95% interval)")
     ax.set_title(f"One-coin + calibrator, {config.replicates} splits")
     ax.legend(title="calibrator", fontsize=8)
     return {"nll_by_panel.png": png(fig, tight_layout=True)}

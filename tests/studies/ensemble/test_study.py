@@ -381,7 +381,7 @@ def test_outputs_and_bad_input_report(default_run):
     bad = summary["bad_input"]
     assert bad["counts"]["responses_all_samples_null"] == 1 and bad["k_differs_across_tiers"] == []
     report = (folder / "report.md").read_text()
-    assert "responses_all_samples_null: 1" in report and "Pareto frontier" in report
+    assert "responses_all_samples_null: 1" in report and "frontier of the routing sweep" in report
 
 
 def test_ray_run_equals_serial_run(rb2_url, tmp_path, ray_local):
