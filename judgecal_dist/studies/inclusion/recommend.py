@@ -11,12 +11,18 @@ from judgecal_dist.studies.recommendation import Recommendation, estimate, overl
 __all__ = ["recommend"]
 
 KEYS = ("aggregator", "calibrator", "panel")
+#: Aggregators that need no labels (majority vote; Dawid-Skene is fitted on the verdicts alone).
+LABEL_FREE = ("majority", "dawid_skene")
+
+
+def _panel(row: pd.Series, n_judges: int | None) -> str:
+    if row["panel"] != "all":
+        return f"the {row['panel']} panel"
+    return f"all {n_judges} judges" if n_judges else "all judges"
 
 
 def _name(row: pd.Series, n_judges: int | None) -> str:
-    everyone = f"all {n_judges} judges" if n_judges else "all judges"
-    panel = everyone if row["panel"] == "all" else f"the {row['panel']} panel"
-    return f"{row['aggregator']} + {row['calibrator']} on {panel}"
+    return f"{row['aggregator']} + {row['calibrator']} on {_panel(row, n_judges)}"
 
 
 def _expected(row: pd.Series) -> str:
@@ -39,16 +45,16 @@ def recommend(
     )
     support = [best, second]
     changes = []
-    raw = summary[
-        (summary["aggregator"] == best["aggregator"])
-        & (summary["panel"] == best["panel"])
-        & (summary["calibrator"] == "none")
-    ]
-    if best["calibrator"] != "none" and len(raw):
+    # Without labels only the unsupervised aggregators can run (one-coin counts and stacking fits need labels).
+    free = summary[summary["aggregator"].isin(LABEL_FREE) & (summary["calibrator"] == "none")]
+    free = free[free["panel"] == "all"] if (free["panel"] == "all").any() else free
+    if len(free):
+        fallback = free.sort_values("nll", kind="stable").iloc[0]
         changes.append(
-            f"without labels to calibrate on, use {best['aggregator']} uncalibrated: {estimate(raw.iloc[0], 'nll', 'NLL')}"
+            f"without labels, use {fallback['aggregator']} uncalibrated on {_panel(fallback, n_judges)}: "
+            f"{estimate(fallback, 'nll', 'NLL')}"
         )
-        support.append(raw.iloc[0])
+        support.append(fallback)
     labels = f"about {round(config.calib_fraction * n_items)}" if n_items else f"{config.calib_fraction:.0%} of the"
     changes.append(
         f"this answer uses {labels} labelled items for calibration; with fewer, run the budget study "
@@ -59,12 +65,12 @@ def recommend(
         & (summary["aggregator"] == best["aggregator"])
         & (summary["calibrator"] == best["calibrator"])
     ]
-    if best["panel"] == "all" and "delta_nll" in curated:
-        for r in curated.itertuples():
-            changes.append(
-                f"curating to {r.panel} instead changes NLL by {estimate(r._asdict(), 'delta_nll', '', '+.4f')}"
-                " (above 0: keeping all judges is better)"
-            )
+    if best["panel"] == "all" and "delta_nll" in curated and len(curated):
+        changes.append(
+            "curating instead changes NLL by "
+            + "; ".join(f"{r.panel} {estimate(r._asdict(), 'delta_nll', '', '+.4f')}" for r in curated.itertuples())
+            + " (above 0: keeping all judges is better)"
+        )
         support += [r for _, r in curated.iterrows()]
     rows = pd.DataFrame(support).drop_duplicates(subset=list(KEYS))
     return Recommendation(

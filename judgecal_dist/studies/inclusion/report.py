@@ -314,8 +314,8 @@ def _reliability(reliability: pd.DataFrame, colour: dict[str, Any]) -> bytes:
         rows = rows[rows["count"] > 0]
         x, y = rows["sum_p"] / rows["count"], rows["sum_y"] / rows["count"]
         label = f"one_coin + {cal}" if cal != "none" else "one_coin (uncalibrated)"
-        ax.plot(x, y, "-", color=colour[cal], lw=1, alpha=0.7)
         solid = rows["count"] >= few
+        ax.plot(x[solid], y[solid], "-", color=colour[cal], lw=1, alpha=0.7)  # the line joins well-filled bins only
         ax.scatter(x[solid], y[solid], color=colour[cal], s=25, label=label, zorder=3)
         ax.scatter(x[~solid], y[~solid], facecolors="none", edgecolors=colour[cal], s=25, zorder=3)
         for xi, yi, n in zip(x[~solid], y[~solid], rows["count"][~solid], strict=True):
