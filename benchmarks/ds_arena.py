@@ -21,12 +21,15 @@ Then, each in a fresh subprocess (so every peak RSS is its own):
    JVM is driver and executors);
 2. ``baseline``: one pyarrow + numpy pass over the verdicts: read ``item_id, judge_id, verdict``, scatter the
    dense votes, Dawid-Skene log-odds with the fitted parameters, write one Parquet file of ``item_id, p``; it is
-   the denominator of the ``score`` ratio, and its predictions against ``truth`` give the accuracy.
+   the denominator of the ``score`` ratio, and its predictions against ``truth`` give the accuracy;
+3. with ``--model URL``: ``judgecal score`` of the same table on Spark with that model (the timing child of
+   :mod:`benchmarks.score_throughput`), and its ratio to the pass of 2, of wall and of CPU time.
 
 Usage (repository root; heavy: about 2 GB of Parquet in the workdir)::
 
     python -m benchmarks.ds_arena --workdir /tmp/ds-arena                   # the issue's shape
     python -m benchmarks.ds_arena --items 200000 --workdir /tmp/ds-small    # a quick look
+    python -m benchmarks.ds_arena --workdir /tmp/ds-arena --conf spark.driver.memory=2g --model RUN_URL
 """
 
 from __future__ import annotations
@@ -84,18 +87,19 @@ def _peak_mb() -> float:
     return int(Path("/proc/self/status").read_text().split("VmHWM:")[1].split()[0]) / 1024
 
 
-def fit_child(data: str, out: str, engine: str, master: str) -> dict:
+def fit_child(data: str, out: str, engine: str, master: str, conf_json: str) -> dict:
     from judgecal_dist.config import EngineConfig
     from judgecal_dist.engine.dawid_skene import fit_dawid_skene
 
-    config = EngineConfig(spark_master=master)
+    conf = json.loads(conf_json)
+    config = EngineConfig(spark_master=master, spark_conf=conf)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
     logging.getLogger("judgecal_dist.engine.ds_spark").setLevel(logging.INFO)  # one line per pass, to stderr
     start = time.perf_counter()
     if engine != "local":
         from judgecal_dist.engine.spark import get_session
 
-        get_session(master).range(10).count()
+        get_session(master, conf=conf).range(10).count()
     started = time.perf_counter() - start
     cpu0, start = _tree_cpu_s(), time.perf_counter()
     fit = fit_dawid_skene(data, engine=engine, config=config)
@@ -187,7 +191,9 @@ def main() -> None:
     parser.add_argument("--labelled", type=float, default=0.01)
     parser.add_argument("--engine", default="auto", choices=["auto", "local", "spark"])
     parser.add_argument("--master", default="local[*]")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark session setting.")
     parser.add_argument("--workdir", default=None, help="Keep the generated panels here (reused when present).")
+    parser.add_argument("--model", default=None, help="Also time judgecal score with this model (run or file URL).")
     parser.add_argument("--params", default=None, help="Skip the fit: the parameters JSON of an earlier fit.")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -196,6 +202,7 @@ def main() -> None:
         result = fit_child(*rest) if mode == "fit" else baseline_child(*rest)
         print(json.dumps(result))
         return
+    conf = dict(item.split("=", 1) for item in args.conf)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="ds-arena-"))
     workdir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -205,7 +212,7 @@ def main() -> None:
         f"panel {args.items:,} items x {args.judges} judges = {verdicts:,} verdicts ({time.perf_counter() - t0:.0f}s)"
     )
     params = args.params or str(workdir / f"ds-params-{time.time_ns()}.json")
-    fit = None if args.params else _run_child("fit", data, params, args.engine, args.master)
+    fit = None if args.params else _run_child("fit", data, params, args.engine, args.master, json.dumps(conf))
     if fit:
         print(
             f"fit ({fit['engine']}): {fit['seconds']:.1f}s (+ {fit['session_start_s']:.1f}s session start), cpu "
@@ -219,6 +226,19 @@ def main() -> None:
         f"{base['cpu_s']:.0f}s, peak {base['driver_peak_mb']:.0f} MB; accuracy of the fit against the truth: "
         f"{base['accuracy']:.4f} over {base['n_scored']:,} items (target >= 0.99; spark-crowd 0.994)"
     )
+    if args.model:  # score's own timing child (Spark session started before the clock), on the same table
+        out = str(workdir / f"score-{time.time_ns()}")
+        cmd = [sys.executable, "-m", "benchmarks.score_throughput", "--master", args.master]
+        cmd += [*[f"--conf={item}" for item in args.conf], "--child", "spark"]
+        proc = subprocess.run([*cmd, args.model, data, out], capture_output=True, text=True)
+        if proc.returncode:
+            sys.exit(f"score failed:\n{proc.stderr[-3000:]}")
+        score = json.loads(proc.stdout.strip().splitlines()[-1])
+        print(
+            f"judgecal score (spark) of the {verdicts:,} verdicts: {score['seconds']:.1f}s, cpu {score['cpu_s']:.0f}s, "
+            f"driver peak {score['driver_peak_mb']:.0f} MB, jvm peak {score['jvm_peak_mb']:.0f} MB; ratio to the "
+            f"pyarrow + numpy pass: wall {score['seconds'] / base['seconds']:.2f}x, cpu {score['cpu_s'] / base['cpu_s']:.2f}x"
+        )
     print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
 
