@@ -53,6 +53,7 @@ __all__ = [
     "aggregate_counts",
     "calibrator",
     "calibrate",
+    "apply_calibrator",
     "fit_pipelines",
     "conformal_sets",
     "step1_scores",
@@ -292,11 +293,18 @@ def calibrate(
     Scores are read on the scale of ``settings.calibrator_input`` (as :func:`aggregate` returns them).
     """
     model = calibrator(name, settings)
+    if model is not None:
+        model.fit(s_fit, y_fit)
+    return {key: apply_calibrator(model, s, settings) for key, s in s_new.items()}
+
+
+def apply_calibrator(model: Any, s: npt.NDArray[np.float64], settings: Settings) -> npt.NDArray[np.float64]:
+    """Calibrated P(Y=1) of Step-1 scores ``s`` by a fitted calibrator; ``None`` (``none``) is the score's own
+    probability clipped at eps (``s`` read on ``settings.calibrator_input``'s scale)."""
     if model is None:
         to_p = expit if settings.calibrator_input == "logit" else np.asarray
-        return {key: np.clip(to_p(s), settings.eps, 1 - settings.eps) for key, s in s_new.items()}
-    model.fit(s_fit, y_fit)
-    return {key: model.predict_proba(s)[:, 1] for key, s in s_new.items()}
+        return np.asarray(np.clip(to_p(s), settings.eps, 1 - settings.eps), dtype=np.float64)
+    return np.asarray(model.predict_proba(s)[:, 1], dtype=np.float64)
 
 
 def fit_pipelines(

@@ -321,7 +321,9 @@ class _Checks:
             raise InputError(f"{self.data_url}: verdicts: sample: no verdict rows with sample={self.sample}")
         where = f"{self.data_url}: verdicts"
         self.data_judges = sorted(data_judges)
-        self.extra = check_judges(self.data_judges, self.model.judge_ids, where=where, unknown=self.unknown)
+        # Judges the model saw when fitting but left out of its panel are known: their verdicts are not scored.
+        known = [*self.model.judge_ids, *self.model.ignored_judges]
+        self.extra = check_judges(self.data_judges, known, where=where, unknown=self.unknown)
         absent = self.absent
         coverage = 1.0 - len(absent) / len(self.model.judge_ids)
         if coverage < self.min_coverage:

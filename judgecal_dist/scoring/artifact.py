@@ -1,4 +1,7 @@
-r"""The calibration a study run saved (``<run>/model/calibration.json``), read back as fitted estimators.
+r"""The calibration earlier versions saved (``<run>/model/calibration.json``), read as a binary pipeline.
+
+The model format family (:mod:`judgecal_dist.models`) supersedes this file; it is still read (and converted to a
+``judgecal.binary-pipeline/v1`` pipeline with the same numbers) so that runs of earlier versions stay scorable.
 
 Format ``judgecal.calibration/v2`` (written by ``_model`` in :mod:`judgecal_dist.studies.inclusion.study`): the one-coin
 aggregator (``judge_ids``, log-odds ``weights``, ``class_prior``), the beta calibrator (``a``, ``b``, ``c``),
@@ -22,25 +25,20 @@ say whether the model has seen them (``in_calibration``).
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pyarrow as pa
 
-from judgecal_dist.engine.store import RunStore
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.schema import VOTE_CODING
 from judgecal_dist.methods.aggregation.aggregate import OneCoin
-from judgecal_dist.methods.aggregation.votes import check_votes
 from judgecal_dist.methods.calibration.beta import BetaCalibration
 from judgecal_dist.methods.calibration.conformal import SplitConformal
+from judgecal_dist.methods.pipeline import Settings
+from judgecal_dist.models.binary import BinaryPipeline, to_document
 
 __all__ = ["FORMAT", "MODEL_FILE", "CALIBRATOR_INPUTS", "Calibration", "from_dict", "load_calibration"]
 
@@ -49,64 +47,8 @@ MODEL_FILE = "model/calibration.json"
 CALIBRATOR_INPUTS = ("probability", "logit")
 
 
-@dataclass(frozen=True)
-class Calibration:
-    """A fitted default pipeline: one-coin, beta calibration, conformal sets (one per alpha).
-
-    Attributes
-    ----------
-    judge_ids : list of str
-        The model's judges, in the column order of its weights.
-    aggregator : OneCoin
-    calibrator : BetaCalibration
-    conformal : list of SplitConformal
-    calibrator_input : {"probability", "logit"}
-    eps : float
-    source : str
-        Where it was read from (for messages and the output's record).
-    digest : str
-        SHA-256 of the file's bytes (the model's fingerprint in a score output's marker).
-    fitted_dataset, fitted_items : str or None, tuple of str or None
-        The dataset and item ids the model was fitted on (None when the file does not record them).
-    """
-
-    judge_ids: list[str]
-    aggregator: OneCoin
-    calibrator: BetaCalibration
-    conformal: list[SplitConformal]
-    calibrator_input: str
-    eps: float
-    source: str
-    digest: str = ""
-    fitted_dataset: str | None = None
-    fitted_items: tuple[str, ...] | None = None
-
-    @functools.cached_property
-    def fitted_item_set(self) -> pa.Array | None:
-        """``fitted_items`` as an Arrow value set (built once per process, for ``pyarrow.compute.is_in``)."""
-        return None if self.fitted_items is None else pa.array(self.fitted_items, pa.string())
-
-    @property
-    def alphas(self) -> list[float]:
-        return [float(c.alpha) for c in self.conformal]
-
-    def score(self, votes: npt.ArrayLike) -> dict[str, npt.NDArray[Any]]:
-        """Aggregator score, calibrated :math:`P(A)` and conformal sets of the items of a vote matrix.
-
-        Returns
-        -------
-        dict
-            ``score`` (one-coin :math:`P(A)`), ``p`` (calibrated :math:`P(A)`), ``sets`` (boolean, shape
-            (n_alphas, n_items, 2), columns ``[B, A]``), ``n_votes`` (non-missing votes per item).
-        """
-        V = check_votes(votes, where=f"{self.source}: score", n_judges=len(self.judge_ids))
-        score = self.aggregator.predict_proba(V)[:, 1]
-        # The calibrator reads what it was fitted on: the clipped P(A), or the unclipped log-odds (its
-        # score_input), logit(pi) + sum_j z_ij psi_j of spec 000 eq. (1).
-        s = self.aggregator.decision_function(V) if self.calibrator_input == "logit" else score
-        p = self.calibrator.predict_proba(s)[:, 1]
-        sets = np.stack([c.predict_set(p) for c in self.conformal]) if self.conformal else np.empty((0, len(p), 2))
-        return {"score": score, "p": p, "sets": sets, "n_votes": (V >= 0).sum(axis=1).astype(np.int32)}
+#: A fitted binary pipeline; the v2 file is read as one (one-coin + beta).
+Calibration = BinaryPipeline
 
 
 def _require(state: Mapping[str, Any], key: str, where: str) -> Any:
@@ -230,43 +172,44 @@ def from_dict(state: Mapping[str, Any], *, source: str = "calibration", digest: 
     beta = BetaCalibration(penalty=penalty, l1_ratio=l1_ratio, eps=eps, score_input=calibrator_input)
     beta.a_, beta.b_, beta.c_ = (_number(cal, k, f"{source}: calibrator") for k in ("a", "b", "c"))
     beta.fallback_, beta.n_iter_, beta.loss_history_ = None, 0, []
-    return Calibration(
+    conformal = _conformal(state, source)
+    settings = Settings(eps=eps, calibrator_input=calibrator_input)
+    converted = to_document(
+        judge_ids=judges,
+        aggregator_name="one_coin",
+        aggregator=aggregator,
+        calibrator_name="beta",
+        calibrator=beta,
+        settings=settings,
+        conformal=conformal,
+        fitted_on={"dataset": fitted_dataset, "item_ids": list(fitted_items) if fitted_items else None},
+    )
+    return BinaryPipeline(
         judge_ids=list(judges),
+        aggregator_name="one_coin",
+        calibrator_name="beta",
         aggregator=aggregator,
         calibrator=beta,
-        conformal=_conformal(state, source),
+        conformal=conformal,
         calibrator_input=calibrator_input,
         eps=eps,
         source=source,
         digest=digest,
         fitted_dataset=fitted_dataset,
         fitted_items=fitted_items,
+        document=converted,
     )
 
 
-def load_calibration(run_url: str, *, storage_options: Mapping[str, Any] | None = None) -> Calibration:
-    """The calibration of a committed run folder (one with ``_SUCCESS``), or of a ``calibration.json`` URL.
+def load_calibration(run_url: str, *, storage_options: Mapping[str, Any] | None = None) -> BinaryPipeline:
+    """The binary pipeline of a committed run folder (its ``model/model.json``, or ``model/calibration.json`` of an
+    earlier version), or of a model ``.json`` URL: :func:`judgecal_dist.models.load_model` for panel models.
 
     Raises
     ------
     InputError
-        No such run or file, an unfinished run, a file that is not JSON, or any check of :func:`from_dict`.
+        No such run or file, an unfinished run, a file that is not JSON, or any check of the model's kind.
     """
-    options = dict(storage_options or {})
-    if run_url.rstrip("/").endswith(".json"):
-        folder, name = run_url.rstrip("/").rsplit("/", 1)
-        store = RunStore(folder, storage_options=options)
-    else:
-        store, name = RunStore(run_url, storage_options=options), MODEL_FILE
-        if not store.exists(name):
-            raise InputError(f"{run_url}: {name}: not found (not a run folder with a saved calibration)")
-        store.require_success()
-    raw = store.read_bytes(name)
-    try:
-        state = json.loads(raw.decode("utf-8"))  # NaN / Infinity literals parse, and the checks name their key
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise InputError(
-            f"{store.url_of(name)}: not valid JSON ({err}); the file is truncated or not a model: "
-            "export it again from its run"
-        ) from err
-    return from_dict(state, source=store.url_of(name), digest=hashlib.sha256(raw).hexdigest())
+    from judgecal_dist.models.files import load_model
+
+    return load_model(run_url, storage_options=storage_options)

@@ -67,10 +67,10 @@ def test_arena_items_and_win_rates(engine, arena, tmp_path, spark):
 def test_bad_input_exits_2(arena, tmp_path):
     out = str(tmp_path / "out")
     result = invoke("score", "--model", str(tmp_path / "nope"), "--data", arena, "--output", out)
-    assert result.exit_code == 2 and "calibration.json: not found" in result.output
+    assert result.exit_code == 2 and "model/model.json: not found" in result.output
     old = write_run(tmp_path / "old", model_json(fmt="judgecal.calibration/v1"))
     result = invoke("score", "--model", old, "--data", arena, "--output", out)
-    assert result.exit_code == 2 and "format: expected 'judgecal.calibration/v2'" in result.output
+    assert result.exit_code == 2 and "format: expected one of" in result.output
     gold = write_run(tmp_path / "gold", model_json() | {"fitted_on": {"orientation": "gold_positive"}})
     result = invoke("score", "--model", gold, "--data", arena, "--output", out)
     assert result.exit_code == 2 and "gold_positive model cannot score A/B verdicts" in result.output

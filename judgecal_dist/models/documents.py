@@ -1,0 +1,241 @@
+"""The documents of the model format family: one typed model (and so one JSON Schema) per kind and version.
+
+Every exported model is one JSON document whose ``format`` names its kind and version
+(``judgecal.<kind>/v<N>``); large arrays (a flow's weights) sit beside it in a ``.npz`` or ``.safetensors`` file
+that the document names with its SHA-256. Never a pickle. A document is checked in full when it is read
+(unknown keys, wrong types, non-finite numbers, out-of-range probabilities, lengths that do not match the panel),
+and a refusal names the field by its dotted path (:func:`describe`). ``docs/models.md`` prints each schema
+(:func:`schemas`), and a test keeps the two equal.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from judgecal_dist.io.schema import VOTE_CODING
+
+__all__ = [
+    "Document",
+    "BinaryPipelineDoc",
+    "KINDS",
+    "schemas",
+    "describe",
+]
+
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+Prob = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+OpenProb = Annotated[float, Field(gt=0.0, lt=1.0, allow_inf_nan=False)]
+NonNeg = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+Positive = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
+JudgeIds = Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
+
+
+class Document(BaseModel):
+    """Base of every model document: unknown keys refused, strict about numbers (no strings for floats)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+def _unique(ids: list[str], field: str) -> None:
+    repeated = sorted({j for j in ids if ids.count(j) > 1})
+    if repeated:
+        raise ValueError(f"{field}: {len(repeated)} id(s) listed twice (e.g. {repeated[:3]})")
+
+
+# -- binary panel pipelines ---------------------------------------------------------------------------------------
+class Majority(Document):
+    """The vote fraction of A (1/2 for an item without a vote)."""
+
+    name: Literal["majority"]
+
+
+class AccuracyWeightedDoc(Document):
+    """Accuracy-weighted vote fraction: per-judge plug-in accuracies as weights."""
+
+    name: Literal["accuracy_weighted"]
+    weights: list[NonNeg]
+
+
+class LogOddsDoc(Document):
+    """A weighted log-odds vote, :math:`\\sigma(\\mathrm{logit}\\,\\pi + \\sum_j z_{ij} w_j)` (log_odds, one_coin)."""
+
+    name: Literal["log_odds", "one_coin"]
+    weights: list[Finite]
+    class_prior: OpenProb
+    alpha0: Positive = 1.0
+    beta0: Positive = 1.0
+
+
+class DawidSkeneDoc(Document):
+    """Two-coin Dawid-Skene: class prior and per-judge confusion rows ``[[P(B|B), P(A|B)], [P(B|A), P(A|A)]]``."""
+
+    name: Literal["dawid_skene"]
+    class_prior: OpenProb
+    confusion: list[
+        Annotated[list[Annotated[list[Prob], Field(min_length=2, max_length=2)]], Field(min_length=2, max_length=2)]
+    ]
+    eps: OpenProb = 1e-6
+    semi_supervised: bool = False
+    n_iter: Annotated[int, Field(ge=0)] = 0
+
+
+class StackingDoc(Document):
+    """L2 logistic regression on the +-1 votes: ``coef`` per judge and ``intercept``; ``constant`` when the fit
+    saw one class (every item then gets that probability)."""
+
+    name: Literal["stacking"]
+    coef: list[Finite]
+    intercept: Finite
+    constant: Prob | None = None
+    C: Positive = 1.0
+
+
+Aggregator = Annotated[
+    Majority | AccuracyWeightedDoc | LogOddsDoc | DawidSkeneDoc | StackingDoc, Field(discriminator="name")
+]
+
+
+class NoCalibrator(Document):
+    name: Literal["none"]
+
+
+class PlattDoc(Document):
+    """:math:`\\sigma(\\text{slope}\\cdot\\mathrm{logit}\\,s + \\text{intercept})`."""
+
+    name: Literal["platt"]
+    slope: Finite
+    intercept: Finite
+
+
+class TemperatureDoc(Document):
+    """:math:`\\sigma(\\mathrm{logit}\\,s / T)`."""
+
+    name: Literal["temperature"]
+    temperature: Positive
+
+
+class BetaDoc(Document):
+    """:math:`\\sigma(a \\ln s - b \\ln(1-s) + c)` with :math:`a, b \\ge 0`."""
+
+    name: Literal["beta"]
+    a: NonNeg
+    b: NonNeg
+    c: Finite
+    penalty: NonNeg = 0.01
+    l1_ratio: Prob = 0.5
+
+
+class IsotonicDoc(Document):
+    """The isotonic step map as its breakpoints: linear between them, constant beyond the ends."""
+
+    name: Literal["isotonic"]
+    x: Annotated[list[Finite], Field(min_length=1)]
+    y: Annotated[list[Prob], Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _monotone(self) -> IsotonicDoc:
+        if len(self.x) != len(self.y):
+            raise ValueError(f"x, y: breakpoints of different lengths ({len(self.x)} and {len(self.y)})")
+        if any(b < a for v in (self.x, self.y) for a, b in zip(v, v[1:], strict=False)):
+            raise ValueError("x, y: breakpoints must be non-decreasing")
+        return self
+
+
+Calibrator = Annotated[NoCalibrator | PlattDoc | TemperatureDoc | BetaDoc | IsotonicDoc, Field(discriminator="name")]
+
+
+class ConformalDoc(Document):
+    """A split-conformal threshold on :math:`1 - \\hat p_y` (``null`` = infinite: every set holds both)."""
+
+    alpha: OpenProb
+    threshold: Prob | None
+    rank: Annotated[int, Field(ge=1)]
+    n_calibration: Annotated[int, Field(ge=0)]
+
+
+class FittedOn(Document):
+    """What the model was fitted on (provenance; ``item_ids`` lets a scorer flag in-sample items)."""
+
+    dataset: str | None = None
+    item_ids: list[str] | None = None
+    items: Annotated[int, Field(ge=0)] | None = None
+    labelled_items: Annotated[int, Field(ge=0)] | None = None
+    conformal_items: Annotated[int, Field(ge=0)] | None = None
+    orientation: Literal["natural", "randomized"] = "natural"
+    sample: Annotated[int, Field(ge=0)] = 0
+    study: str | None = None
+    run: str | None = None
+
+
+VoteCodes = dict[str, int | str]
+
+
+class BinaryPipelineDoc(Document):
+    """``judgecal.binary-pipeline/v1``: a panel's verdicts -> aggregator -> calibrator -> conformal sets."""
+
+    format: Literal["judgecal.binary-pipeline/v1"]
+    name: str = ""
+    panel: str = "all"
+    judge_ids: JudgeIds
+    ignored_judges: list[str] = []
+    aggregator: Aggregator
+    calibrator: Calibrator
+    calibrator_input: Literal["probability", "logit"] = "logit"
+    eps: OpenProb = 1e-6
+    conformal: list[ConformalDoc] = []
+    vote_codes: VoteCodes = dict(VOTE_CODING)
+    fitted_on: FittedOn = FittedOn()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> BinaryPipelineDoc:
+        _unique(self.judge_ids, "judge_ids")
+        n = len(self.judge_ids)
+        agg = self.aggregator
+        sizes = {
+            "weights": len(getattr(agg, "weights", [None] * n)),
+            "confusion": len(getattr(agg, "confusion", [None] * n)),
+            "coef": len(getattr(agg, "coef", [None] * n)),
+        }
+        for key, size in sizes.items():
+            if size != n:
+                raise ValueError(f"aggregator.{key}: {size} entries for {n} judges (one per judge)")
+        overlap = sorted(set(self.ignored_judges) & set(self.judge_ids))
+        if overlap:
+            raise ValueError(f"ignored_judges: {overlap[:3]} are also panel judges")
+        if self.vote_codes != VOTE_CODING:
+            raise ValueError(f"vote_codes: expected {VOTE_CODING}, got {self.vote_codes}")
+        if self.eps >= 0.5:
+            raise ValueError("eps: must be < 0.5")
+        return self
+
+
+#: Kind name -> (current format string, document model).
+KINDS: dict[str, tuple[str, type[Document]]] = {
+    "binary-pipeline": ("judgecal.binary-pipeline/v1", BinaryPipelineDoc),
+}
+
+
+def schemas() -> dict[str, dict[str, Any]]:
+    """The JSON Schema of every kind's current version (what ``docs/models.md`` prints)."""
+    return {fmt: model.model_json_schema() for fmt, model in KINDS.values()}
+
+
+def describe(err: ValidationError) -> str:
+    """One line for a refused document: the first bad field's dotted path, what is wrong, and the value."""
+    first = err.errors()[0]
+    path = first["loc"]
+    kept = [p for i, p in enumerate(path) if not (i > 0 and path[i - 1] in _TAGGED and isinstance(p, str))]
+    loc = ".".join(str(p) for p in kept) or "document"
+    if first["type"] == "value_error":
+        text = str(first["msg"]).removeprefix("Value error, ")
+        return text if ":" in text.split(" ")[0] else f"{loc}: {text}"
+    value = first.get("input")
+    shown = repr(value) if not isinstance(value, dict | list) else type(value).__name__
+    more = len(err.errors()) - 1
+    return f"{loc}: {first['msg'].lower()} (got {shown[:60]})" + (f"; {more} more error(s)" if more else "")
+
+
+#: Fields holding a union tagged by ``name``: pydantic puts the tag into the error's path, which we leave out.
+_TAGGED = {"aggregator", "calibrator"}
