@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from judgecal_dist.config import EngineConfig
@@ -106,6 +107,25 @@ def test_votes_in_memory():
         fit_dawid_skene(V, y, engine="spark")
     with pytest.raises(InputError, match="y: required with semi_supervised=True"):
         fit_dawid_skene(V)
+
+
+def test_item_votes_carry_their_labels():
+    verdicts = pa.table(
+        {
+            "dataset": ["d"] * 4,
+            "item_id": ["i1", "i1", "i2", "i2"],
+            "group_id": ["i1", "i1", "i2", "i2"],
+            "judge_id": ["j1", "j2", "j1", "j2"],
+            "sample": [0] * 4,
+            "verdict": ["A", "A", "B", "A"],
+        }
+    )
+    labels = pa.table({"dataset": ["d"], "item_id": ["i1"], "label": ["A"]})
+    votes = item_votes(verdicts, labels, ["j1", "j2"])
+    fit = fit_dawid_skene(votes, n_iter=3, fixed_iter=True)
+    assert fit.n_items == 2 and fit.n_labelled == 1
+    with pytest.raises(ConfigError, match="ItemVotes carry their labels; pass labels=None"):
+        fit_dawid_skene(votes, [1, -1])
 
 
 def test_from_parameters_scores_like_the_fit():
