@@ -63,7 +63,7 @@ def plain_log_axis(ax: Any, axis: str = "x", ticks: Iterable[float] | None = Non
     """
     import math
 
-    from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
+    from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter, NullLocator
 
     limits = getattr(ax, f"get_{axis}lim")()
     getattr(ax, f"set_{axis}scale")("log")
@@ -76,6 +76,8 @@ def plain_log_axis(ax: Any, axis: str = "x", ticks: Iterable[float] | None = Non
         ticks = [t for t in ticks if low <= t <= high]
         while len(ticks) > 7:
             ticks = ticks[::2]
+        if len(ticks) < 3:  # a narrow range (0.28 to 0.37): evenly spaced round values instead
+            ticks = [t for t in MaxNLocator(4).tick_values(low, high) if low <= t <= high and t > 0]
     target.set_ticks(sorted(set(ticks)))
     target.set_minor_locator(NullLocator())
     target.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))

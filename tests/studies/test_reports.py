@@ -93,6 +93,10 @@ def rendered(tmp_path_factory) -> dict[str, tuple[StudyResult, dict[str, list[di
             lambda: inclusion_scale.Config(data=panel, replicates=3, execution="dense", panels=("all", "top3")),
         ),
         "budget": (budget, lambda: budget.Config(data=pairs, replicates=3, max_t_resamples=200)),
+        "budget_fraction": (
+            budget,
+            lambda: budget.Config(data=pairs, mode="fraction", replicates=2, fractions=(0.2, 0.5)),
+        ),
         "narrowband": (narrowband, lambda: narrowband.Config(replicates=6)),
         "regime_map": (
             regime_map,
@@ -168,7 +172,17 @@ def _rb2_slice(src: Path, dest: Path) -> Path:
     return dest
 
 
-STUDIES = ("inclusion", "inclusion_scale", "budget", "narrowband", "regime_map", "itc", "ensemble", "continuous")
+STUDIES = (
+    "inclusion",
+    "inclusion_scale",
+    "budget",
+    "budget_fraction",
+    "narrowband",
+    "regime_map",
+    "itc",
+    "ensemble",
+    "continuous",
+)
 
 
 def _result(rendered: dict, study: str) -> tuple[StudyResult, dict]:
@@ -236,6 +250,7 @@ METHOD_COLUMNS = {
     "inclusion": ("aggregator", "calibrator", "panel"),
     "inclusion_scale": ("aggregator", "calibrator", "panel"),
     "budget": ("aggregator", "calibrator", "panel"),
+    "budget_fraction": ("aggregator", "calibrator", "panel"),
     "regime_map": ("menu", "selected_family", "selected_path"),
     "itc": ("method",),
     "ensemble": ("prompt_variant",),

@@ -73,7 +73,7 @@ def recommend(config: Any, summary: pd.DataFrame, *, x: str = "budget") -> Recom
             estimate(best, m, lab) for m, lab in (("nll", "NLL"), ("ece", "ECE"), ("accuracy", "accuracy"))
         ),
         runner_up=f"{_arm(second)}: {estimate(second, 'nll', 'NLL')}"
-        + (" (intervals overlap: interchangeable at this budget)" if tie else " (intervals separate)"),
+        + (" (intervals overlap: interchangeable here)" if tie else " (intervals separate)"),
         changes=changes,
         interval=f"{int(config.ci_level * 100)}% intervals over {config.replicates} splits, as in the tables below",
         support=pd.DataFrame(support).drop_duplicates(subset=list(keys)),
