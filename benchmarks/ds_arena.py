@@ -16,20 +16,20 @@ Then, each in a fresh subprocess (so every peak RSS is its own):
 
 1. ``fit``: :func:`judgecal_dist.engine.dawid_skene.fit_dawid_skene` on ``fit`` (semi-supervised, defaults; the
    engine ``--engine``, ``auto`` by default: Spark at this size), from the Parquet parts to the fitted
-   parameters, which it writes as JSON. Reported: wall time without and with the Spark session's start,
+   parameters, exported as a ``judgecal.binary-pipeline/v1`` model (Dawid-Skene, no calibrator). Reported: wall time without and with the Spark session's start,
    iterations, passes, seconds per pass, the Python driver's and the JVM's peak RSS (``VmHWM``; in local mode the
    JVM is driver and executors);
 2. ``baseline``: one pyarrow + numpy pass over the verdicts: read ``item_id, judge_id, verdict``, scatter the
    dense votes, Dawid-Skene log-odds with the fitted parameters, write one Parquet file of ``item_id, p``; it is
    the denominator of the ``score`` ratio, and its predictions against ``truth`` give the accuracy;
-3. with ``--model URL``: ``judgecal score`` of the same table on Spark with that model (the timing child of
+3. ``judgecal score`` of the same table on Spark with the exported model (or ``--model URL``; the timing child of
    :mod:`benchmarks.score_throughput`), and its ratio to the pass of 2, of wall and of CPU time.
 
 Usage (repository root; heavy: about 2 GB of Parquet in the workdir)::
 
     python -m benchmarks.ds_arena --workdir /tmp/ds-arena                   # the issue's shape
     python -m benchmarks.ds_arena --items 200000 --workdir /tmp/ds-small    # a quick look
-    python -m benchmarks.ds_arena --workdir /tmp/ds-arena --conf spark.driver.memory=2g --model RUN_URL
+    python -m benchmarks.ds_arena --workdir /tmp/ds-arena --conf spark.driver.memory=2g
 """
 
 from __future__ import annotations
@@ -90,6 +90,9 @@ def _peak_mb() -> float:
 def fit_child(data: str, out: str, engine: str, master: str, conf_json: str) -> dict:
     from judgecal_dist.config import EngineConfig
     from judgecal_dist.engine.dawid_skene import fit_dawid_skene
+    from judgecal_dist.methods.pipeline import Settings
+    from judgecal_dist.models import save_model
+    from judgecal_dist.models.binary import pipeline_from_estimators
 
     conf = json.loads(conf_json)
     config = EngineConfig(spark_master=master, spark_conf=conf)
@@ -103,13 +106,24 @@ def fit_child(data: str, out: str, engine: str, master: str, conf_json: str) -> 
     started = time.perf_counter() - start
     cpu0, start = _tree_cpu_s(), time.perf_counter()
     fit = fit_dawid_skene(data, engine=engine, config=config)
+    fitted = time.perf_counter() - start
+    # exported as the model format's binary pipeline (Dawid-Skene, no calibrator), as judgecal fit exports it
+    pipeline = pipeline_from_estimators(
+        judge_ids=fit.judge_ids,
+        aggregator_name="dawid_skene",
+        aggregator=fit.model,
+        calibrator_name="none",
+        calibrator=None,
+        settings=Settings(eps=fit.model.eps),
+        fitted_on={"items": fit.n_items, "labelled_items": fit.n_labelled},
+    )
+    save_model(pipeline, out)
     seconds = time.perf_counter() - start
-    params = {"judge_ids": fit.judge_ids, "prior": fit.prior, "confusion": fit.confusion.tolist(), "eps": 1e-6}
-    Path(out).write_text(json.dumps(params))
     return {
         "mode": "fit",
         "engine": fit.engine,
         "seconds": seconds,
+        "fit_s": fitted,
         "session_start_s": started,
         "cpu_s": _tree_cpu_s() - cpu0,
         "n_iter": fit.n_iter,
@@ -122,13 +136,15 @@ def fit_child(data: str, out: str, engine: str, master: str, conf_json: str) -> 
     }
 
 
-def baseline_child(data: str, params_url: str, out: str, truth: str) -> dict:
+def baseline_child(data: str, model_url: str, out: str, truth: str) -> dict:
     """One pyarrow + numpy pass from the verdict parts to scored items (timed), then the accuracy (not timed)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    params = json.loads(Path(params_url).read_text())
+    doc = json.loads(Path(model_url).read_text())
+    params = {"judge_ids": doc["judge_ids"], "eps": doc["aggregator"]["eps"]}
+    params |= {"prior": doc["aggregator"]["class_prior"], "confusion": doc["aggregator"]["confusion"]}
     cpu0, start = _tree_cpu_s(), time.perf_counter()
     # String columns read dictionary-encoded and unified across chunks (one item dictionary): integer codes, no
     # string per row; then the log-odds are summed chunk by chunk, so memory holds the codes and one chunk's work.
@@ -193,8 +209,9 @@ def main() -> None:
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark session setting.")
     parser.add_argument("--workdir", default=None, help="Keep the generated panels here (reused when present).")
-    parser.add_argument("--model", default=None, help="Also time judgecal score with this model (run or file URL).")
-    parser.add_argument("--params", default=None, help="Skip the fit: the parameters JSON of an earlier fit.")
+    parser.add_argument("--model", default=None, help="Score with this model (default: the fitted one).")
+    parser.add_argument("--no-score", action="store_true", help="Leave out the score timing.")
+    parser.add_argument("--fitted", default=None, help="Skip the fit: the model.json of an earlier fit.")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -211,26 +228,27 @@ def main() -> None:
     print(
         f"panel {args.items:,} items x {args.judges} judges = {verdicts:,} verdicts ({time.perf_counter() - t0:.0f}s)"
     )
-    params = args.params or str(workdir / f"ds-params-{time.time_ns()}.json")
-    fit = None if args.params else _run_child("fit", data, params, args.engine, args.master, json.dumps(conf))
+    model = args.fitted or str(workdir / f"ds-model-{time.time_ns()}.json")
+    fit = None if args.fitted else _run_child("fit", data, model, args.engine, args.master, json.dumps(conf))
     if fit:
         print(
-            f"fit ({fit['engine']}): {fit['seconds']:.1f}s (+ {fit['session_start_s']:.1f}s session start), cpu "
+            f"fit ({fit['engine']}) to an exported model: {fit['seconds']:.1f}s (parameters at {fit['fit_s']:.1f}s; "
+            f"+ {fit['session_start_s']:.1f}s session start), cpu "
             f"{fit['cpu_s']:.0f}s, {fit['n_iter']} iterations (converged={fit['converged']}), {fit['passes']} passes, "
             f"{fit['n_items']:,} items, {fit['n_labelled']:,} labelled; driver peak {fit['driver_peak_mb']:.0f} MB, "
             f"jvm peak {fit['jvm_peak_mb']:.0f} MB (targets: under 350 s, driver under 3 GB; spark-crowd 703 s)"
         )
-    base = _run_child("baseline", data, params, str(workdir / f"baseline-{time.time_ns()}.parquet"), truth)
+    base = _run_child("baseline", data, model, str(workdir / f"baseline-{time.time_ns()}.parquet"), truth)
     print(
         f"one pyarrow + numpy pass (read, dense votes, DS log-odds, write): {base['seconds']:.1f}s, cpu "
         f"{base['cpu_s']:.0f}s, peak {base['driver_peak_mb']:.0f} MB; accuracy of the fit against the truth: "
         f"{base['accuracy']:.4f} over {base['n_scored']:,} items (target >= 0.99; spark-crowd 0.994)"
     )
-    if args.model:  # score's own timing child (Spark session started before the clock), on the same table
+    if not args.no_score:  # score's own timing child (Spark session started before the clock), on the same table
         out = str(workdir / f"score-{time.time_ns()}")
         cmd = [sys.executable, "-m", "benchmarks.score_throughput", "--master", args.master]
         cmd += [*[f"--conf={item}" for item in args.conf], "--child", "spark"]
-        proc = subprocess.run([*cmd, args.model, data, out], capture_output=True, text=True)
+        proc = subprocess.run([*cmd, args.model or model, data, out], capture_output=True, text=True)
         if proc.returncode:
             sys.exit(f"score failed:\n{proc.stderr[-3000:]}")
         score = json.loads(proc.stdout.strip().splitlines()[-1])
