@@ -117,8 +117,6 @@ def _votes_in_memory(
         table = read_dataset_table(source, "labels", _LABEL_COLUMNS, storage_options=config.storage_options)
         source = item_votes(verdicts, table, judge_ids, sample=sample)
     if isinstance(source, ItemVotes):
-        if labels is not None:
-            raise ConfigError("fit_dawid_skene: labels: ItemVotes carry their labels; pass labels=None")
         return source.votes, source.labels, judge_ids
     return source, labels, None
 
@@ -172,7 +170,8 @@ def fit_dawid_skene(
     InputError
         No verdicts at ``sample``, a verdict outside the alphabet, unreadable tables, malformed votes or labels.
     ConfigError
-        An unknown engine, ``spark`` for in-memory votes, a hyperparameter out of range.
+        An unknown engine, ``spark`` for in-memory votes, ``labels`` beside a table or ``ItemVotes``, a
+        hyperparameter out of range.
 
     Warns
     -----
@@ -197,6 +196,11 @@ def fit_dawid_skene(
         eps=eps,
     )
     model.check_params("fit_dawid_skene")
+    if labels is not None and not isinstance(source, np.ndarray | list | tuple):
+        raise ConfigError(
+            "fit_dawid_skene: labels: only with a vote matrix; a table's labels come from its labels table and "
+            "ItemVotes carry their own; pass labels=None"
+        )
     start = time.perf_counter()
     chosen = _choose(source, engine, config)
     if chosen == "spark":

@@ -124,7 +124,7 @@ def test_item_votes_carry_their_labels():
     votes = item_votes(verdicts, labels, ["j1", "j2"])
     fit = fit_dawid_skene(votes, n_iter=3, fixed_iter=True)
     assert fit.n_items == 2 and fit.n_labelled == 1
-    with pytest.raises(ConfigError, match="ItemVotes carry their labels; pass labels=None"):
+    with pytest.raises(ConfigError, match="labels: only with a vote matrix"):
         fit_dawid_skene(votes, [1, -1])
 
 
