@@ -1,7 +1,7 @@
-r"""Calibration-growth panels of FCPS (spec 002 §7.1, §7.3): 7 judges, known targets, additive to parity regimes.
+r"""Calibration-growth panels of FCPS (spec 002 §7.1-§7.3): 7 judges, known targets, additive to interaction regimes.
 
 Judge outputs are engine category codes (0 = B, 1 = A, 2 = tie, 3 = err). With :math:`t_j = +1, -1, 0` for
-A, B, other and :math:`b_j = 1[v_j = \texttt A]`, the target probability is
+A, B, other and :math:`b_j = X_j = 1[v_j = \texttt A]`, the target probability is
 
 .. math::
 
@@ -9,7 +9,13 @@ A, B, other and :math:`b_j = 1[v_j = \texttt A]`, the target probability is
     \eta_{\mathrm{par}} = \tfrac12 + \tfrac a2 (-1)^{\sum_{j \le 6} b_j},\qquad
     \eta_{\mathrm{mix}} = (1 - w)\,\eta_{\mathrm{add}} + w\,\eta_{\mathrm{par}},
 
-then label noise :math:`\eta \leftarrow \epsilon + (1 - 2\epsilon)\eta` and :math:`Y \sim \mathrm{Bernoulli}(\eta)`.
+    \eta_{\mathrm{XOR}} = \sigma\big(\beta_{3:7}^\top t_{3:7}/2 + b\,t_1t_2\big),\qquad
+    \eta_{\mathrm{AND}} = \sigma\big(\beta_{3:7}^\top t_{3:7}/2 - 1 + c\,X_1X_2\big)
+
+(§7.2, Table 24: judges 1 and 2 matter only through their interaction; under XOR neither has a marginal signal).
+An interaction ``weight`` :math:`w'` mixes any interaction regime with the additive one,
+:math:`\eta_{w'} = (1 - w')\,\eta_{\mathrm{add}} + w'\,\eta_{\mathrm{regime}}` (Table 25's interaction-strength
+sweep mixes XOR; the default :math:`w' = 1` is the pure regime), then label noise :math:`\eta \leftarrow \epsilon + (1 - 2\epsilon)\eta` and :math:`Y \sim \mathrm{Bernoulli}(\eta)`.
 For binary judges :math:`(-1)^{\sum_{j\le6} b_j} = \prod_{j \le 6} t_j` (six is even), the six-way parity of §7.1.
 
 * :func:`draw_growth_outputs`: :math:`X_{ij} = 1[\sqrt\gamma G_i + \sqrt{1-\gamma} E_{ij} > 0]` (independent fair
@@ -37,6 +43,7 @@ from judgecal_dist.errors import ConfigError, InputError
 
 __all__ = [
     "REGIMES",
+    "INTERACTION_REGIMES",
     "BETA",
     "N_JUDGES",
     "growth_eta",
@@ -45,7 +52,9 @@ __all__ = [
     "draw_labels",
 ]
 
-REGIMES = ("additive", "mixed", "parity")
+REGIMES = ("additive", "mixed", "parity", "xor", "and")
+#: Regimes with an interaction that an interaction ``weight`` can mix with the additive one (Table 25).
+INTERACTION_REGIMES = ("parity", "xor", "and")
 #: Additive coefficients of the seven judges (spec 002 §7.1).
 BETA = (0.9, 0.7, 0.5, 0.4, 0.3, 0.2, 0.1)
 N_JUDGES = 7
@@ -60,13 +69,20 @@ def growth_eta(
     a: float = 0.8,
     w: float = 0.5,
     noise: float = 0.0,
+    b: float = 2.0,
+    c: float = 2.0,
+    weight: float = 1.0,
 ) -> npt.NDArray[np.float64]:
     """Target probability :math:`\\eta` of each row of 7-judge codes under ``regime`` (module formulas).
+
+    ``b`` and ``c`` are the XOR and AND interaction strengths (spec §7.2 recommends 2); ``weight`` mixes an
+    interaction regime (parity, xor, and) with the additive one and must stay 1 for additive and mixed.
 
     Raises
     ------
     ConfigError
-        Unknown regime, ``a`` outside [0, 1], ``w`` outside [0, 1], ``noise`` outside [0, 1/2].
+        Unknown regime, ``a``, ``w`` or ``weight`` outside [0, 1], ``noise`` outside [0, 1/2], or a ``weight``
+        other than 1 for a regime without an interaction.
     InputError
         ``codes`` not of shape (n, 7) with codes 0..3.
 
@@ -74,11 +90,17 @@ def growth_eta(
     --------
     >>> growth_eta(np.array([[1] * 7, [0] + [1] * 6]), "parity").tolist()
     [0.9, 0.09999999999999998]
+    >>> growth_eta(np.array([[1, 1] + [1, 0] * 2 + [1], [1, 0] + [1, 0] * 2 + [1]]), "xor").round(4).tolist()
+    [0.8957, 0.1359]
     """
     if regime not in REGIMES:
         raise ConfigError(f"regime: must be one of {REGIMES}, got {regime!r}")
     if not (0.0 <= a <= 1.0 and 0.0 <= w <= 1.0 and 0.0 <= noise <= 0.5):
         raise ConfigError(f"growth: need a, w in [0, 1] and noise in [0, 1/2], got a={a}, w={w}, noise={noise}")
+    if not 0.0 <= weight <= 1.0 or (weight != 1.0 and regime not in INTERACTION_REGIMES):
+        raise ConfigError(
+            f"growth: weight={weight}: must lie in [0, 1], and differ from 1 only for {list(INTERACTION_REGIMES)}"
+        )
     x = np.asarray(codes)
     if (
         x.ndim != 2
@@ -89,9 +111,19 @@ def growth_eta(
     ):
         raise InputError(f"growth: codes: need shape (n, {len(beta)}) with codes 0..3, got {x.shape}")
     t = np.select([x == 1, x == 0], [1.0, -1.0], 0.0)
-    additive = expit(t @ np.asarray(beta, dtype=np.float64))
-    parity = 0.5 + 0.5 * a * (-1.0) ** (x[:, :_PARITY_JUDGES] == 1).sum(axis=1)
-    eta = {"additive": additive, "parity": parity, "mixed": (1.0 - w) * additive + w * parity}[regime]
+    coef = np.asarray(beta, dtype=np.float64)
+    additive = expit(t @ coef)
+    if regime == "xor":
+        interaction = expit(t[:, 2:] @ coef[2:] / 2.0 + b * t[:, 0] * t[:, 1])
+    elif regime == "and":
+        interaction = expit(t[:, 2:] @ coef[2:] / 2.0 - 1.0 + c * (x[:, 0] == 1) * (x[:, 1] == 1))
+    else:
+        interaction = 0.5 + 0.5 * a * (-1.0) ** (x[:, :_PARITY_JUDGES] == 1).sum(axis=1)
+    eta = (1.0 - weight) * additive + weight * interaction
+    if regime == "additive":
+        eta = additive
+    elif regime == "mixed":
+        eta = (1.0 - w) * additive + w * interaction
     return noise + (1.0 - 2.0 * noise) * eta
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 CFG = str(ROOT / "judgecal_dist" / "studies" / "configs" / "inclusion.yaml")
+REGIME_MAP = str(ROOT / "judgecal_dist" / "studies" / "configs" / "regime_map.yaml")
 #: A YAML alias bomb (under 500 bytes, about 387 million values once expanded).
 BOMB = "study: inclusion\na: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
     f"{x}: &{x} [{', '.join([f'*{p}'] * 9)}]\n" for p, x in zip("abcdefgh", "bcdefghi", strict=True)
@@ -44,6 +45,8 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
     ),
     "settings-yaml-alias-bomb": lambda t: run_with(t, config=_write(t, "bomb.yaml", BOMB)),
     "settings-engine-range": lambda t: [*run_with(t), "--conf", _write(t, "e.yaml", "ray_num_cpus: 0\n")],
+    "settings-synthetic-unread": lambda t: run_with(t, "data=synthetic:parity", "lam=0.5", config=REGIME_MAP),
+    "settings-real-unread": lambda t: run_with(t, "growth_noise=0.1", config=REGIME_MAP),
     "config-show-bad-setting": lambda t: ["config", "show", "inclusion", "--set", "eps=0.7"],
     "config-unknown-study": lambda t: ["config", "schema", "nope"],
 }

@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from pydantic import Field, model_validator
 
-from judgecal_dist.io.growth import N_JUDGES, REGIMES
+from judgecal_dist.io.growth import INTERACTION_REGIMES, N_JUDGES, REGIMES
 from judgecal_dist.methods.fcps.joint_table import FALLBACKS
 from judgecal_dist.methods.fcps.paths import PATH_RULES
 from judgecal_dist.methods.fcps.scalar_families import SCALAR_FAMILIES
@@ -36,15 +36,34 @@ LLMBAR7 = (
 )
 #: Prefix of a `data` value that names a simulated regime instead of a dataset URL (`synthetic:<regime>`).
 SYNTHETIC = "synthetic:"
+#: Settings that synthetic data never reads (its blocks are drawn fresh and its path is the pool order) ...
+_SYNTHETIC_UNREAD = ("paths", "lam", "selection_rows", "validation_rows", "test_rows")
+#: ... and settings it reads only to resample real patterns (semi_real_source).
+_SEMI_REAL_ONLY = ("pool", "position_balance", "sample")
+#: Settings that real data never reads.
+_REAL_UNREAD = (
+    "synthetic_validation_rows",
+    "synthetic_test_rows",
+    "growth_a",
+    "growth_w",
+    "growth_noise",
+    "growth_gamma",
+    "growth_b",
+    "growth_c",
+    "interaction_weights",
+    "semi_real_source",
+)
 
 
 class Config(TypedSettings):
     """Settings of the regime-map study (``studies/configs/regime_map.yaml``); every key can be ``--set``."""
 
-    data_required: ClassVar[str] = "a dataset URL, or synthetic:additive|mixed|parity"
+    data_required: ClassVar[str] = "a dataset URL, or synthetic:additive|mixed|parity|xor|and"
 
     data: Url = Field(
-        default=None, examples=["synthetic:additive"], description="a dataset URL, or synthetic:additive|mixed|parity"
+        default=None,
+        examples=["synthetic:additive"],
+        description="a dataset URL, or synthetic:additive|mixed|parity|xor|and",
     )
     pool: listed(str, min_length=1) = LLMBAR7
     position_balance: bool = True
@@ -69,6 +88,12 @@ class Config(TypedSettings):
     growth_w: number() = 0.5
     growth_noise: NonNegative = 0.0
     growth_gamma: number() = 0.0
+    growth_b: NonNegative = Field(default=2.0, description="XOR interaction strength b (spec 002 §7.2)")
+    growth_c: NonNegative = Field(default=2.0, description="AND interaction strength c (spec 002 §7.2)")
+    interaction_weights: listed(number(ge=0.0, le=1.0), min_length=1) | None = Field(
+        default=None,
+        description="with synthetic:xor|and|parity, the sweep eta_w = (1-w) eta_add + w eta_regime (Table 25)",
+    )
     semi_real_source: str | None = None
     ci_level: number(gt=0.5, lt=1.0) = 0.95
 
@@ -86,10 +111,37 @@ class Config(TypedSettings):
             raise refuse("pool", list(self.pool), "must name distinct judge ids")
         if self.synthetic and self.semi_real_source and len(self.pool) != N_JUDGES:
             raise refuse("pool", list(self.pool), f"must name {N_JUDGES} judges with semi_real_source")
+        self._refuse_what_does_not_apply()
         panel = N_JUDGES if self.synthetic else len(self.pool)
         if self.max_k is not None and self.max_k > panel:
             raise refuse("max_k", self.max_k, f"must be at most the panel's {panel} judges (or null)")
         return self
+
+    def _refuse_what_does_not_apply(self) -> None:
+        """A setting changed from its default that the chosen data never reads is refused, never ignored."""
+        if self.synthetic:
+            regime = self.data[len(SYNTHETIC) :]
+            if self.interaction_weights is not None and regime not in INTERACTION_REGIMES:
+                raise refuse(
+                    "interaction_weights",
+                    list(self.interaction_weights),
+                    f"must be null unless data is synthetic:{'|'.join(INTERACTION_REGIMES)} "
+                    "(it mixes an interaction with the additive regime)",
+                )
+            unread = _SYNTHETIC_UNREAD if self.semi_real_source else (*_SYNTHETIC_UNREAD, *_SEMI_REAL_ONLY)
+        else:
+            unread = _REAL_UNREAD
+        changed = [key for key in unread if getattr(self, key) != type(self).model_fields[key].default]
+        if changed:
+            key = changed[0]
+            if not self.synthetic:
+                why = "does not apply to a dataset URL (it configures the synthetic generators)"
+            elif key in _SEMI_REAL_ONLY:
+                why = "does not apply to synthetic data without semi_real_source (the generator draws the judges)"
+            else:
+                why = "does not apply to synthetic data (fresh blocks; the pool order is the only path, spec 002 §7.1)"
+            more = f" (nor do {', '.join(changed[1:])})" if len(changed) > 1 else ""
+            raise refuse(key, getattr(self, key), f"{why}{more}; remove it")
 
     @property
     def synthetic(self) -> bool:

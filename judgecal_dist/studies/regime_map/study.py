@@ -1,4 +1,4 @@
-"""Finite-calibration regime map (FCPS, spec 002): which aggregator family can N labels afford?
+r"""Finite-calibration regime map (FCPS, spec 002): which aggregator family can N labels afford?
 
 Per split (seed) and calibration budget ``B``: paths are built on the selection block, every candidate
 ``(path, k, family)`` is fitted on the budget's calibration block (the table of spec 002 Eq. 12 and the scalar
@@ -9,10 +9,13 @@ are reported for the selected candidates. ``summarise`` gives one record per (bu
 unseen rate vs budget).
 
 ``data`` is an ingested dataset URL (LLMBar with ``position_balance: true`` gives the position-balanced rows of
-spec 002 §6.3), or ``synthetic:additive|mixed|parity``: the calibration-growth generator of §7.1 (fresh i.i.d.
-blocks per replicate and budget, the fixed pool path); with ``semi_real_source: URL`` the judges' outputs are
-resampled from that dataset's real ``pool`` patterns instead (§7.3). Every constant the paper lost takes the
-spec's recommended value; they are config keys, so the manifest records them.
+spec 002 §6.3), or ``synthetic:additive|mixed|parity|xor|and``: the calibration-growth generator of §7.1 and
+the XOR/AND toy of §7.2 (fresh i.i.d. blocks per replicate and budget, the fixed pool path); with
+``semi_real_source: URL`` the judges' outputs are resampled from that dataset's real ``pool`` patterns instead
+(§7.3). With ``interaction_weights`` (synthetic xor, and or parity) every replicate also sweeps the interaction
+strength :math:`\eta_w = (1 - w)\,\eta_{\mathrm{add}} + w\,\eta_{\mathrm{regime}}` (Table 25): the weights of one
+budget share the judges' outputs and the label uniforms (common random numbers), so the sweep is paired. Every
+constant the paper lost takes the spec's recommended value; they are config keys, so the manifest records them.
 
 References
 ----------
@@ -106,22 +109,33 @@ def plan(config: Config, data: Any) -> list[Replicate]:
     return [Replicate(seed=config.seed + r, config=config) for r in range(config.replicates)]
 
 
-def _synthetic_block(data: SyntheticInput, config: Config, n: int, rng: np.random.Generator) -> Cells:
+def _synthetic_block(data: SyntheticInput, config: Config, n: int, rng: np.random.Generator, weight: float) -> Cells:
     if data.patterns is not None:
         codes = draw_semi_real_outputs(n, rng, data.patterns, data.weights)
     else:
         codes = draw_growth_outputs(n, rng, gamma=config.growth_gamma)
-    eta = growth_eta(codes, data.regime, a=config.growth_a, w=config.growth_w, noise=config.growth_noise)
+    eta = growth_eta(
+        codes,
+        data.regime,
+        a=config.growth_a,
+        w=config.growth_w,
+        noise=config.growth_noise,
+        b=config.growth_b,
+        c=config.growth_c,
+        weight=weight,
+    )
     return Cells.from_rows(codes, draw_labels(eta, rng))
 
 
-def _blocks(data: Any, rep: Replicate, budget: int) -> tuple[dict[str, np.ndarray], Cells, Cells, Cells]:
+def _blocks(
+    data: Any, rep: Replicate, budget: int, weight: float = 1.0
+) -> tuple[dict[str, np.ndarray], Cells, Cells, Cells]:
     config = rep.config
     if isinstance(data, SyntheticInput):
-        rng = np.random.default_rng([rep.seed, budget])
-        val = _synthetic_block(data, config, config.synthetic_validation_rows, rng)
-        test = _synthetic_block(data, config, config.synthetic_test_rows, rng)
-        cal = _synthetic_block(data, config, budget, rng)
+        rng = np.random.default_rng([rep.seed, budget])  # the same draws for every interaction weight
+        val = _synthetic_block(data, config, config.synthetic_validation_rows, rng, weight)
+        test = _synthetic_block(data, config, config.synthetic_test_rows, rng, weight)
+        cal = _synthetic_block(data, config, budget, rng, weight)
         return {"pool": np.arange(N_JUDGES)}, cal, val, test
     split = data.splits.get(rep.seed)
     if split is None:
@@ -145,8 +159,9 @@ def run_replicate(data: Any, rep: Replicate) -> pd.DataFrame:
         "C": config.logistic_c,
     }
     frames = []
-    for budget in config.budgets:
-        paths, cal, val, test = _blocks(data, rep, budget)
+    weights = config.interaction_weights or (None,)
+    for budget, weight in ((b, w) for w in weights for b in config.budgets):
+        paths, cal, val, test = _blocks(data, rep, budget, 1.0 if weight is None else weight)
         frame = evaluate_candidates(
             paths, cal, val, test, families=("table", *config.families), max_k=config.max_k, **options
         )
@@ -156,6 +171,8 @@ def run_replicate(data: Any, rep: Replicate) -> pd.DataFrame:
                 (frame["path"] == chosen["path"]) & (frame["k"] == chosen["k"]) & (frame["family"] == chosen["family"])
             )
         frame.insert(0, "budget", int(budget))
+        if weight is not None:
+            frame.insert(0, "interaction_weight", float(weight))
         frame.insert(0, "seed", rep.seed)
         frame["cal_rows"], frame["val_rows"], frame["test_rows"] = cal.rows, val.rows, test.rows
         frames.append(frame)
