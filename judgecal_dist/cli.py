@@ -474,7 +474,44 @@ def submit(
 
 
 @cli.command()
-@click.option("--model", "model_url", required=True, help="A study run folder (or its model/calibration.json).")
+@click.option("--data", "data_url", required=True, help="Ingested dataset URL whose labelled items are fitted on.")
+@set_option
+@output_option
+@run_id_option
+@conf_option
+@click.option("--serial", is_flag=True, help="Fit the folds in this process instead of on Ray.")
+@guarded
+def fit(
+    data_url: str,
+    overrides: tuple[str, ...],
+    output: str | None,
+    run_id: str | None,
+    conf_path: Path | None,
+    serial: bool,
+) -> None:
+    """Choose the calibrated panel pipeline by cross-fitted NLL on the labelled items of --data, export it
+    (model/model.json) with a model card (report.md); print the choice and, last, the run folder.
+
+    Settings (candidates, folds, rule, export) are the packaged fit config's, each overridable with --set.
+    """
+    from judgecal_dist.config import load_engine_config
+    from judgecal_dist.engine.store import RunStore
+    from judgecal_dist.studies.runner import execute, prepare
+
+    study = prepare("fit", (*overrides, f"data={data_url}"), run_id=run_id)
+    engine = load_engine_config(conf_path, {})
+    url = execute(study, engine, output=output, serial=serial)
+    click.echo(_run_preview(RunStore(url, storage_options=dict(engine.storage_options))))
+    click.echo(url)
+
+
+@cli.command()
+@click.option(
+    "--model",
+    "model_url",
+    required=True,
+    help="A run folder with an exported model (model/model.json) or a model JSON URL.",
+)
 @click.option("--data", "data_url", required=True, help="Ingested dataset URL whose items are scored.")
 @click.option("--output", "output_url", required=True, help="Output folder URL (items/, summary/, _SUCCESS).")
 @click.option("--sample", type=int, default=0, show_default=True, help="Verdict sample to score.")
@@ -506,7 +543,8 @@ def score(
     stats_engine: str | None,
     conf_path: Path | None,
 ) -> None:
-    """Apply the calibration saved by a study run to every item of --data; print counts and the output URL.
+    """Apply the model exported by a run (judgecal fit, a study) to every item of --data; print counts and the
+    output URL.
 
     --output must be new, empty, or a folder an earlier score wrote (marked by _JUDGECAL_SCORE): score never
     writes among or deletes files it did not write.

@@ -21,6 +21,7 @@ STUDIES: dict[str, str] = {
     "continuous": "judgecal_dist.studies.continuous.study",
     "inclusion_scale": "judgecal_dist.studies.inclusion.scale",
     "regime_map": "judgecal_dist.studies.regime_map.study",
+    "fit": "judgecal_dist.studies.fit.study",
 }
 
 #: study name -> the optional dependency groups (pyproject extras) it needs beyond the base install (whose

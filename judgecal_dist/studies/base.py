@@ -53,6 +53,7 @@ class StudyResult:
     figures: dict[str, bytes] = field(default_factory=dict)
     model: dict[str, dict[str, Any]] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     recommendation: Recommendation | None = None
 
     def __post_init__(self) -> None:

@@ -327,6 +327,8 @@ def _summarise(module: Any, config: Any, data: Any, store: RunStore, seeds: list
         store.write_bytes(f"figures/{name}", png)
     for name, doc in result.model.items():
         store.write_json(f"model/{name}", doc)
+    for name, table in result.tables.items():
+        store.write_table(name, table)
 
 
 def _record_failure(store: RunStore, failed: Callable[[str], dict[str, Any]], err: BaseException) -> dict[str, Any]:

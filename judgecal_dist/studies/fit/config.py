@@ -1,0 +1,86 @@
+"""Settings of ``judgecal fit`` (``conf/studies/fit.yaml``; every key can be ``--set``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from pydantic import model_validator
+
+from judgecal_dist.methods.pipeline import AGGREGATORS, CALIBRATOR_INPUTS, CALIBRATORS, PANELS, Settings
+from judgecal_dist.settings import (
+    AggregationFields,
+    CiLevel,
+    Fraction,
+    PipelineFields,
+    Resamples,
+    Seed,
+    Url,
+    check_panels,
+    integer,
+    listed,
+    one_of,
+    refuse,
+)
+
+#: Simplest first: the one-standard-error rule moves toward these (after fewer judges).
+CALIBRATOR_ORDER = ("none", "temperature", "platt", "beta", "isotonic")
+AGGREGATOR_ORDER = ("majority", "accuracy_weighted", "log_odds", "one_coin", "dawid_skene", "stacking")
+RULES = ("one_se", "lowest")
+
+
+def candidate_name(aggregator: str, calibrator: str, panel: str) -> str:
+    """``aggregator+calibrator@panel``: how reports and ``--set export=...`` name a candidate."""
+    return f"{aggregator}+{calibrator}@{panel}"
+
+
+class Config(PipelineFields, AggregationFields):
+    """Settings of ``judgecal fit``: the candidates, the cross-fitting and the choice rule.
+
+    ``export`` is ``auto`` (the rule's choice) or a candidate ``aggregator+calibrator@panel`` to export instead;
+    the card still reports the rule's choice beside it.
+    """
+
+    data_required: ClassVar[str] = "an ingested dataset URL"
+
+    data: Url = None
+    dataset: str | None = None
+    sample: integer(0) = 0
+    seed: Seed = 0
+    folds: integer(2, 50, description="cross-fitting folds (grouped by group_id)") = 5
+    aggregators: listed(one_of(AGGREGATORS), min_length=1) = AGGREGATORS
+    calibrators: listed(one_of(CALIBRATORS), min_length=1) = CALIBRATORS
+    panels: listed(str, min_length=1) = PANELS
+    calibrator_input: one_of(CALIBRATOR_INPUTS) = "logit"
+    rule: one_of(RULES) = "one_se"
+    export: str = "auto"
+    conformal_alphas: listed(Fraction) = (0.1, 0.2)
+    resamples: Resamples = 2000
+    ci_level: CiLevel = 0.95
+
+    @model_validator(mode="after")
+    def _check(self) -> Config:
+        check_panels(self.panels, PANELS)
+        if self.export != "auto":
+            agg, _, rest = self.export.partition("+")
+            cal, _, panel = rest.partition("@")
+            if agg not in self.aggregators or cal not in self.calibrators or panel not in self.panels:
+                raise refuse(
+                    "export",
+                    self.export,
+                    "must be auto or a candidate aggregator+calibrator@panel of the configured aggregators, "
+                    "calibrators and panels (e.g. one_coin+beta@all)",
+                )
+        return self
+
+    @property
+    def settings(self) -> Settings:
+        return Settings.of(self)
+
+
+@dataclass(frozen=True)
+class Replicate:
+    """One cross-fitting fold: every candidate fitted on the other folds and scored on this one."""
+
+    seed: int
+    fold: int

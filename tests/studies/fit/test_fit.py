@@ -1,0 +1,85 @@
+"""``judgecal fit`` on LLMBar exports the pipeline its card names, and ``judgecal score`` with it reproduces the
+card's predictions exactly, in memory and on Spark; the choice rule on a hand-made table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from judgecal_dist.cli import cli
+from judgecal_dist.studies.fit.study import choose
+
+#: A fast candidate grid that still holds a log-odds model, stacking, isotonic breakpoints and a curated panel.
+FAST = [
+    "aggregators=[majority, one_coin, stacking]",
+    "calibrators=[none, platt, isotonic]",
+    "panels=[all, top3]",
+    "resamples=200",
+]
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def llmbar_url(llmbar_dir, tmp_path_factory) -> str:
+    from judgecal_dist.io.ingest import ingest
+
+    data = str(tmp_path_factory.mktemp("llmbar") / "llmbar")
+    ingest("llmbar", str(llmbar_dir), data)
+    return data
+
+
+@pytest.fixture(scope="module")
+def fitted(llmbar_url, tmp_path_factory) -> str:
+    out = tmp_path_factory.mktemp("fit")
+    sets = [a for s in FAST for a in ("--set", s)]
+    result = invoke("fit", "--data", llmbar_url, "--output", str(out), "--serial", *sets)
+    assert result.exit_code == 0, result.output
+    return result.output.strip().splitlines()[-1]
+
+
+def test_card_names_the_exported_pipeline(fitted):
+    run = Path(fitted)
+    model = json.loads((run / "model" / "model.json").read_text())
+    summary = json.loads((run / "summary.json").read_text())
+    exported = summary["choice"]["exported"]
+    agg, cal_panel = exported.split("+")
+    assert (model["aggregator"]["name"], model["calibrator"]["name"], model["panel"]) == (agg, *cal_panel.split("@"))
+    report = (run / "report.md").read_text()
+    assert f"# Model card: `{exported}`" in report and "## Recommendation" in report
+    assert "| bin | items |" in report and "| judge | weight |" in report and (run / "figures/reliability.png").exists()
+    assert summary["choice"]["runner_up"] and summary["choice"]["runner_up"] != exported
+
+
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_score_reproduces_the_card_predictions_exactly(fitted, llmbar_url, tmp_path, engine):
+    out = tmp_path / "scored"
+    result = invoke("score", "--model", fitted, "--data", llmbar_url, "--output", str(out), "--engine", engine)
+    assert result.exit_code == 0, result.output
+    card = pd.read_parquet(Path(fitted) / "predictions.parquet")
+    scored = pd.read_parquet(out / "items").set_index("item_id").loc[card["item_id"]]
+    np.testing.assert_array_equal(scored["p"].to_numpy(), card["p"].to_numpy())
+    assert (scored["verdict"].to_numpy() == card["verdict"].to_numpy()).all() and scored["in_calibration"].all()
+
+
+def test_one_standard_error_rule_prefers_fewer_judges_then_simpler_calibrators():
+    table = pd.DataFrame(
+        {
+            "candidate": ["one_coin+beta@all", "one_coin+isotonic@top3", "one_coin+platt@top3", "majority+none@top3"],
+            "aggregator": ["one_coin", "one_coin", "one_coin", "majority"],
+            "calibrator": ["beta", "isotonic", "platt", "none"],
+            "panel": ["all", "top3", "top3", "top3"],
+            "n_judges": [9, 3, 3, 3],
+            "nll": [0.30, 0.31, 0.32, 0.40],
+            "se": [0.025, 0.02, 0.02, 0.02],
+        }
+    )
+    assert choose(table, "one_se") == ("one_coin+platt@top3", "one_coin+beta@all")  # 0.32 <= 0.30 + 0.025
+    assert choose(table, "lowest") == ("one_coin+beta@all", "one_coin+isotonic@top3")
