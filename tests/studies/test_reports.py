@@ -104,11 +104,11 @@ def rendered(tmp_path_factory) -> dict[str, tuple[StudyResult, dict[str, list[di
                 data="synthetic:mixed",
                 replicates=2,
                 budgets=(64, 512),
-                synthetic_test_rows=4000,
+                synthetic_test_rows=2000,
                 families=("ridge_iso", "logistic"),
             ),
         ),
-        "itc": (itc, lambda: itc.Config(data="synthetic:g2", replicates=4, synthetic_items=2000, budgets=(2, 4, 12))),
+        "itc": (itc, lambda: itc.Config(data="synthetic:g2", replicates=3, synthetic_items=1000, budgets=(2, 4, 12))),
     }
     rb2 = ROOT.parent / "shared" / "data" / "rewardbench2_k8"
     if rb2.is_dir():  # the two studies of real RewardBench 2 files; skipped below without ../shared
@@ -117,7 +117,7 @@ def rendered(tmp_path_factory) -> dict[str, tuple[StudyResult, dict[str, list[di
         ingested = str(tmp / "rb2")
         ingest("rb2-k8", str(rb2), ingested)
         sliced = _rb2_slice(rb2, tmp / "rb2slice")
-        runs["ensemble"] = (ensemble, lambda: ensemble.Config(data=ingested, replicates=20))
+        runs["ensemble"] = (ensemble, lambda: ensemble.Config(data=ingested, replicates=5))
         runs["continuous"] = (
             continuous,
             lambda: continuous.Config(
