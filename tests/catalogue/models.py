@@ -1,0 +1,46 @@
+"""Catalogue cases: the model format family (a model document refused by ``judgecal score``) and ``judgecal fit``."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests.scoring.support import write_arena
+
+DOCUMENT: dict[str, Any] = {
+    "format": "judgecal.binary-pipeline/v1",
+    "judge_ids": ["j1", "j2", "j3"],
+    "aggregator": {"name": "one_coin", "weights": [1.0, 0.5, -0.25], "class_prior": 0.5},
+    "calibrator": {"name": "isotonic", "x": [-1.0, 0.0, 1.0], "y": [0.1, 0.5, 0.9]},
+}
+
+
+def _score(tmp: Path, **changes: Any) -> list[str]:
+    doc = json.loads(json.dumps(DOCUMENT))
+    for key, value in changes.items():
+        section, _, name = key.partition("__")
+        (doc[section] if name else doc)[name or section] = value
+    path = tmp / "model.json"
+    path.write_text(json.dumps(doc))
+    data = write_arena(str(tmp / "arena"))
+    return ["score", "--model", str(path), "--data", data, "--output", str(tmp / "out"), "--engine", "local"]
+
+
+def _fit(tmp: Path, *sets: str) -> list[str]:
+    return ["fit", "--data", write_arena(str(tmp / "arena")), "--output", str(tmp / "out"), *sets]
+
+
+CASES: dict[str, Callable[[Path], list[str]]] = {
+    "models-not-finite": lambda t: _score(t, aggregator__weights=[1.0, math.nan, 0.5]),
+    "models-wrong-length": lambda t: _score(t, aggregator__weights=[1.0, 0.5]),
+    "models-probability": lambda t: _score(t, aggregator__class_prior=1.2),
+    "models-unknown-aggregator": lambda t: _score(t, aggregator__name="borda"),
+    "models-isotonic-order": lambda t: _score(t, calibrator__x=[1.0, 0.0, 2.0]),
+    "models-unknown-key": lambda t: _score(t, weights=[1.0]),
+    "models-unknown-format": lambda t: _score(t, format="judgecal.binary-pipeline/v9"),
+    "models-retired-format": lambda t: _score(t, format="judgecal.escalation/v1"),
+    "fit-export-unknown": lambda t: _fit(t, "--set", "export=borda+none@all"),
+}
