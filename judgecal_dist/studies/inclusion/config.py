@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from judgecal_dist.engine.panel import ORIENTATIONS
 from judgecal_dist.methods.pipeline import AGGREGATORS, CALIBRATOR_INPUTS, CALIBRATORS, PANELS, PROTOCOLS, Settings
@@ -21,9 +22,14 @@ from judgecal_dist.settings import (
     check_panels,
     integer,
     listed,
+    number,
     one_of,
 )
 from judgecal_dist.studies.inclusion.search import SEARCHES, SearchSettings
+
+#: Diagnostic panels (spec §3.6): ``oracleK`` = top-K by evaluation accuracy (a ceiling, not deployable),
+#: ``randomK`` = K random judges (a floor, seeded per split), ``l1`` = support of the L1 logistic fit at ``l1_c``.
+DIAGNOSTIC_PANEL = re.compile(r"(oracle|random)[1-9][0-9]*|l1")
 
 
 class Config(PipelineFields, AggregationFields):
@@ -56,10 +62,14 @@ class Config(PipelineFields, AggregationFields):
     conformal_alphas: listed(Fraction) = (0.1, 0.2)
     permutation_resamples: Resamples = 10_000
     ci_level: CiLevel = 0.95
+    l1_c: number(gt=0.0) = Field(default=0.1, description="inverse L1 strength of the l1 panel (spec §3.6 grid)")
+    selective_tau: number(ge=0.5, le=1.0) = Field(default=0.9, description="confidence threshold of Cov @ conf")
+    tost_margin: number(gt=0.0) = Field(default=0.01, description="TOST equivalence margin on NLL (nats)")
 
     @model_validator(mode="after")
     def _check(self) -> Config:
-        check_panels(self.panels, (*PANELS, *SEARCHES))
+        named = [p for p in self.panels if not DIAGNOSTIC_PANEL.fullmatch(p)]
+        check_panels(named, (*PANELS, *SEARCHES))
         return self
 
     @property
@@ -93,3 +103,6 @@ class Replicate:
     nested_fraction: float = 0.7
     crossfit_folds: int = 5
     search: SearchSettings = field(default_factory=SearchSettings)
+    l1_c: float = 0.1
+    selective_tau: float = 0.9
+    tost_margin: float = 0.01

@@ -91,6 +91,50 @@ def _tercile_lines(terciles: pd.DataFrame) -> list[str]:
     return [*lines, ""]
 
 
+def _equivalence_lines(config: Any, curated: pd.DataFrame) -> list[str]:
+    """Item-level TOST per split of each curated panel against the full panel (H.9, H.13)."""
+    if curated.empty or "tost_p" not in curated:
+        return []
+    lines = [
+        f"## Equivalence (TOST, margin ±{config.tost_margin:g} nats)",
+        "",
+        "Per split, two one-sided paired t tests on the item-level NLL differences ask whether the panel's NLL lies "
+        f"within ±{config.tost_margin:g} of the full panel's; equivalent = both reject at 5%. Not rejecting is no "
+        "evidence of a difference: see ΔNLL above for that.",
+        "",
+        "| aggregator | calibrator | panel | median TOST p | splits equivalent |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    lines += [
+        f"| {r.aggregator} | {r.calibrator} | {r.panel} | {r.tost_p:.4g} | {r.tost_equivalent_share:.2f} |"
+        for r in curated.itertuples()
+    ]
+    return [*lines, ""]
+
+
+def _selective_lines(config: Any, full: pd.DataFrame) -> list[str]:
+    """Positive-class ECE, AUAC and coverage at a confidence threshold on the full panel (spec §4, H.14)."""
+    if full.empty or "auac" not in full:
+        return []
+    tau = config.selective_tau
+    lines = [
+        "## Selective prediction and positive-class ECE (full panel)",
+        "",
+        "ECE+ = reliability ECE on P(A) itself; AUAC = area under the accuracy-coverage curve (ties as blocks); "
+        f"coverage = share of items with confidence max(p, 1 - p) >= {tau:g}, accuracy on those items (mean over "
+        "the splits that keep any).",
+        "",
+        f"| aggregator | calibrator | ECE+ | AUAC | coverage @ {tau:g} | accuracy @ {tau:g} |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    lines += [
+        f"| {r.aggregator} | {r.calibrator} | {_cell(r, 'ece_positive')} | {_cell(r, 'auac')} | "
+        f"{_cell(r, 'coverage_at_tau')} | {_num(r.accuracy_at_tau, '.4f')} |"
+        for r in full.itertuples()
+    ]
+    return [*lines, ""]
+
+
 def _search_lines(search: pd.DataFrame) -> list[str]:
     """Spec Table 3: searched subset vs all judges through the identical nested fit, winner by CI overlap."""
     if search is None or search.empty:
@@ -183,6 +227,8 @@ def report(
             for r in curated.itertuples()
         ]
         lines.append("")
+    lines += _equivalence_lines(config, curated)
+    lines += _selective_lines(config, full)
     lines += _search_lines(search)
     lines += _tercile_lines(terciles)
     if not conformal.empty:

@@ -35,18 +35,22 @@ from judgecal_dist.methods.pipeline import (
     AGGREGATORS,
     CALIBRATORS,
     PANELS,
+    Settings,
     choose_panels,
     fit_pipelines,
     protocol_roles,
 )
+from judgecal_dist.methods.selection.curate import l1_logistic_support, oracle_top_k, random_k
 from judgecal_dist.splits import calibration_mask
+from judgecal_dist.stats.equivalence import TOSTResult, tost_paired
 from judgecal_dist.stats.inference import summarise_over_splits
-from judgecal_dist.stats.metrics import metric_table, pointwise_nll, reliability_bins
+from judgecal_dist.stats.metrics import ece_positive, metric_table, pointwise_nll, reliability_bins
 from judgecal_dist.stats.permutation import paired_permutation_test_many
+from judgecal_dist.stats.selective import accuracy_at_confidence, auac
 from judgecal_dist.stats.strata import nll_by_agreement_tercile
 from judgecal_dist.studies.base import StudyResult
 from judgecal_dist.studies.inclusion import report as inclusion_report
-from judgecal_dist.studies.inclusion.config import Config, Replicate
+from judgecal_dist.studies.inclusion.config import DIAGNOSTIC_PANEL, Config, Replicate
 from judgecal_dist.studies.inclusion.diagnostics import diagnose
 from judgecal_dist.studies.inclusion.model import (
     DEFAULT_AGGREGATOR,
@@ -78,6 +82,8 @@ __all__ = [
 
 NAME = "inclusion"
 METRICS = ("nll", "brier", "ece", "accuracy")
+#: Spec §4's further metrics, summarised with intervals beside the headline ones.
+SELECTIVE = ("ece_positive", "auac", "coverage_at_tau")
 
 
 @dataclass(frozen=True)
@@ -133,6 +139,9 @@ def plan(config: Config, data: InclusionInput) -> list[Replicate]:
             nested_fraction=config.nested_fraction,
             crossfit_folds=config.crossfit_folds,
             search=config.search,
+            l1_c=config.l1_c,
+            selective_tau=config.selective_tau,
+            tost_margin=config.tost_margin,
         )
         for i in range(config.replicates)
     ]
@@ -154,8 +163,9 @@ def run_replicate(data: InclusionInput, rep: Replicate) -> pd.DataFrame:
         rep.calib_scores, keys_cal, rep.seed, nested_fraction=rep.nested_fraction, folds=rep.crossfit_folds
     )
     rank = roles == 0 if rep.calib_scores == "nested" else slice(None)  # counts of the aggregator's items
-    curated = tuple(p for p in rep.panels if p not in SEARCHES)
+    curated = tuple(p for p in rep.panels if p not in SEARCHES and not DIAGNOSTIC_PANEL.fullmatch(p))
     panels = choose_panels(curated, v_cal[rank], y_cal[rank], panel.judge_ids, panel.families, settings)
+    panels |= _diagnostic_panels(rep, v_cal[rank], y_cal[rank], v_eval, y_eval, panel.judge_ids, settings)
     searched, search_rows = run_searches(
         rep.panels, v_cal, y_cal, keys_cal, v_eval, y_eval, rep.seed, settings, rep.search
     )
@@ -179,6 +189,7 @@ def run_replicate(data: InclusionInput, rep: Replicate) -> pd.DataFrame:
                         "panel_size": len(cols),
                     }
                     | metric_table(y_eval, p, eps=settings.eps, n_bins=rep.n_bins)
+                    | _selective_metrics(y_eval, p, rep)
                 )
                 if panel_name == "all":
                     full_p[f"{agg_name}|{cal_name}"] = p
@@ -189,6 +200,48 @@ def run_replicate(data: InclusionInput, rep: Replicate) -> pd.DataFrame:
     extra = [base | row for row in (*_tercile_rows(full_p, v_eval, y_eval, settings.eps), *search_rows)]
     extra += [base | row for row in conformal_rows(panel, in_cal, v_eval, y_eval, rep)]
     return pd.concat([table, pd.DataFrame(extra)], ignore_index=True)
+
+
+def _diagnostic_panels(
+    rep: Replicate,
+    v_cal: np.ndarray,
+    y_cal: np.ndarray,
+    v_eval: np.ndarray,
+    y_eval: np.ndarray,
+    judge_ids: np.ndarray,
+    settings: Settings,
+) -> dict[str, np.ndarray]:
+    """The sanity floor / ceiling panels of spec §3.6 and the L1-logistic support; a panel of every judge is
+    skipped (it would repeat ``all``), as for top-k."""
+    n_judges = v_cal.shape[1]
+    out: dict[str, np.ndarray] = {}
+    for name in rep.panels:
+        if not DIAGNOSTIC_PANEL.fullmatch(name):
+            continue
+        if name == "l1":
+            support = l1_logistic_support(v_cal, y_cal, Cs=(rep.l1_c,))["support"].iloc[0]
+            cols = np.asarray(support, dtype=np.intp)
+        elif name.startswith("oracle"):
+            cols = np.sort(
+                oracle_top_k(v_eval, y_eval, judge_ids, int(name[6:]), alpha0=settings.alpha0, beta0=settings.beta0)
+            )
+        else:
+            # Seeded per split and per panel size, so random3 and random5 are independent draws.
+            cols = random_k(n_judges, int(name[6:]), rng=np.random.default_rng([rep.seed, int(name[6:])]))
+        if 0 < cols.size < n_judges:
+            out[name] = cols
+    return out
+
+
+def _selective_metrics(y: np.ndarray, p: np.ndarray, rep: Replicate) -> dict[str, float]:
+    """Spec §4's positive-class ECE, AUAC and coverage / accuracy at confidence >= tau (H.14)."""
+    kept = accuracy_at_confidence(y, p, tau=rep.selective_tau)
+    return {
+        "ece_positive": ece_positive(y, p, n_bins=rep.n_bins),
+        "auac": auac(y, p),
+        "coverage_at_tau": kept.coverage,
+        "accuracy_at_tau": kept.accuracy,
+    }
 
 
 def _tercile_rows(full_p: dict[str, np.ndarray], v_eval: np.ndarray, y_eval: np.ndarray, eps: float) -> list[dict]:
@@ -244,8 +297,17 @@ def _attach_paired_tests(table: pd.DataFrame, losses: dict, rep: Replicate) -> N
         index[a, c, p] for a, c, p in table.loc[rows, ["aggregator", "calibrator", "panel"]].itertuples(index=False)
     ]
     table.loc[rows, "delta_nll"] = d.mean(axis=1)[order]
+    # Item-level TOST (H.9, H.13): is the panel's NLL within +-margin of the full panel's on these items?
+    tests = [_tost_or_none(row, rep.tost_margin) for row in d]
+    table.loc[rows, "tost_p"] = np.array([np.nan if r is None else r.pvalue for r in tests])[order]
+    table.loc[rows, "tost_equivalent"] = np.array([r is not None and r.equivalent for r in tests], dtype=float)[order]
     table.loc[rows, "perm_stat"] = perm.statistic[order]
     table.loc[rows, "perm_p"] = perm.pvalue[order]
+
+
+def _tost_or_none(d: np.ndarray, margin: float) -> TOSTResult | None:
+    """TOST of one split's item differences; None when they are all equal (identical predictions: no SE)."""
+    return None if np.ptp(d) == 0.0 else tost_paired(d, margin=margin)
 
 
 def summarise(config: Config, parts: pd.DataFrame, data: InclusionInput) -> StudyResult:
@@ -255,15 +317,26 @@ def summarise(config: Config, parts: pd.DataFrame, data: InclusionInput) -> Stud
     by = ["aggregator", "calibrator", "panel"]
     metrics = parts[parts["kind"] == "metrics"]
     summary = summarise_over_splits(
-        metrics, by=by, metrics=[*METRICS, "panel_size"], confidence=config.ci_level, rng=rng
+        metrics, by=by, metrics=[*METRICS, *SELECTIVE, "panel_size"], confidence=config.ci_level, rng=rng
     )
-    summary = summary.rename(columns={f"{m}_mean": m for m in (*METRICS, "panel_size")} | {"n_splits": "replicates"})
+    summary = summary.rename(
+        columns={f"{m}_mean": m for m in (*METRICS, *SELECTIVE, "panel_size")} | {"n_splits": "replicates"}
+    )
+    # Accuracy at tau is undefined in a split that keeps no item: mean over the splits that keep some.
+    kept = metrics.groupby(by, as_index=False)["accuracy_at_tau"].mean()
+    summary = summary.merge(kept, on=by, how="left")
     summary = summary.drop(columns=["panel_size_ci_low", "panel_size_ci_high"])
     curated = metrics[metrics["panel"] != "all"]
     if not curated.empty:
         paired = summarise_over_splits(curated, by=by, metrics=["delta_nll"], confidence=config.ci_level, rng=rng)
         paired = paired.rename(columns={"delta_nll_mean": "delta_nll"}).drop(columns="n_splits")
-        medians = curated.groupby(by, as_index=False)[["perm_stat", "perm_p"]].median()
+        medians = curated.groupby(by, as_index=False)[["perm_stat", "perm_p", "tost_p"]].median()
+        medians = medians.merge(
+            curated.groupby(by, as_index=False)["tost_equivalent"]
+            .mean()
+            .rename(columns={"tost_equivalent": "tost_equivalent_share"}),
+            on=by,
+        )
         summary = summary.merge(paired, on=by, how="left").merge(medians, on=by, how="left")
     order = {name: i for i, name in enumerate((*config.aggregators, *config.calibrators, *config.panels))}
     summary = summary.sort_values(by, key=lambda col: col.map(order), kind="stable").reset_index(drop=True)
