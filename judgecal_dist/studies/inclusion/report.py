@@ -100,13 +100,14 @@ def _equivalence_lines(config: Any, curated: pd.DataFrame) -> list[str]:
         "",
         "Per split, two one-sided paired t tests on the item-level NLL differences ask whether the panel's NLL lies "
         f"within ±{config.tost_margin:g} of the full panel's; equivalent = both reject at 5%. Not rejecting is no "
-        "evidence of a difference: see ΔNLL above for that.",
+        "evidence of a difference: see ΔNLL above for that. n/a: the panel's predictions equal the full panel's "
+        "in every split (no standard error).",
         "",
         "| aggregator | calibrator | panel | median TOST p | splits equivalent |",
         "| --- | --- | --- | --- | --- |",
     ]
     lines += [
-        f"| {r.aggregator} | {r.calibrator} | {r.panel} | {r.tost_p:.4g} | {r.tost_equivalent_share:.2f} |"
+        f"| {r.aggregator} | {r.calibrator} | {r.panel} | {_num(r.tost_p, '.4g')} | {r.tost_equivalent_share:.2f} |"
         for r in curated.itertuples()
     ]
     return [*lines, ""]
