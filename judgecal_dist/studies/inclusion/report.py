@@ -136,6 +136,19 @@ def _selective_lines(config: Any, full: pd.DataFrame) -> list[str]:
     return [*lines, ""]
 
 
+def _saturation_line(steps: list[dict[str, Any]] | None) -> str:
+    """P2 over the nested chain top-k < ... < all (floor 0.01 nats, J_large 20, delta 0.005: spec §3.8)."""
+    if not steps:
+        return "- P2 saturation: needs at least two nested panels (top-k and all) in `panels`."
+    hit = [f"{s['panel_from']} -> {s['panel_to']}" for s in steps if s["saturated"]]
+    chain = " < ".join([steps[0]["panel_from"], *(s["panel_to"] for s in steps)])
+    verdict = f"saturated at {', '.join(hit)}: filter the added judges or use Dawid-Skene" if hit else "not saturated"
+    return (
+        f"- P2 saturation (one_coin + beta evaluation NLL along {chain}; floor 0.01 nats, panels >= 20 judges, "
+        f"change <= 0.005): {verdict}."
+    )
+
+
 def _search_lines(search: pd.DataFrame) -> list[str]:
     """Spec Table 3: searched subset vs all judges through the identical nested fit, winner by CI overlap."""
     if search is None or search.empty:
@@ -273,6 +286,7 @@ def report(
         "- 2PL IRT variance shares: "
         + (", ".join(f"{k} {v:.3f}" for k, v in shares.items()) or "not defined for a single judge")
         + f"; Spearman(ability, accuracy) = {_num(diagnostics['irt_ability_accuracy_spearman'], '.3f')}.",
+        _saturation_line(diagnostics.get("p2_saturation")),
     ]
     lines += ["", "## Choices this run made (defaults the paper leaves open)", ""]
     lines += [f"- {k}: {words(v)}" for k, v in choices.items()]

@@ -41,6 +41,7 @@ from judgecal_dist.methods.pipeline import (
     protocol_roles,
 )
 from judgecal_dist.methods.selection.curate import l1_logistic_support, oracle_top_k, random_k
+from judgecal_dist.methods.selection.diagnostics import flag_saturation
 from judgecal_dist.splits import calibration_mask
 from judgecal_dist.stats.equivalence import TOSTResult, tost_paired
 from judgecal_dist.stats.inference import summarise_over_splits
@@ -355,6 +356,7 @@ def summarise(config: Config, parts: pd.DataFrame, data: InclusionInput) -> Stud
     records = json_records(summary)
     reliability = parts[parts["kind"] == "reliability"]
     diagnostics = diagnose(panel, seed=config.seed, calib_fraction=config.calib_fraction)
+    diagnostics["p2_saturation"] = saturation(summary)
     made = choices(config)
     return StudyResult(
         records=records,
@@ -375,6 +377,24 @@ def summarise(config: Config, parts: pd.DataFrame, data: InclusionInput) -> Stud
         },
         recommendation=recommend(config, summary, panel.n_judges, panel.n_items),
     )
+
+
+def saturation(summary: pd.DataFrame) -> list[dict] | None:
+    """P2 (spec §3.8): the default pipeline's evaluation NLL along the nested chain top-k1 < top-k2 < ... < all.
+
+    Top-k panels of one split are nested (one ranking), so the chain is the one the diagnostic asks for; the NLLs
+    are the evaluation-part means over splits, never in-sample. None when fewer than two panels are in the chain.
+    """
+    rows = summary[
+        (summary["aggregator"] == DEFAULT_AGGREGATOR)
+        & (summary["calibrator"] == DEFAULT_CALIBRATOR)
+        & summary["panel"].map(lambda p: p == "all" or (p.startswith("top") and p[3:].isdigit()))
+    ].sort_values("panel_size")
+    sizes = rows["panel_size"].round().astype(np.int64).to_numpy()
+    if len(rows) < 2 or (np.diff(sizes) <= 0).any():
+        return None
+    steps = flag_saturation(sizes, rows["nll"].to_numpy())
+    return json_records(steps.assign(panel_from=rows["panel"].to_numpy()[:-1], panel_to=rows["panel"].to_numpy()[1:]))
 
 
 def _summarise_kind(

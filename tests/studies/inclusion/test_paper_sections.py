@@ -111,3 +111,19 @@ def test_the_report_shows_the_new_sections(run):
     assert "## Selective prediction and positive-class ECE (full panel)" in text
     assert {"oracle3", "random3", "l1"} <= set(result.summary["panel"])
     assert {"ece_positive", "auac", "coverage_at_tau", "accuracy_at_tau", "tost_p"} <= set(result.summary.columns)
+
+
+def test_p2_saturation_runs_along_the_nested_top_k_chain():
+    """P2 on the default pipeline's NLLs: a 40-judge panel at the floor that adding judges no longer moves."""
+    rows = [("top3", 3, 0.30), ("top10", 10, 0.05), ("top25", 25, 0.008), ("all", 40, 0.006)]
+    summary = pd.DataFrame(
+        [{"aggregator": "one_coin", "calibrator": "beta", "panel": p, "panel_size": s, "nll": v} for p, s, v in rows]
+        + [{"aggregator": "majority", "calibrator": "beta", "panel": "all", "panel_size": 40, "nll": 0.5}]
+    )
+    steps = inclusion.saturation(summary)
+    assert [(s["panel_from"], s["panel_to"], s["saturated"]) for s in steps] == [
+        ("top3", "top10", False),  # small panel, far from the floor
+        ("top10", "top25", False),  # at the floor but a 10-judge base is not large, and the change is 0.042
+        ("top25", "all", True),  # 25 >= 20 judges, 0.006 <= 0.01, |change| 0.002 <= 0.005
+    ]
+    assert inclusion.saturation(summary[summary["panel"] == "all"]) is None
