@@ -49,6 +49,7 @@ __all__ = [
     "one_of",
     "refuse",
     "check_panels",
+    "check_export",
     "describe_error",
 ]
 
@@ -189,6 +190,28 @@ def check_panels(panels: Sequence[str], known: Sequence[str]) -> None:
         named = ", ".join(k for k in known if k != "all" and not TopK.fullmatch(k))
         allowed = f"must be a list holding all and otherwise {named + ', ' if named else ''}topK (K >= 1)"
         raise refuse("panels", list(panels), allowed)
+
+
+def check_export(export: str, aggregators: Sequence[str], calibrators: Sequence[str], panels: Sequence[str]) -> None:
+    """``export`` is ``auto`` or a candidate ``aggregator+calibrator@panel`` of the configured lists (the pipeline a
+    run exports as ``model/model.json`` instead of its recommended one)."""
+    if export == "auto":
+        return
+    agg, _, rest = export.partition("+")
+    cal, _, panel = rest.partition("@")
+    if (
+        agg not in aggregators
+        or cal not in calibrators
+        or panel not in panels
+        or panel not in ("all", "dedup")
+        and not TopK.fullmatch(panel)
+    ):
+        raise refuse(
+            "export",
+            export,
+            "must be auto or a candidate aggregator+calibrator@panel of the configured aggregators, calibrators "
+            "and fixed panels (e.g. one_coin+beta@all)",
+        )
 
 
 # -- error messages ---------------------------------------------------------------------------------------------

@@ -44,8 +44,10 @@ def _fit(V: np.ndarray, y: np.ndarray, agg: str, cal: str, settings: Settings):
     return p, exported
 
 
-@pytest.mark.parametrize("calibrator_input", ["logit", "probability"])
-@pytest.mark.parametrize("agg", AGGREGATORS)
+@pytest.mark.parametrize(
+    ("agg", "calibrator_input"),
+    [(a, "logit") for a in AGGREGATORS] + [("one_coin", "probability"), ("dawid_skene", "probability")],
+)
 def test_every_pipeline_round_trips_exactly(panel, tmp_path, agg: str, calibrator_input: str) -> None:
     V, y = panel
     settings = Settings(calibrator_input=calibrator_input)

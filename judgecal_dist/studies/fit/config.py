@@ -16,11 +16,11 @@ from judgecal_dist.settings import (
     Resamples,
     Seed,
     Url,
+    check_export,
     check_panels,
     integer,
     listed,
     one_of,
-    refuse,
 )
 
 #: Simplest first: the one-standard-error rule moves toward these (after fewer judges).
@@ -61,16 +61,7 @@ class Config(PipelineFields, AggregationFields):
     @model_validator(mode="after")
     def _check(self) -> Config:
         check_panels(self.panels, PANELS)
-        if self.export != "auto":
-            agg, _, rest = self.export.partition("+")
-            cal, _, panel = rest.partition("@")
-            if agg not in self.aggregators or cal not in self.calibrators or panel not in self.panels:
-                raise refuse(
-                    "export",
-                    self.export,
-                    "must be auto or a candidate aggregator+calibrator@panel of the configured aggregators, "
-                    "calibrators and panels (e.g. one_coin+beta@all)",
-                )
+        check_export(self.export, self.aggregators, self.calibrators, self.panels)
         return self
 
     @property

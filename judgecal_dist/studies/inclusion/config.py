@@ -19,6 +19,7 @@ from judgecal_dist.settings import (
     Resamples,
     Seed,
     Url,
+    check_export,
     check_panels,
     integer,
     listed,
@@ -62,6 +63,7 @@ class Config(PipelineFields, AggregationFields):
     conformal_alphas: listed(Fraction) = (0.1, 0.2)
     permutation_resamples: Resamples = 10_000
     ci_level: CiLevel = 0.95
+    export: str = "auto"
     l1_c: number(gt=0.0) = Field(default=0.1, description="inverse L1 strength of the l1 panel (spec §3.6 grid)")
     selective_tau: number(ge=0.5, le=1.0) = Field(default=0.9, description="confidence threshold of Cov @ conf")
     tost_margin: number(gt=0.0) = Field(default=0.01, description="TOST equivalence margin on NLL (nats)")
@@ -70,6 +72,7 @@ class Config(PipelineFields, AggregationFields):
     def _check(self) -> Config:
         named = [p for p in self.panels if not DIAGNOSTIC_PANEL.fullmatch(p)]
         check_panels(named, (*PANELS, *SEARCHES))
+        check_export(self.export, self.aggregators, self.calibrators, self.panels)
         return self
 
     @property

@@ -14,7 +14,15 @@ import pandas as pd
 from judgecal_dist.engine.panel import Panel
 from judgecal_dist.io.schema import VOTE_CODING
 from judgecal_dist.methods.calibration.conformal import SplitConformal
-from judgecal_dist.methods.pipeline import aggregate, calibrator, conformal_sets
+from judgecal_dist.methods.pipeline import (
+    PANELS,
+    aggregate,
+    apply_calibrator,
+    calibrator,
+    choose_panels,
+    conformal_sets,
+)
+from judgecal_dist.models import pipeline_from_estimators
 from judgecal_dist.splits import assign_blocks
 from judgecal_dist.stats.inference import summarise_over_splits
 from judgecal_dist.stats.sets import set_metrics
@@ -31,6 +39,8 @@ __all__ = [
     "summarise_conformal",
     "choices",
     "fit_model",
+    "exported_candidate",
+    "export_model",
 ]
 
 MODEL_FORMAT = "judgecal.calibration/v2"
@@ -181,3 +191,54 @@ def fit_model(config: Config, panel: Panel) -> dict[str, Any]:
             "sample": config.sample,
         },
     }
+
+
+def exported_candidate(config: Config, summary: pd.DataFrame) -> tuple[str, str, str]:
+    """(aggregator, calibrator, panel) the run exports: ``export`` when set, else the lowest mean NLL among the
+    fixed panels (a searched panel is a procedure, not a fixed judge list, so it is not exported)."""
+    if config.export != "auto":
+        agg, _, rest = config.export.partition("+")
+        cal, _, panel = rest.partition("@")
+        return agg, cal, panel
+    fixed = summary[summary["panel"].isin(PANELS) | summary["panel"].str.fullmatch(r"top\d+")]
+    best = fixed.sort_values("nll", kind="stable").iloc[0]
+    return str(best["aggregator"]), str(best["calibrator"]), str(best["panel"])
+
+
+def export_model(config: Config, panel: Panel, candidate: tuple[str, str, str]) -> Any:
+    """The candidate pipeline fitted on every labelled item, as a ``judgecal.binary-pipeline/v1`` model: panel
+    chosen, aggregator and calibrator fitted on 80% of the groups, conformal thresholds on the other 20%."""
+    agg_name, cal_name, panel_name = candidate
+    settings = config.settings
+    blocks = assign_blocks(panel.group_keys, config.seed + CONFORMAL_SEED_OFFSET, [0.8, 0.2])
+    fit, slice_ = blocks == 0, blocks == 1
+    V, y = panel.votes, panel.labels
+    cols = choose_panels((panel_name,), V[fit], y[fit], panel.judge_ids, panel.families, settings).get(
+        panel_name, np.arange(panel.n_judges)
+    )
+    s_fit, s_slice, agg = aggregate(agg_name, settings, V[fit][:, cols], y[fit], V[slice_][:, cols])
+    fitted = calibrator(cal_name, settings)
+    if fitted is not None:
+        fitted.fit(s_fit, y[fit])
+    p_slice = apply_calibrator(fitted, s_slice, settings)
+    judges = [str(j) for j in panel.judge_ids[cols]]
+    return pipeline_from_estimators(
+        judge_ids=judges,
+        aggregator_name=agg_name,
+        aggregator=agg,
+        calibrator_name=cal_name,
+        calibrator=fitted,
+        settings=settings,
+        conformal=[SplitConformal(alpha=a).fit(p_slice, y[slice_]) for a in config.conformal_alphas],
+        panel=panel_name,
+        ignored_judges=sorted(set(map(str, panel.judge_ids)) - set(judges)),
+        fitted_on={
+            "dataset": panel.dataset,
+            "item_ids": sorted(str(i) for i in panel.item_ids),
+            "items": int(fit.sum()),
+            "conformal_items": int(slice_.sum()),
+            "orientation": config.orientation,
+            "sample": config.sample,
+            "study": "inclusion",
+        },
+    )

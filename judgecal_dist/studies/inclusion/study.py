@@ -42,6 +42,7 @@ from judgecal_dist.methods.pipeline import (
 )
 from judgecal_dist.methods.selection.curate import l1_logistic_support, oracle_top_k, random_k
 from judgecal_dist.methods.selection.diagnostics import flag_saturation
+from judgecal_dist.models.binary import FORMAT
 from judgecal_dist.splits import calibration_mask
 from judgecal_dist.stats.equivalence import TOSTResult, tost_paired
 from judgecal_dist.stats.inference import summarise_over_splits
@@ -59,6 +60,8 @@ from judgecal_dist.studies.inclusion.model import (
     MODEL_FORMAT,
     choices,
     conformal_rows,
+    export_model,
+    exported_candidate,
     fit_model,
     summarise_conformal,
 )
@@ -358,14 +361,23 @@ def summarise(config: Config, parts: pd.DataFrame, data: InclusionInput) -> Stud
     diagnostics = diagnose(panel, seed=config.seed, calib_fraction=config.calib_fraction)
     diagnostics["p2_saturation"] = saturation(summary)
     made = choices(config)
+    exported = export_model(config, panel, exported_candidate(config, summary))
+    made["exported_model"] = f"{exported.name}: model/model.json ({FORMAT}); export={config.export}"
+    text = inclusion_report.report(
+        config, summary, conformal, panel, data.judges, made, diagnostics, terciles=terciles, search=search
+    )
+    title, _, body = text.partition("\n")
+    note = (
+        f"**Exported model:** `{exported.name}` ({len(exported.judge_ids)} judges) as `model/model.json` "
+        f"({FORMAT}; `judgecal score --model <this run>` applies it; `--set export=aggregator+calibrator@panel` "
+        "exports another pipeline). `model/calibration.json` keeps the one-coin + beta default of earlier versions."
+    )
     return StudyResult(
         records=records,
         summary=summary,
-        report=inclusion_report.report(
-            config, summary, conformal, panel, data.judges, made, diagnostics, terciles=terciles, search=search
-        ),
+        report=f"{title}\n\n{note}\n{body}",
         figures=inclusion_report.figures(metrics, summary, reliability, config),
-        model={"calibration.json": fit_model(config, panel)},
+        model={"calibration.json": fit_model(config, panel), "model.json": exported.document},
         extra={
             "panel": {"dataset": panel.dataset, "items": panel.n_items, "judges": panel.n_judges} | panel.info,
             "choices": made,

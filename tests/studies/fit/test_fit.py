@@ -83,3 +83,21 @@ def test_one_standard_error_rule_prefers_fewer_judges_then_simpler_calibrators()
     )
     assert choose(table, "one_se") == ("one_coin+platt@top3", "one_coin+beta@all")  # 0.32 <= 0.30 + 0.025
     assert choose(table, "lowest") == ("one_coin+beta@all", "one_coin+isotonic@top3")
+
+
+@pytest.mark.parametrize("export", ["auto", "majority+isotonic@top3"])
+def test_inclusion_exports_its_recommended_pipeline(llmbar_url, tmp_path, export):
+    from judgecal_dist.config import EngineConfig
+    from judgecal_dist.models import load_model
+    from judgecal_dist.studies.runner import execute, prepare
+
+    sets = [f"data={llmbar_url}", "replicates=2", "permutation_resamples=200", f"export={export}", *FAST[:3]]
+    run = execute(prepare("inclusion", sets), EngineConfig(ray_num_cpus=2), output=str(tmp_path), serial=True)
+    model = load_model(run)
+    summary = pd.read_parquet(Path(run) / "summary.parquet").sort_values("nll", kind="stable")
+    best = summary.iloc[0]
+    expected = (
+        f"{best.aggregator} + {best.calibrator} @ {best.panel}" if export == "auto" else "majority + isotonic @ top3"
+    )
+    assert model.name == expected and f"**Exported model:** `{expected}`" in (Path(run) / "report.md").read_text()
+    assert len(model.judge_ids) == (3 if model.panel == "top3" else 130)
