@@ -1,4 +1,4 @@
-"""The ``judgecal`` command: ingest, generate, run, sql, status, submit, score, drift, config.
+"""The ``judgecal`` command: ingest, generate, run, sql, serve, catalog, status, submit, score, drift, config.
 
 Each command parses its options, calls one function of io/, engine/ or studies/, and prints. Exit codes: 0 on
 success, 1 when a run fails, 2 when input or configuration is rejected (one line naming file, column and keys;
@@ -162,10 +162,27 @@ def cli(debug: bool, verbose: bool) -> None:
     help="Refuse SRC on any warning (a judge's file absent from some subsets, a judge whose every verdict is "
     "null) instead of logging it and listing it in the report.",
 )
+@click.option(
+    "--register",
+    "register_as",
+    default=None,
+    metavar="NAME",
+    help="Then register DEST in the catalog as database NAME (as `judgecal catalog add DEST --name NAME`).",
+)
+@conf_option
 @click.argument("src")
 @click.argument("dest")
 @guarded
-def ingest(fmt: str, dataset: str | None, overwrite: bool, strict: bool, src: str, dest: str) -> None:
+def ingest(
+    fmt: str,
+    dataset: str | None,
+    overwrite: bool,
+    strict: bool,
+    register_as: str | None,
+    conf_path: Path | None,
+    src: str,
+    dest: str,
+) -> None:
     """Validate SRC and write it as an ingested dataset (Parquet tables) at DEST; warnings go to the log and the
     report's ``warnings``."""
     from judgecal_dist.io.ingest import FORMATS
@@ -175,6 +192,11 @@ def ingest(fmt: str, dataset: str | None, overwrite: bool, strict: bool, src: st
         raise Rejected(f"--format: unknown format {fmt!r}; known: {', '.join(FORMATS)}")
     report = run_ingest(fmt, src, dest, dataset=dataset, overwrite=overwrite, strict=strict)
     click.echo(json.dumps(report, indent=2, default=str))
+    if register_as is not None:
+        from judgecal_dist.cli_sql import register
+        from judgecal_dist.config import load_engine_config
+
+        click.echo(register(dest, register_as, load_engine_config(conf_path)))
     click.echo(dest)
 
 
@@ -315,64 +337,6 @@ def _run_preview(store: Any, max_rows: int = 10, max_metrics: int = 5) -> str:
     numeric = [c for c in summary.columns if c not in keys and summary[c].dtype.kind == "f"]
     metrics = [c for c in numeric if not c.endswith(("_ci_low", "_ci_high"))][:max_metrics]
     return summary[keys + metrics].head(max_rows).to_string(index=False, float_format=lambda x: f"{x:.4f}")
-
-
-@cli.command()
-@click.argument("query")
-@click.option("--data", required=True, help="Ingested dataset URL; its tables become the views (see above).")
-@click.option("--out", default=None, help="Write the last statement's full result as Parquet at this URL.")
-@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="Rows to print per statement.")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "csv", "json"]),
-    default="table",
-    show_default=True,
-    help="Output: an aligned table, CSV with a header, or one JSON array of records per statement.",
-)
-@click.option("--allow-writes", is_flag=True, help="Let DDL/DML run (never into the dataset's folder).")
-@conf_option
-@guarded
-def sql(
-    query: str, data: str, out: str | None, limit: int, fmt: str, allow_writes: bool, conf_path: Path | None
-) -> None:
-    """Run Spark SQL QUERY (one or more statements separated by ';') over the dataset at --data.
-
-    \b
-    Views: verdicts, labels, and when the dataset has them judges and items.
-    Read-only: only queries over these views (joins, CTEs, window functions, subqueries), plus EXPLAIN,
-    DESCRIBE, SHOW TABLES, SHOW COLUMNS and SET of a tuning setting (spark.sql.shuffle.partitions, ...).
-    Refused (exit 2, nothing runs): DDL and DML (INSERT, CREATE, DROP, ALTER, CACHE, ADD JAR, ...), reflect,
-    java_method and try_reflect, TRANSFORM ... USING, file reads outside --data (text.`/path`, read_files).
-    Every statement is checked on Spark's parsed plan before the first one runs. --allow-writes lets commands
-    run, but never writes into the dataset's folder. A result longer than --limit is cut, with a notice on stderr.
-    """
-    from judgecal_dist.config import load_engine_config
-    from judgecal_dist.engine.spark import get_session, run_sql
-
-    engine = load_engine_config(conf_path)
-    spark = get_session(master=engine.spark_master, conf=dict(engine.spark_conf))
-    results = run_sql(spark, query, data, out=out, limit=limit, allow_writes=allow_writes)
-    for number, result in enumerate(results, start=1):
-        if number > 1 and fmt != "json":
-            click.echo("")
-        click.echo(_format_rows(result.rows, fmt))
-        if result.truncated:
-            where = f"statement {number}: " if len(results) > 1 else ""
-            click.echo(f"note: {where}showing the first {limit} rows; raise --limit or write all with --out", err=True)
-    if out:
-        click.echo(out)
-
-
-def _format_rows(rows: Any, fmt: str) -> str:
-    """A result as an aligned table, CSV with a header, or a JSON array of records."""
-    if fmt == "json":
-        return str(rows.to_json(orient="records", date_format="iso"))
-    if fmt == "csv":
-        return str(rows.to_csv(index=False)).rstrip("\n")
-    if rows.empty:
-        return " ".join(map(str, rows.columns)) + ("\n" if len(rows.columns) else "") + "(0 rows)"
-    return str(rows.to_string(index=False))
 
 
 @cli.command()
@@ -688,10 +652,25 @@ def config_schema(study: str) -> None:
     click.echo(json.dumps(study_schema(study), indent=2))
 
 
+def _add_sql_commands() -> None:
+    # sql, serve and catalog live in their own module (cli_sql.py); registered here on the one group.
+    from judgecal_dist.cli_sql import catalog, serve, sql
+
+    for command in (sql, serve, catalog):
+        cli.add_command(command)
+
+
+if __name__ != "__main__":  # run as `python -m`, the package's own module registers them (below)
+    _add_sql_commands()
+
+
 def main() -> None:
     """Console-script entry point."""
     cli(prog_name="judgecal")
 
 
 if __name__ == "__main__":
-    main()
+    # `python -m judgecal_dist.cli` (submit's entry point): run the package's module, which holds every command.
+    from judgecal_dist.cli import main as package_main
+
+    package_main()

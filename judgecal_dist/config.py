@@ -166,6 +166,12 @@ class EngineConfig(TypedSettings):
     # on a cluster's object store.
     history_local_max_runs: integer(0, description="recorded runs up to which drift reads history in memory") = 20_000
     storage_options: dict[str, Any] = Field(default_factory=dict, description="fsspec storage options")
+    # judgecal serve / sql / catalog: the catalog's folder (state file, logs, Derby metastore) and the endpoints.
+    sql_warehouse: str = Field(default="./warehouse", min_length=1, description="catalog folder of judgecal serve")
+    sql_host: str = Field(default="127.0.0.1", min_length=1, description="address judgecal serve binds")
+    sql_thrift_port: integer(1, 65535, description="JDBC (Thrift) port of judgecal serve") = 10000
+    sql_connect_port: integer(1, 65535, description="Spark Connect port of judgecal serve") = 15002
+    sql_metastore_uri: str | None = Field(default=None, description="external Hive metastore (null: Derby)")
 
     @model_validator(mode="before")
     @classmethod

@@ -229,11 +229,12 @@ class SqlResult:
 def run_sql(
     spark: SparkSession,
     query: str,
-    data_url: str,
+    data_url: str | None,
     out: str | None = None,
     *,
     limit: int = 50,
     allow_writes: bool = False,
+    guard_address: tuple[str, int] | None = None,
 ) -> list[SqlResult]:
     """Run one or more SQL statements over the views of a dataset root (:func:`register_views`), read-only.
 
@@ -247,14 +248,17 @@ def run_sql(
     spark : SparkSession
     query : str
         Spark SQL over ``verdicts``, ``labels``, ``judges``, ``items``; statements separated by ``;``.
-    data_url : str
-        Dataset root.
+    data_url : str or None
+        Dataset root; None: the statements read the tables of the session's catalog (``judgecal serve``).
     out : str, optional
         Folder to write the last statement's whole result to as Parquet (never inside ``data_url``).
     limit : int, default 50
         Rows kept per statement; a statement with more is marked ``truncated``.
     allow_writes : bool, default False
         Let DDL/DML commands run (still never into the dataset's folder).
+    guard_address : (str, int), optional
+        The statement checker of a judgecal server (:mod:`.guard_service`): ``spark`` is then a Spark Connect
+        session, which has no parser of its own to ask, and the server's parser checks every statement.
 
     Returns
     -------
@@ -267,24 +271,38 @@ def run_sql(
         A statement is refused or fails (message: ``sql: statement <n>: ...``), the text holds no statement,
         or ``out`` exists or overlaps the dataset's folder.
     """
+    from judgecal_dist.engine.guard_service import check_remote
     from judgecal_dist.engine.sql_guard import SqlGuard, split_statements
 
     if limit < 1:
         raise InputError(f"--limit: must be >= 1, got {limit}")
-    views = register_views(spark, data_url)
-    guard = SqlGuard(spark, views=views, data_url=data_url, allow_writes=allow_writes)
-    statements = split_statements(spark, query)
-    if not statements:
-        raise InputError("sql: no statement in the query text")
-    if out is not None:
-        guard.check_output(out)
-    numbers = range(1, len(statements) + 1) if len(statements) > 1 else [None]
-    for number, statement in zip(numbers, statements, strict=True):
-        guard.check(statement, number)
+    views = register_views(spark, data_url) if data_url is not None else None
+    recheck: Callable[[str, int], object]
+    if guard_address is None:
+        guard = SqlGuard(spark, views=views, data_url=data_url, allow_writes=allow_writes)
+        statements = split_statements(spark, query)
+        if not statements:
+            raise InputError("sql: no statement in the query text")
+        if out is not None:
+            guard.check_output(out)
+        numbers = range(1, len(statements) + 1) if len(statements) > 1 else [None]
+        for number, statement in zip(numbers, statements, strict=True):
+            guard.check(statement, number)
+        recheck = guard.check
+    else:
+        host, port = guard_address
+        statements = check_remote(host, port, query, views=views, data_url=data_url, allow_writes=allow_writes, out=out)
+        numbers = range(1, len(statements) + 1) if len(statements) > 1 else [None]
+
+        def recheck(statement: str, number: int) -> object:
+            return check_remote(
+                host, port, statement, views=views, data_url=data_url, allow_writes=allow_writes, number=number
+            )
+
     results = []
     for index, (number, statement) in enumerate(zip(numbers, statements, strict=True)):
         if allow_writes and number is not None and number > 1:
-            guard.check(statement, number)  # tables made by earlier statements now exist: check their locations
+            recheck(statement, number)  # tables made by earlier statements now exist: check their locations
         try:
             frame = spark.sql(statement)
             if out is not None and index == len(statements) - 1:

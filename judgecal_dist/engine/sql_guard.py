@@ -8,7 +8,8 @@ and common table expressions. The rule is an allowlist:
   ``SHOW TABLES``, ``SHOW COLUMNS`` and ``SET`` of a setting in :data:`SETTABLE`. Any command (DDL, DML,
   ``CACHE``, ``ADD JAR``, ``EXECUTE IMMEDIATE``, ...) is refused unless writes are allowed;
 * **relations**: a view of the dataset (or a CTE in scope); a path read such as ``parquet.`<path>``` only inside
-  the dataset's folder (``text.`/etc/passwd``` is refused);
+  the dataset's folder (``text.`/etc/passwd``` is refused). Over a catalog (no dataset: ``views`` is None) any
+  table or view of the catalog may be read, and no path;
 * **functions**: any but :data:`DENIED_FUNCTIONS` (static Java calls); a function named by ``IDENTIFIER(...)``
   is refused since its name is unknown until it runs; table-valued functions only from :data:`TABLE_FUNCTIONS`
   (``read_files`` reads any path).
@@ -96,6 +97,10 @@ READ_COMMANDS: frozenset[str] = frozenset(
         "SetCommand",
         "CurrentNamespace",
         "UnresolvedTableOrView",
+        "ShowNamespaces",
+        "ShowNamespacesCommand",
+        "UnresolvedNamespace",
+        "SetCatalogAndNamespace",
     }
 )
 #: Nodes refused even with writes allowed: a shell command, code loading, an unchecked statement string.
@@ -241,10 +246,10 @@ class SqlGuard:
     ----------
     spark : SparkSession
         Its parser is used; ``spark.sql.variable.substitute`` is set to false on it.
-    views : collection of str
-        Names of the dataset's views (case-insensitive).
-    data_url : str
-        The dataset's root: path reads must stay inside it, writes must stay out of it.
+    views : collection of str or None
+        Names of the dataset's views (case-insensitive); None over a catalog: any of its tables may be read.
+    data_url : str or None
+        The dataset's root: path reads must stay inside it, writes must stay out of it; None: no path is read.
     allow_writes : bool, default False
         Let commands run (``--allow-writes``), under the rules that always hold.
 
@@ -257,13 +262,19 @@ class SqlGuard:
     """
 
     def __init__(
-        self, spark: SparkSession, *, views: Collection[str], data_url: str, allow_writes: bool = False
+        self,
+        spark: SparkSession,
+        *,
+        views: Collection[str] | None,
+        data_url: str | None,
+        allow_writes: bool = False,
     ) -> None:
         self.spark = spark
-        self.views = frozenset(v.lower() for v in views)
+        self.catalog = views is None
+        self.views = frozenset(v.lower() for v in views or ())
         self.data_url = data_url
         self.allow_writes = allow_writes
-        self._root = _location_key(data_url)
+        self._root = _location_key(data_url) if data_url is not None else None
         spark.conf.set("spark.sql.variable.substitute", "false")
         jvm = spark._jvm  # noqa: SLF001 - py4j is the only way to the parsed plan
         assert jvm is not None, "a classic (py4j) SparkSession"
@@ -322,9 +333,9 @@ class SqlGuard:
             self._set(plan)
         elif name not in QUERY_NODES and name not in READ_COMMANDS:
             if not self.allow_writes:
+                how = "" if self.catalog else "; pass --allow-writes to run commands"
                 raise _Refused(
-                    f"{name} is not a query: judgecal sql is read-only (queries over the views "
-                    f"{', '.join(sorted(self.views))}); pass --allow-writes to run commands"
+                    f"{name} is not a query: judgecal sql is read-only (queries over {self._readable()}){how}"
                 )
             walk.commands.append(plan)
         if name in _RELATIONS:
@@ -352,17 +363,18 @@ class SqlGuard:
             self._plan(relation._2(), ctes, walk)
         return ctes
 
+    def _readable(self) -> str:
+        return "the catalog's tables" if self.catalog else f"the views {', '.join(sorted(self.views))}"
+
     def _relation(self, kind: str, parts: list[str], ctes: frozenset[str]) -> None:
         if len(parts) == 1 and (parts[0].lower() in self.views or parts[0].lower() in ctes):
             return
         if len(parts) == 2 and ("/" in parts[1] or ":" in parts[1]):
-            if _inside(_location_key(parts[1]), self._root):
+            if self._root is not None and _inside(_location_key(parts[1]), self._root):
                 return
-            raise _Refused(
-                f"reads the path {parts[1]!r} (data source {parts[0]!r}) outside --data {self.data_url}; "
-                f"query the views {', '.join(sorted(self.views))}"
-            )
-        if self.allow_writes:  # tables created by earlier statements of this call
+            where = f"outside --data {self.data_url}" if self._root is not None else "(only the catalog's tables)"
+            raise _Refused(f"reads the path {parts[1]!r} (data source {parts[0]!r}) {where}; query {self._readable()}")
+        if self.allow_writes or self.catalog:  # tables of the catalog, or made by earlier statements of this call
             return
         shown = ".".join(parts)
         raise _Refused(f"{shown!r} is not a view of this dataset; the views are {', '.join(sorted(self.views))}")
@@ -433,6 +445,8 @@ class SqlGuard:
         return next((str(row["data_type"]) for row in rows if row["col_name"] == "Location"), None)
 
     def _overlaps(self, text: str) -> bool:
+        if self._root is None:
+            return False
         target = _location_key(text)
         return _inside(target, self._root) or _inside(self._root, target)
 
