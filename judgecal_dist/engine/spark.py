@@ -173,17 +173,19 @@ def read_table(spark: SparkSession, url: str, table: str) -> DataFrame:
         raise InputError(f"{url}: {table}: cannot read ({_first_line(err)})") from err
     if table not in SCHEMAS:
         return stored.select(*present)
+    # SQL expressions, not pyspark.sql.functions: those pick classic or Connect columns by an environment
+    # variable, not by the session, and this also runs on the Spark Connect session of `judgecal sql`.
     columns = []
     for field in SCHEMAS[table]:
         default = COLUMN_DEFAULTS.get(field.name)
         if field.name in present:
-            value = F.col(field.name)
+            value = f"`{field.name}`"
         elif isinstance(default, str):
-            value = F.col(default)
+            value = f"`{default}`"
         else:
-            value = F.lit(default)
-        columns.append(value.cast(from_arrow_type(field.type)).alias(field.name))
-    return stored.select(*columns)
+            value = "NULL" if default is None else repr(default)
+        columns.append(f"CAST({value} AS {from_arrow_type(field.type).simpleString()}) AS `{field.name}`")
+    return stored.selectExpr(*columns)
 
 
 def register_views(spark: SparkSession, url: str) -> list[str]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -43,7 +42,7 @@ def _beeline() -> str:
 def _invoke(*argv: str) -> str:
     result = CliRunner().invoke(cli, list(argv))
     assert result.exit_code == 0, result.output
-    return result.output
+    return result.stdout  # log lines go to stderr
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +100,6 @@ def test_beeline_join_gives_the_in_memory_engines_accuracies(served):
         capture_output=True,
         text=True,
         timeout=300,
-        env=os.environ | {"SPARK_HOME": ""},
     )
     assert run.returncode == 0, run.stderr[-2000:]
     csv = run.stdout[run.stdout.index("judge_id") :]
@@ -174,6 +172,23 @@ def test_prompt_runs_statements_until_eof(served):
     assert "n\n4" in result.output and "function reflect is refused" in result.output and "b\n2" in result.output
 
 
+def test_ingest_register_makes_a_database(served, tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "verdicts.csv").write_text("dataset,item_id,judge_id,verdict\nd,i1,j1,A\nd,i1,j2,B\nd,i2,j1,B\n")
+    (src / "labels.csv").write_text("dataset,item_id,label\nd,i1,A\nd,i2,B\n")
+    wh = ["--warehouse", served["warehouse"]]
+    dest = str(tmp_path / "tiny")
+    conf = tmp_path / "engine.yaml"  # --register reaches the server of the engine config's warehouse
+    conf.write_text(f"sql_warehouse: {served['warehouse']}\n")
+    _invoke("ingest", "--format", "long", str(src), dest, "--register", "tiny", "--conf", str(conf))
+    query = "SELECT judge_id, count(*) AS n FROM tiny.verdicts GROUP BY judge_id ORDER BY judge_id"
+    assert json.loads(_invoke("sql", query, *wh, "--format", "json")) == [
+        {"judge_id": "j1", "n": 2},
+        {"judge_id": "j2", "n": 1},
+    ]
+
+
 def test_catalog_survives_a_restart_and_a_reingest_shows_new_rows(served):
     wh = ["--warehouse", served["warehouse"]]
     count = ["sql", "SELECT count(*) AS n FROM panel.labels", *wh, "--format", "json"]
@@ -182,7 +197,7 @@ def test_catalog_survives_a_restart_and_a_reingest_shows_new_rows(served):
     assert _invoke("serve", "--stop", *wh).startswith("stopped the server")
     _start(served)
     listed = _invoke("catalog", "list", *wh, "--format", "json")
-    assert {e["name"] for e in json.loads(listed)} == {"panel", "res"}
+    assert {e["name"] for e in json.loads(listed)} == {"panel", "res", "tiny"}
     _invoke("catalog", "add", served["panel"], "--name", "panel", *wh)  # registering again: a refresh
     assert json.loads(_invoke(*count)) == [{"n": 500}]
     assert "dropped res" in _invoke("catalog", "drop", "res", *wh)
