@@ -100,5 +100,5 @@ def open_session(engine: Any, *, connect_url: str | None = None, catalog: bool =
         settings = ServerSettings(warehouse=engine.sql_warehouse, metastore_uri=engine.sql_metastore_uri)
         conf |= catalog_conf(settings)
         settings.folder.mkdir(parents=True, exist_ok=True)
-    log.info("no judgecal server runs for %s: starting a local Spark session", engine.sql_warehouse)
+    log.debug("no judgecal server runs for %s: starting a local Spark session", engine.sql_warehouse)
     return SqlSession(get_session(master=engine.spark_master, conf=conf), None, "local")
