@@ -41,6 +41,9 @@ format_option = click.option(
 
 def _engine(conf_path: Path | None, warehouse: str | None) -> Any:
     from judgecal_dist.config import load_engine_config
+    from judgecal_dist.extras import require_extra
+
+    require_extra("spark", "judgecal sql, serve and catalog")
 
     return load_engine_config(conf_path, {"sql_warehouse": warehouse})
 

@@ -24,7 +24,7 @@ from tests.cluster_support import free_port
 pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIG = str(ROOT / "conf" / "studies" / "inclusion.yaml")
+CONFIG = str(ROOT / "judgecal_dist" / "studies" / "configs" / "inclusion.yaml")
 TINY = ["replicates=2", "aggregators=[majority]", "calibrators=[none]", "panels=[all]", "permutation_resamples=50"]
 ACCURACY = (
     "SELECT judge_id, sum(int(verdict = label)) AS correct, count(*) AS labelled_votes "
