@@ -23,11 +23,13 @@ from judgecal_dist.settings import (
     refuse,
 )
 
-#: Methods the study can score; ``davidson_<tie>`` are the Davidson tie links, the last four need confidences.
+#: Methods the study can score; ``davidson_<tie>`` are the Davidson tie links, ``davidson_accuracy`` the global
+#: link with the 0/1-loss action (the mode instead of the median); the last four need confidences.
 METHODS = (
     "davidson",
     "davidson_local",
     "davidson_local_intercept",
+    "davidson_accuracy",
     "sc",
     "decisive_majority",
     "constant_tie",

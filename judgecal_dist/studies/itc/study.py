@@ -41,7 +41,13 @@ from judgecal_dist.studies.itc.data import ItcInput, Task, load_tasks
 __all__ = ["NAME", "Config", "Replicate", "load", "plan", "run_replicate", "summarise", "calibration_part", "METHODS"]
 
 NAME = "itc"
-_DAVIDSON = {"davidson": "global", "davidson_local": "local", "davidson_local_intercept": "local_intercept"}
+#: Davidson methods: (tie link, decision rule); "accuracy" predicts the mode of the fitted label distribution.
+_DAVIDSON = {
+    "davidson": ("global", "mae"),
+    "davidson_local": ("local", "mae"),
+    "davidson_local_intercept": ("local_intercept", "mae"),
+    "davidson_accuracy": ("global", "accuracy"),
+}
 
 
 @dataclass(frozen=True)
@@ -93,7 +99,8 @@ def _predictions(task: Task, b: int, cal: np.ndarray, rep: Replicate) -> tuple[d
         if method in _DAVIDSON:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", ConvergenceWarning)
-                model = DavidsonAggregator(tie=_DAVIDSON[method], n_starts=config.n_starts, random_state=rep.seed)
+                tie, decision = _DAVIDSON[method]
+                model = DavidsonAggregator(tie=tie, decision=decision, n_starts=config.n_starts, random_state=rep.seed)
                 model.fit(counts[cal], y[cal])
             preds[method] = model.predict(c_eval)
             fits[method] = model.coef_ | {

@@ -262,3 +262,28 @@ def test_config_errors():
         prepare(CONFIG, ["data=synthetic:g2", "methods=[oracle]"])
     with pytest.raises(ConfigError, match="split=prompt: must be one of item, group"):
         prepare(CONFIG, ["data=synthetic:g2", "split=prompt"])
+
+
+def test_davidson_accuracy_rule_predicts_the_mode_and_gains_pairwise_accuracy():
+    """The 0/1-loss rule (mode of the fitted Davidson distribution) against the MAE rule (median) on G2 data."""
+    from judgecal_dist.methods.repeated.davidson import DavidsonAggregator
+
+    cfg = itc.Config(
+        data="synthetic:g2", replicates=3, synthetic_items=3000, budgets=(4,), methods=("davidson", "davidson_accuracy")
+    )
+    data = itc.load(cfg, _engine())
+    parts = pd.concat([itc.run_replicate(data, rep) for rep in itc.plan(cfg, data)])
+    task, rep = data.tasks[0], itc.plan(cfg, data)[0]
+    cal = itc.calibration_part(task, rep.seed, cfg.calib_fraction, cfg.split)
+    model = DavidsonAggregator(decision="accuracy", n_starts=cfg.n_starts, random_state=rep.seed)
+    mode = model.fit(task.counts[0][cal], task.labels[cal]).predict(task.counts[0][~cal])
+    proba = model.predict_proba(task.counts[0][~cal])
+    np.testing.assert_array_equal(mode, np.array([-1, 0, 1])[proba.argmax(axis=1)])  # the mode, by definition
+    row = parts[
+        (parts["seed"] == rep.seed) & (parts["judge_id"] == task.judge_id) & (parts["method"] == "davidson_accuracy")
+    ]
+    assert row["pa"].iloc[0] == pytest.approx((mode == task.labels[~cal]).mean())
+    mean = parts.groupby("method")[["pa", "mae"]].mean()
+    # Each rule wins its own loss (up to sampling noise on 3 splits).
+    assert mean.loc["davidson_accuracy", "pa"] >= mean.loc["davidson", "pa"] - 0.005
+    assert mean.loc["davidson", "mae"] <= mean.loc["davidson_accuracy", "mae"] + 0.005
