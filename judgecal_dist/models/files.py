@@ -68,7 +68,7 @@ def model_from_dict(state: Any, *, source: str = "model", digest: str = "") -> A
     if fmt == _LEGACY_FORMAT:
         from judgecal_dist.scoring.artifact import from_dict as legacy
 
-        log.info("%s: %s read as %s (one_coin + beta)", source, _LEGACY_FORMAT, binary.FORMAT)
+        log.debug("%s: %s read as %s (one_coin + beta)", source, _LEGACY_FORMAT, binary.FORMAT)
         return legacy(state, source=source, digest=digest)
     if fmt in _RETIRED:
         raise InputError(f"{source}: format: {fmt!r} is not applied by this version; {_RETIRED[fmt]}")
