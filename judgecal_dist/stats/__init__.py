@@ -2,7 +2,13 @@
 
 from judgecal_dist.stats.checks import DEFAULT_EPS
 from judgecal_dist.stats.equivalence import TOSTResult, tost, tost_paired
-from judgecal_dist.stats.inference import BootstrapCI, bootstrap_ci, summarise_over_splits
+from judgecal_dist.stats.inference import (
+    BootstrapCI,
+    CorrectedT,
+    bootstrap_ci,
+    corrected_resampled_t,
+    summarise_over_splits,
+)
 from judgecal_dist.stats.metrics import accuracy, brier, ece, ece_positive, metric_table, nll, reliability_bins
 from judgecal_dist.stats.permutation import (
     PermutationResult,
@@ -18,6 +24,7 @@ from judgecal_dist.stats.strata import nll_by_agreement_tercile
 __all__ = [
     "DEFAULT_EPS",
     "BootstrapCI",
+    "CorrectedT",
     "MaxTResult",
     "PairedBootstrapCI",
     "PermutationResult",
@@ -29,6 +36,7 @@ __all__ = [
     "auac",
     "bootstrap_ci",
     "brier",
+    "corrected_resampled_t",
     "ece",
     "ece_positive",
     "metric_table",

@@ -21,7 +21,7 @@ import pandas as pd
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.studies.recommendation import Recommendation
 
-__all__ = ["StudyResult", "StudyModule"]
+__all__ = ["StudyResult", "StudyModule", "interval_note"]
 
 
 @dataclass
@@ -61,6 +61,27 @@ class StudyResult:
         if self.recommendation is not None:
             self.report = self.recommendation.insert_into(self.report)
             self.extra = {"recommendation": self.recommendation.record()} | self.extra
+
+
+def interval_note(confidence: float, *, shared_items: bool = True) -> str:
+    """The one sentence a report gives on its intervals over replicates, and why they are what they are.
+
+    Examples
+    --------
+    >>> interval_note(0.95, shared_items=False)
+    '95% intervals are t intervals over the replicates: each replicate draws fresh data, so replicates are independent.'
+    """
+    level = f"{confidence * 100:g}%"
+    if not shared_items:
+        return (
+            f"{level} intervals are t intervals over the replicates: each replicate draws fresh data, so replicates "
+            "are independent."
+        )
+    return (
+        f"{level} intervals are corrected resampled t intervals over the splits (Nadeau and Bengio 2003): every split "
+        "re-uses the same items, so a bootstrap over split means would narrow as splits are added whatever the data; "
+        "the correction widens the variance by n_eval/n_cal and the width stays that of the data."
+    )
 
 
 class StudyModule(Protocol):

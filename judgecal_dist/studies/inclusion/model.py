@@ -86,7 +86,9 @@ def summarise_conformal(parts: pd.DataFrame, config: Config, rng: np.random.Gene
     if rows.empty:
         return pd.DataFrame()
     stats = ["coverage", "set_size", "empty_rate", "both_rate"]
-    out = summarise_over_splits(rows, by=["alpha"], metrics=stats, confidence=config.ci_level, rng=rng)
+    out = summarise_over_splits(
+        rows, by=["alpha"], metrics=stats, confidence=config.ci_level, rng=rng, split_sizes=("n_eval", "n_cal")
+    )
     return out.rename(columns={f"{m}_mean": m for m in stats} | {"n_splits": "replicates"})
 
 
@@ -123,7 +125,10 @@ def choices(config: Config) -> dict[str, Any]:
         "beta": {"penalty": config.beta_penalty, "l1_ratio": config.beta_l1_ratio, "scale": config.beta_penalty_scale},
         "dawid_skene": f"unsupervised, fitted on calibration votes only, <= {config.ds_n_iter} iterations, eta 0.01",
         "top_k_ranking": "posterior mean accuracy, ties by larger n_j then judge_id",
-        "permutation": f"paired t, {config.permutation_resamples} sign flips, median t and p over splits",
+        "permutation": f"paired t within each split, {config.permutation_resamples} sign flips; reported as the "
+        "median per-split p and the share of splits with p < 0.05 (a description of the splits, not a test across "
+        "them)",
+        "intervals": "corrected resampled t over splits (Nadeau and Bengio 2003), variance (1/R + n_eval/n_cal) s^2",
         "terciles": "judge agreement |2 p_MV - 1| of the full panel on the evaluation items",
     }
     searched = [p for p in config.panels if p in ("beam", "backward", "greedy", "exhaustive")]

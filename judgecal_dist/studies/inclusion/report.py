@@ -10,6 +10,7 @@ import pandas as pd
 from judgecal_dist.engine.panel import Panel
 from judgecal_dist.io.figures import colours, heatmap, plain_log_axis, png, pyplot
 from judgecal_dist.methods.pipeline import CALIBRATORS
+from judgecal_dist.studies.base import interval_note
 from judgecal_dist.studies.recommendation import words
 
 __all__ = ["report", "figures"]
@@ -36,14 +37,17 @@ def _findings(summary: pd.DataFrame) -> list[str]:
     for cal in ("beta", "platt"):
         rows = curated[(curated["aggregator"] == "one_coin") & (curated["calibrator"] == cal)]
         for r in rows.itertuples():
-            verdict = (
-                "full panel better"
-                if r.delta_nll_ci_low > 0
-                else ("curated better" if r.delta_nll_ci_high < 0 else "no clear difference")
-            )
+            if r.delta_nll_ci_low > 0:
+                verdict = "full panel better (interval excludes 0)"
+            elif r.delta_nll_ci_high < 0:
+                verdict = "curated better (interval excludes 0)"
+            else:
+                leader = "full panel" if r.delta_nll > 0 else "curated"
+                verdict = f"{leader} ahead on average, not significant across splits (interval includes 0)"
             lines.append(
                 f"- one_coin + {cal}: {r.panel} vs all: ΔNLL = {r.delta_nll:+.4f} "
-                f"[{r.delta_nll_ci_low:+.4f}, {r.delta_nll_ci_high:+.4f}], median perm p = {r.perm_p:.4g} "
+                f"[{r.delta_nll_ci_low:+.4f}, {r.delta_nll_ci_high:+.4f}], corrected t p = {r.delta_nll_p:.3g}; "
+                f"per-split permutation p < 0.05 in {_num(r.perm_share_p05 * 100, '.0f')}% of splits "
                 f"→ {verdict}."
             )
     if ("one_coin", "none") in full.index:
@@ -199,8 +203,8 @@ def report(
         f"# Calibrate, don't curate: inclusion study on `{panel.dataset}`",
         "",
         f"{panel.n_items} labelled items x {panel.n_judges} judges; {config.replicates} random grouped splits "
-        f"(calibration fraction {config.calib_fraction}); metrics on the evaluation part, mean over splits with "
-        f"{int(config.ci_level * 100)}% bootstrap intervals. Calibrators trained on `{config.calib_scores}` scores; "
+        f"(calibration fraction {config.calib_fraction}); metrics on the evaluation part, mean over splits. "
+        f"{interval_note(config.ci_level)} Calibrators trained on `{config.calib_scores}` scores; "
         f"calibrator input: `{config.calibrator_input}` (see the choices below).",
         "",
     ]
@@ -228,16 +232,18 @@ def report(
         lines += [
             "## Curated panels vs all judges (same aggregator and calibrator)",
             "",
-            "ΔNLL = NLL(panel) − NLL(all) on the same evaluation items (positive: inclusion better); "
-            "paired permutation test per split, median t and p over splits.",
+            "ΔNLL = NLL(panel) − NLL(all) on the same evaluation items (positive: inclusion better), with its "
+            "corrected resampled t interval and p-value across splits. The paired permutation test is run within "
+            "each split; its median p over splits describes the splits and is not a p-value across them.",
             "",
-            "| aggregator | calibrator | panel | size | NLL | ΔNLL [CI] | median t | median p |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+            "| aggregator | calibrator | panel | size | NLL | ΔNLL [CI] | p across splits (corrected t) | "
+            "median per-split p | splits with per-split p < 0.05 |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         lines += [
             f"| {r.aggregator} | {r.calibrator} | {r.panel} | {r.panel_size:.1f} | {r.nll:.4f} | "
-            f"{r.delta_nll:+.4f} [{r.delta_nll_ci_low:+.4f}, {r.delta_nll_ci_high:+.4f}] | {r.perm_stat:.2f} | "
-            f"{r.perm_p:.4g} |"
+            f"{r.delta_nll:+.4f} [{r.delta_nll_ci_low:+.4f}, {r.delta_nll_ci_high:+.4f}] | "
+            f"{_num(r.delta_nll_p, '.3g')} | {r.perm_p:.4g} | {_num(r.perm_share_p05 * 100, '.0f')}% |"
             for r in curated.itertuples()
         ]
         lines.append("")

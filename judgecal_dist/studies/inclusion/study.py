@@ -10,7 +10,8 @@ or its probability clipped at eps. Searched panels (``beam``, ``backward``, ``gr
 ``panels``) are chosen by the spec's inner protocol (:mod:`~judgecal_dist.studies.inclusion.search`) and then run
 through the same grid. Curated and searched panels are compared with the full panel on the same items by the
 paired permutation test (§5.5(a)); NLL is also reported per agreement tercile (§3.10). The default pipeline (one-coin + beta) is also wrapped in split-conformal sets on a disjoint slice
-(§3.5, §5.2: 60/20/20 of the calibration part). ``summarise`` averages over replicates with bootstrap intervals,
+(§3.5, §5.2: 60/20/20 of the calibration part). ``summarise`` averages over replicates with corrected resampled
+t intervals (the splits share items; :func:`~judgecal_dist.stats.inference.corrected_resampled_t`),
 draws the figures, and fits the default pipeline with its conformal thresholds on all labelled items as the
 run's model.
 
@@ -88,6 +89,8 @@ NAME = "inclusion"
 METRICS = ("nll", "brier", "ece", "accuracy")
 #: Spec §4's further metrics, summarised with intervals beside the headline ones.
 SELECTIVE = ("ece_positive", "auac", "coverage_at_tau")
+#: Every split is a random half of the same items: intervals over splits are Nadeau-Bengio corrected t intervals.
+SPLIT_SIZES = ("n_eval", "n_cal")
 
 
 @dataclass(frozen=True)
@@ -315,13 +318,18 @@ def _tost_or_none(d: np.ndarray, margin: float) -> TOSTResult | None:
 
 
 def summarise(config: Config, parts: pd.DataFrame, data: InclusionInput) -> StudyResult:
-    """Means over splits with bootstrap CIs, figures, the report and the default pipeline's model."""
+    """Means over splits with corrected resampled t intervals, figures, the report and the default pipeline's model."""
     panel = data.panel
     rng = np.random.default_rng(config.seed)
     by = ["aggregator", "calibrator", "panel"]
     metrics = parts[parts["kind"] == "metrics"]
     summary = summarise_over_splits(
-        metrics, by=by, metrics=[*METRICS, *SELECTIVE, "panel_size"], confidence=config.ci_level, rng=rng
+        metrics,
+        by=by,
+        metrics=[*METRICS, *SELECTIVE, "panel_size"],
+        confidence=config.ci_level,
+        rng=rng,
+        split_sizes=SPLIT_SIZES,
     )
     summary = summary.rename(
         columns={f"{m}_mean": m for m in (*METRICS, *SELECTIVE, "panel_size")} | {"n_splits": "replicates"}
@@ -332,16 +340,29 @@ def summarise(config: Config, parts: pd.DataFrame, data: InclusionInput) -> Stud
     summary = summary.drop(columns=["panel_size_ci_low", "panel_size_ci_high"])
     curated = metrics[metrics["panel"] != "all"]
     if not curated.empty:
-        paired = summarise_over_splits(curated, by=by, metrics=["delta_nll"], confidence=config.ci_level, rng=rng)
+        paired = summarise_over_splits(
+            curated,
+            by=by,
+            metrics=["delta_nll"],
+            confidence=config.ci_level,
+            rng=rng,
+            split_sizes=SPLIT_SIZES,
+            tested=["delta_nll"],
+        )
         paired = paired.rename(columns={"delta_nll_mean": "delta_nll"}).drop(columns="n_splits")
-        medians = curated.groupby(by, as_index=False)[["perm_stat", "perm_p", "tost_p"]].median()
+        # The per-split permutation test is right within a split; its median p over splits is no p-value across
+        # splits, so the report gives it as a description (median, and the share of splits with p < 0.05).
+        per_split = curated.assign(perm_share_p05=(curated["perm_p"] < 0.05).astype(np.float64))
+        medians = per_split.groupby(by, as_index=False)[["perm_stat", "perm_p", "tost_p"]].median()
         medians = medians.merge(
             curated.groupby(by, as_index=False)["tost_equivalent"]
             .mean()
             .rename(columns={"tost_equivalent": "tost_equivalent_share"}),
             on=by,
         )
+        shares = per_split.groupby(by, as_index=False)["perm_share_p05"].mean()
         summary = summary.merge(paired, on=by, how="left").merge(medians, on=by, how="left")
+        summary = summary.merge(shares, on=by, how="left")
     order = {name: i for i, name in enumerate((*config.aggregators, *config.calibrators, *config.panels))}
     summary = summary.sort_values(by, key=lambda col: col.map(order), kind="stable").reset_index(drop=True)
     conformal = summarise_conformal(parts, config, rng)
@@ -412,9 +433,11 @@ def saturation(summary: pd.DataFrame) -> list[dict] | None:
 def _summarise_kind(
     parts: pd.DataFrame, kind: str, by: list[str], stats: list[str], config: Config, rng: np.random.Generator
 ) -> pd.DataFrame:
-    """Means over splits with bootstrap CIs of the ``kind`` rows (empty frame when there are none)."""
+    """Means over splits with corrected t intervals of the ``kind`` rows (empty frame when there are none)."""
     rows = parts[parts["kind"] == kind] if "kind" in parts else parts.iloc[:0]
     if rows.empty:
         return pd.DataFrame()
-    out = summarise_over_splits(rows, by=by, metrics=stats, confidence=config.ci_level, rng=rng)
+    out = summarise_over_splits(
+        rows, by=by, metrics=stats, confidence=config.ci_level, rng=rng, split_sizes=SPLIT_SIZES
+    )
     return out.rename(columns={f"{m}_mean": m for m in stats} | {"n_splits": "replicates"})
