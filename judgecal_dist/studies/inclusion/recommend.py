@@ -6,6 +6,7 @@ from typing import Any
 
 import pandas as pd
 
+from judgecal_dist.studies.base import interval_note
 from judgecal_dist.studies.recommendation import Recommendation, estimate, overlap
 
 __all__ = ["recommend"]
@@ -78,7 +79,7 @@ def recommend(
         expected=_expected(best),
         runner_up=runner,
         changes=changes,
-        interval=f"{int(config.ci_level * 100)}% intervals over {config.replicates} splits, as in the tables below",
+        interval=interval_note(config.ci_level),
         support=rows,
         keys=KEYS,
         metrics=("nll", "ece", "accuracy", "delta_nll"),

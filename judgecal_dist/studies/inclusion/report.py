@@ -10,7 +10,6 @@ import pandas as pd
 from judgecal_dist.engine.panel import Panel
 from judgecal_dist.io.figures import colours, heatmap, plain_log_axis, png, pyplot
 from judgecal_dist.methods.pipeline import CALIBRATORS
-from judgecal_dist.studies.base import interval_note
 from judgecal_dist.studies.recommendation import words
 
 __all__ = ["report", "figures"]
@@ -203,8 +202,9 @@ def report(
         f"# Calibrate, don't curate: inclusion study on `{panel.dataset}`",
         "",
         f"{panel.n_items} labelled items x {panel.n_judges} judges; {config.replicates} random grouped splits "
-        f"(calibration fraction {config.calib_fraction}); metrics on the evaluation part, mean over splits. "
-        f"{interval_note(config.ci_level)} Calibrators trained on `{config.calib_scores}` scores; "
+        f"(calibration fraction {config.calib_fraction}); metrics on the evaluation part, mean over splits with "
+        f"{int(config.ci_level * 100)}% corrected resampled t intervals (why: see Intervals above). Calibrators "
+        f"trained on `{config.calib_scores}` scores; "
         f"calibrator input: `{config.calibrator_input}` (see the choices below).",
         "",
     ]

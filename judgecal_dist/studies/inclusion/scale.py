@@ -2,7 +2,7 @@
 
 Same protocol and metrics as :mod:`judgecal_dist.studies.inclusion.study` (keyed-hash grouped splits, panels chosen on
 the calibration part, calibrators fitted on the calibration part's scores, NLL / Brier / ECE / accuracy on the
-evaluation part, means over splits with bootstrap intervals), restricted to what scales: the one-coin aggregator
+evaluation part, means over splits with corrected resampled t intervals), restricted to what scales: the one-coin aggregator
 and the Platt and beta calibrators. Two executions give the same numbers (tested to 1e-9):
 
 ``dense``
@@ -261,7 +261,7 @@ def run_replicate(data: ScaleInput, rep: Replicate) -> pd.DataFrame:
 
 
 def summarise(config: Config, parts: pd.DataFrame, data: ScaleInput) -> StudyResult:
-    """Means over splits with bootstrap CIs (same record keys as the inclusion study), a figure and the report."""
+    """Means over splits with corrected t intervals (same record keys as the inclusion study), figure and report."""
     by = ["aggregator", "calibrator", "panel"]
     metrics = parts[parts["kind"] == "metrics"]
     summary = summarise_over_splits(
@@ -270,6 +270,7 @@ def summarise(config: Config, parts: pd.DataFrame, data: ScaleInput) -> StudyRes
         metrics=[*METRICS, "panel_size"],
         confidence=config.ci_level,
         rng=np.random.default_rng(config.seed),
+        split_sizes=("n_eval", "n_cal"),  # the splits share items
     )
     summary = summary.rename(columns={f"{m}_mean": m for m in (*METRICS, "panel_size")} | {"n_splits": "replicates"})
     summary = summary.drop(columns=["panel_size_ci_low", "panel_size_ci_high"])

@@ -9,12 +9,13 @@ import pandas as pd
 
 from judgecal_dist.io.figures import colours, png, pyplot
 from judgecal_dist.methods.pipeline import CALIBRATORS
+from judgecal_dist.studies.base import interval_note
 
 __all__ = ["report", "figures"]
 
 
 def report(config: Any, summary: pd.DataFrame, execution: dict[str, Any]) -> str:
-    """``report.md``: the execution chosen and why, then the metric table with bootstrap intervals."""
+    """``report.md``: the execution chosen and why, then the metric table with its intervals."""
     lines = [
         "# Inclusion at scale: one-coin x calibrators x panels",
         "",
@@ -24,7 +25,7 @@ def report(config: Any, summary: pd.DataFrame, execution: dict[str, Any]) -> str
         f"seeds {config.seed}..{config.seed + config.replicates - 1}",
         f"- calibrator input: {config.calibrator_input}; beta penalty {config.beta_penalty} "
         f"(l1_ratio {config.beta_l1_ratio}); ECE with {config.n_bins} top-label bins",
-        f"- intervals: {config.ci_level:.0%} percentile bootstrap over splits",
+        f"- intervals: {interval_note(config.ci_level)}",
         "",
         "| panel | size | calibrator | NLL | Brier | ECE | accuracy |",
         "| --- | ---: | --- | --- | --- | --- | --- |",
@@ -42,7 +43,7 @@ def _ci(row: Any, metric: str) -> str:
 
 
 def figures(summary: pd.DataFrame, config: Any) -> dict[str, bytes]:
-    """One PNG: evaluation NLL per panel, one bar per calibrator, with the bootstrap intervals."""
+    """One PNG: evaluation NLL per panel, one bar per calibrator, with the intervals over splits."""
     plt = pyplot()
 
     panels = [p for p in config.panels if p in set(summary["panel"])]
