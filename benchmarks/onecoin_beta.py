@@ -35,7 +35,7 @@ def panel(n_items: int, n_judges: int, seed: int = 0) -> tuple[np.ndarray, np.nd
 
 def fit_split(votes, y, in_cal, n_votes, n_correct) -> float:
     model = OneCoin().fit_counts(n_votes, n_correct)
-    scores = model.predict_proba(votes)[:, 1]
+    scores = model.decision_function(votes)  # log-odds: what BetaCalibration() reads by default
     beta = BetaCalibration().fit(scores[in_cal], y[in_cal])
     return nll(y[~in_cal], beta.predict_proba(scores[~in_cal])[:, 1])
 

@@ -92,8 +92,8 @@ class Settings:
     ds_n_iter: int = 100
     stacking_c: float = 1.0
     stacking_folds: int = 5
-    #: "probability" keeps the API's historical behaviour; the inclusion study's config defaults to "logit".
-    calibrator_input: str = "probability"
+    #: "logit" everywhere by default (the library's calibrators, every study's config, the CLI).
+    calibrator_input: str = "logit"
 
     def __post_init__(self) -> None:
         if self.calibrator_input not in CALIBRATOR_INPUTS:
@@ -234,7 +234,7 @@ def step1_scores(name: str, model: Any, votes: npt.NDArray[np.int8], settings: S
     if name in _LOG_ODDS_MODELS:
         return np.asarray(model.decision_function(votes), dtype=np.float64)
     if name == "dawid_skene":
-        return _dawid_skene_log_odds(model, votes)
+        return np.asarray(model.decision_function(votes), dtype=np.float64)
     if name == "stacking" and getattr(model, "model_", None) is not None:
         return np.asarray(model.model_.decision_function(signed_votes(votes)), dtype=np.float64)
     return _probability_logit(model.predict_proba(votes)[:, 1], settings.eps)
@@ -244,18 +244,6 @@ def _probability_logit(p: npt.NDArray[np.float64], eps: float) -> npt.NDArray[np
     # eps = 0 still keeps the logit finite: float64 resolves P(Y=1) up to 1 - 2^-53 (logit 36.7).
     lo = max(eps, np.finfo(np.float64).tiny)
     return np.asarray(logit(np.clip(p, lo, min(1.0 - eps, 1.0 - 2.0**-53))), dtype=np.float64)
-
-
-def _dawid_skene_log_odds(model: DawidSkene, votes: npt.NDArray[np.int8]) -> npt.NDArray[np.float64]:
-    r""":math:`\log\frac{\pi}{1-\pi} + \sum_{j \in S_i}\log\frac{\Pi^{(j)}_{1,V_{ij}}}{\Pi^{(j)}_{0,V_{ij}}}` with the
-    model's own clipping of :math:`\Pi` and :math:`\pi` (its posterior is the sigmoid of this)."""
-    eps = float(model.eps)
-    log_conf = np.log(np.clip(model.confusion_, eps, 1.0 - eps))  # [j, y, v]
-    w_a = log_conf[:, 1, 1] - log_conf[:, 0, 1]  # a vote for A (v = 1)
-    w_b = log_conf[:, 1, 0] - log_conf[:, 0, 0]  # a vote for B (v = 0)
-    prior = np.clip(model.prior_, eps, 1.0 - eps)
-    t = np.log(prior) - np.log1p(-prior) + (votes == 1) @ w_a + (votes == 0) @ w_b
-    return np.asarray(t, dtype=np.float64)
 
 
 def calibrator(name: str, settings: Settings) -> Any:

@@ -36,7 +36,7 @@ def test_logit_input_equals_probability_input_inside_the_clip(cls):
     rng = np.random.default_rng(0)
     p = rng.uniform(0.02, 0.98, 300)
     y = (rng.random(300) < p**1.5).astype(int)
-    by_p = cls().fit(p, y).predict_proba(p)[:, 1]
+    by_p = cls(score_input="probability").fit(p, y).predict_proba(p)[:, 1]
     by_t = cls(score_input="logit").fit(logit(p), y).predict_proba(logit(p))[:, 1]
     np.testing.assert_allclose(by_t, by_p, atol=1e-7)
 
@@ -96,7 +96,7 @@ def test_pipeline_scores_on_the_logit_scale():
     rng = np.random.default_rng(4)
     v, y = _votes(rng, 300, np.array([0.85, 0.75, 0.7, 0.35, 0.6, 0.65]))
     v_fit, y_fit, v_new = v[:200], y[:200], v[200:]
-    logit_settings, prob_settings = Settings(calibrator_input="logit"), Settings()
+    logit_settings, prob_settings = Settings(calibrator_input="logit"), Settings(calibrator_input="probability")
     for name in ("majority", "accuracy_weighted", "log_odds", "one_coin", "dawid_skene", "stacking"):
         _, s_prob, model = aggregate(name, prob_settings, v_fit, y_fit, v_new)
         _, s_logit, _ = aggregate(name, logit_settings, v_fit, y_fit, v_new)

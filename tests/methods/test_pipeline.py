@@ -86,9 +86,9 @@ def test_conformal_sets_use_the_three_slices_in_turn(panel):
     settings = Settings()
     sets = conformal_sets("one_coin", "beta", settings, parts, v_eval, (0.1, 0.2))
     one_coin = OneCoin().fit(*parts[0])
-    beta = BetaCalibration().fit(one_coin.predict_proba(parts[1][0])[:, 1], parts[1][1])
-    p_conf = beta.predict_proba(one_coin.predict_proba(parts[2][0])[:, 1])[:, 1]
-    p_eval = beta.predict_proba(one_coin.predict_proba(v_eval)[:, 1])[:, 1]
+    beta = BetaCalibration().fit(one_coin.decision_function(parts[1][0]), parts[1][1])  # log-odds: the default
+    p_conf = beta.predict_proba(one_coin.decision_function(parts[2][0]))[:, 1]
+    p_eval = beta.predict_proba(one_coin.decision_function(v_eval))[:, 1]
     for alpha in (0.1, 0.2):
         expected = SplitConformal(alpha=alpha).fit(p_conf, parts[2][1]).predict_set(p_eval)
         np.testing.assert_array_equal(sets[alpha], expected)

@@ -26,6 +26,7 @@ from sklearn.utils.validation import check_is_fitted
 from judgecal_dist.methods.aggregation.votes import (
     MISSING,
     VOTE_A,
+    LogOddsTransformer,
     check_judge_counts,
     check_votes,
     class_prior,
@@ -70,7 +71,7 @@ def log_odds_proba(
     return np.column_stack([expit(-t), expit(t)])
 
 
-class MajorityVote(ClassifierMixin, BaseEstimator):
+class MajorityVote(ClassifierMixin, LogOddsTransformer, BaseEstimator):
     r"""Majority vote as a probability: the fraction of non-missing verdicts that vote for A (spec §3.1(a)).
 
     .. math::
@@ -160,7 +161,7 @@ class MajorityVote(ClassifierMixin, BaseEstimator):
         return (self.predict_proba(V)[:, 1] > 0.5).astype(np.int64)
 
 
-class CountAggregator(ClassifierMixin, BaseEstimator):
+class CountAggregator(ClassifierMixin, LogOddsTransformer, BaseEstimator):
     """Base of the aggregators fitted from per-judge counts :math:`(n_j, c_j)` alone (spec §3.1(b)-(d), §8).
 
     ``fit(V, y)`` computes the counts with :func:`~judgecal_dist.methods.aggregation.votes.count_judge_votes` and calls
@@ -390,6 +391,8 @@ class OneCoin(CountAggregator):
     >>> model.predict_proba([[1, 1, 0], [-1, -1, -1]])[:, 1].round(4)
     array([0.9677, 0.5   ])
     """
+
+    exact_log_odds = True
 
     def __init__(self, *, alpha0: float = 1.0, beta0: float = 1.0, prior: str = "half") -> None:
         self.alpha0 = alpha0

@@ -25,7 +25,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
 from judgecal_dist.errors import InputError
-from judgecal_dist.methods.aggregation.votes import MISSING, VOTE_A, VOTE_B, check_votes
+from judgecal_dist.methods.aggregation.votes import MISSING, VOTE_A, VOTE_B, LogOddsTransformer, check_votes
 from judgecal_dist.stats.checks import DEFAULT_EPS, check_eps, check_param, check_same_length
 
 __all__ = ["DawidSkene", "UNLABELLED", "vote_indicators"]
@@ -79,7 +79,7 @@ def _check_partial_labels(y: npt.ArrayLike | None, n_items: int, where: str) -> 
     return arr.astype(np.int64)
 
 
-class DawidSkene(ClassifierMixin, BaseEstimator):
+class DawidSkene(ClassifierMixin, LogOddsTransformer, BaseEstimator):
     r"""Binary ("two-coin") Dawid-Skene model fitted by EM on unlabelled votes (spec §3.1(e)).
 
     Judge :math:`j` votes :math:`v` on an item of class :math:`y` with probability
@@ -188,6 +188,8 @@ class DawidSkene(ClassifierMixin, BaseEstimator):
     >>> model.predict([[1, 1, 1], [0, 0, 0]])
     array([1, 0])
     """
+
+    exact_log_odds = True
 
     def __init__(
         self,
@@ -307,6 +309,28 @@ class DawidSkene(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         votes = check_votes(V, where="DawidSkene.predict_proba", n_judges=self.n_features_in_)
         return _normalise(self._log_joint(vote_indicators(votes), self.prior_, self.confusion_))
+
+    def decision_function(self, V: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        r"""Log-odds :math:`\log\frac{\pi}{1-\pi} + \sum_{j \in S_i}\log\frac{\Pi^{(j)}_{1,V_{ij}}}
+        {\Pi^{(j)}_{0,V_{ij}}}` per item, with the model's own clipping of :math:`\Pi` and :math:`\pi` (the
+        posterior :meth:`predict_proba` is its sigmoid); finite, never clipped.
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            If called before :meth:`fit`.
+        InputError
+            If ``V`` is not a valid vote matrix for the fitted panel.
+        """
+        check_is_fitted(self)
+        votes = check_votes(V, where="DawidSkene.decision_function", n_judges=self.n_features_in_)
+        eps = float(self.eps)
+        log_conf = np.log(np.clip(self.confusion_, eps, 1.0 - eps))  # [j, y, v]
+        w_a = log_conf[:, 1, 1] - log_conf[:, 0, 1]  # a vote for A (v = 1)
+        w_b = log_conf[:, 1, 0] - log_conf[:, 0, 0]  # a vote for B (v = 0)
+        prior = np.clip(self.prior_, eps, 1.0 - eps)
+        t = np.log(prior) - np.log1p(-prior) + (votes == VOTE_A) @ w_a + (votes == VOTE_B) @ w_b
+        return np.asarray(t, dtype=np.float64)
 
     def predict(self, V: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """Hard labels: 1 iff :math:`P(Y=1 \\mid V_i) > 1/2`; an exact 1/2 gives 0."""

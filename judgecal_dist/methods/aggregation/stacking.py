@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numbers
 import warnings
-from typing import Self
+from typing import Any, Self
 
 import numpy as np
 import numpy.typing as npt
@@ -25,7 +25,7 @@ from sklearn.model_selection import StratifiedKFold, cross_val_predict
 from sklearn.utils.validation import check_is_fitted
 
 from judgecal_dist.errors import InputError
-from judgecal_dist.methods.aggregation.votes import check_votes, signed_votes
+from judgecal_dist.methods.aggregation.votes import LogOddsTransformer, check_votes, signed_votes
 from judgecal_dist.stats.checks import DEFAULT_EPS, check_binary_labels, check_param, check_same_length
 
 __all__ = ["LogisticStacking"]
@@ -33,7 +33,7 @@ __all__ = ["LogisticStacking"]
 _MAX_ITER = 1000  # L-BFGS iterations of each logistic fit; the L2 penalty keeps the problem well conditioned
 
 
-class LogisticStacking(ClassifierMixin, BaseEstimator):
+class LogisticStacking(ClassifierMixin, LogOddsTransformer, BaseEstimator):
     r"""L2-penalised logistic regression on the :math:`\pm 1` votes, with K-fold out-of-fold scores (spec §3.1(f)).
 
     .. math::
@@ -103,6 +103,8 @@ class LogisticStacking(ClassifierMixin, BaseEstimator):
     >>> model.oof_scores_.shape, bool(model.coef_[3] < 0)  # the below-chance judge gets a negative weight
     ((60,), True)
     """
+
+    exact_log_odds = True
 
     def __init__(self, *, C: float = 1.0, n_folds: int = 5, random_state: int | None = None) -> None:
         self.C = C
@@ -192,6 +194,34 @@ class LogisticStacking(ClassifierMixin, BaseEstimator):
             p = np.full(votes.shape[0], float(self.oof_scores_[0]))
             return np.column_stack([1.0 - p, p])
         return np.asarray(self.model_.predict_proba(signed_votes(votes)), dtype=np.float64)
+
+    def decision_function(self, V: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """Log-odds of new items: the refitted model's linear predictor (the constant's logit after a fallback).
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            If called before :meth:`fit`.
+        InputError
+            If ``V`` is not a valid vote matrix for the fitted panel.
+        """
+        check_is_fitted(self)
+        votes = check_votes(V, where="LogisticStacking.decision_function", n_judges=self.n_features_in_)
+        if self.model_ is None:
+            return np.full(votes.shape[0], float(logit(self.oof_scores_[0])))
+        return np.asarray(self.model_.decision_function(signed_votes(votes)), dtype=np.float64)
+
+    def fit_transform(
+        self, V: npt.ArrayLike, y: npt.ArrayLike | None = None, **fit_params: Any
+    ) -> npt.NDArray[np.float64]:
+        """Fit, then the log-odds of the *out-of-fold* scores of the fit items, shape (n_items, 1): what a
+        calibrator after stacking is trained on (in a ``Pipeline`` too), never the in-sample scores."""
+        if y is None:
+            raise InputError("LogisticStacking.fit_transform: y: required (stacking is fitted on labels)")
+        self.fit(V, y)
+        # eps = 0: float64 resolves P(Y=1) up to 1 - 2^-53, so the logit stays finite (as methods.pipeline does).
+        p = np.clip(self.oof_scores_, np.finfo(np.float64).tiny, 1.0 - 2.0**-53)
+        return np.asarray(logit(p), dtype=np.float64).reshape(-1, 1)
 
     def predict(self, V: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """Hard labels: 1 iff :math:`P(Y=1 \\mid V_i) > 1/2`."""

@@ -7,13 +7,17 @@ to missing upstream); the codes are those of :mod:`judgecal_dist.io.schema`, the
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 import numpy as np
 import numpy.typing as npt
+from scipy.special import logit
+from sklearn.base import TransformerMixin
 
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.schema import MISSING_CODE as MISSING
 from judgecal_dist.io.schema import VOTE_A, VOTE_B
-from judgecal_dist.stats.checks import check_binary_labels, check_same_length
+from judgecal_dist.stats.checks import DEFAULT_EPS, check_binary_labels, check_same_length
 
 __all__ = [
     "VOTE_A",
@@ -24,6 +28,7 @@ __all__ = [
     "count_judge_votes",
     "check_judge_counts",
     "class_prior",
+    "LogOddsTransformer",
 ]
 
 
@@ -201,3 +206,28 @@ def class_prior(prior: str, *, n_items: int | None, n_positive: int | None, wher
     if not 0 <= n_positive <= n_items:
         raise InputError(f"{where}: n_positive: must be in [0, n_items={n_items}], got {n_positive}")
     return (n_positive + 1.0) / (n_items + 2.0)
+
+
+class LogOddsTransformer(TransformerMixin):
+    """Step 1 as a scikit-learn transformer: ``transform(V)`` is the one column of log-odds the calibrators read
+    (their default ``score_input="logit"``), so ``make_pipeline(OneCoin(), BetaCalibration())`` is the default
+    pipeline and fits, predicts and cross-validates like any scikit-learn classifier.
+
+    The column is the exact, unclipped log-odds of the log-odds models (``decision_function``: one-coin, plug-in
+    log-odds, Dawid-Skene, stacking's linear predictor) and, for the vote-fraction models, the logit of
+    :math:`P(Y=1)` clipped at ``DEFAULT_EPS`` (a unanimous vote would be infinite): what
+    :func:`judgecal_dist.methods.pipeline.step1_scores` hands the calibrators with log-odds input.
+    """
+
+    #: True where ``decision_function`` is the model's own finite log-odds.
+    exact_log_odds: ClassVar[bool] = False
+
+    def transform(self, V: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """Log-odds of every item, shape (n_items, 1)."""
+        model: Any = self
+        if self.exact_log_odds:
+            t = model.decision_function(V)
+        else:
+            p = model.predict_proba(V)[:, 1]
+            t = logit(np.clip(p, DEFAULT_EPS, 1.0 - DEFAULT_EPS))
+        return np.asarray(t, dtype=np.float64).reshape(-1, 1)

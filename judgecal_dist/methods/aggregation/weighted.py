@@ -148,6 +148,8 @@ class LogOddsWeighted(CountAggregator):
     array([0.6667, 0.5   ])
     """
 
+    exact_log_odds = True
+
     def __init__(self, *, eps_theta: float = 1e-3, prior: str = "half") -> None:
         self.eps_theta = eps_theta
         self.prior = prior

@@ -147,7 +147,7 @@ class ScoreCalibrator(BaseEstimator):
     """
 
     eps: float
-    score_input: str = "probability"
+    score_input: str = "logit"
 
     def _input_is_logit(self, where: str) -> bool:
         if self.score_input not in SCORE_INPUTS:
@@ -177,6 +177,9 @@ class ScoreCalibrator(BaseEstimator):
 
     def _clipped_scores(self, s: npt.ArrayLike, where: str) -> npt.NDArray[np.float64]:
         eps = check_eps(self.eps, where=where)
+        arr = np.asarray(s)
+        if arr.ndim == 2 and arr.shape[1] == 1:  # one column: an aggregator's transform in a Pipeline
+            s = arr[:, 0]
         if self._input_is_logit(where):
             return check_log_odds(s, where=where, name="s")
         return np.clip(check_probabilities(s, where=where, name="s"), eps, 1.0 - eps)
@@ -194,6 +197,10 @@ class ScoreCalibrator(BaseEstimator):
         """
         check_is_fitted(self)
         return self._proba(self._clipped_scores(s, f"{type(self).__name__}.predict_proba"))
+
+    def predict(self, s: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        """Hard labels: 1 iff the calibrated :math:`P(Y=1) > 1/2`."""
+        return (self.predict_proba(s)[:, 1] > 0.5).astype(np.int64)
 
     def _proba(self, s: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         raise NotImplementedError

@@ -105,9 +105,11 @@ class BetaCalibration(ScoreCalibrator):
         effectively :math:`m` times weaker (spec §3.3).
     eps : float, default 1e-6
         Clipping floor :math:`\varepsilon` of the score before :math:`\ln s` and :math:`\ln(1-s)`.
-    score_input : {"probability", "logit"}, default "probability"
+    score_input : {"logit", "probability"}, default "logit"
         Whether ``s`` is :math:`P(Y=1)` (clipped) or the log-odds :math:`t` (unclipped; then
         :math:`\ln s = \log\sigma(t)` and :math:`\ln(1-s) = \log\sigma(-t)`, finite for any :math:`t`).
+        The default reads an aggregator's log-odds (its ``transform`` or ``decision_function``); pass
+        ``score_input="probability"`` for a probability score.
 
     Attributes
     ----------
@@ -154,7 +156,7 @@ class BetaCalibration(ScoreCalibrator):
     >>> rng = np.random.default_rng(0)
     >>> s = rng.uniform(0.01, 0.99, 500)
     >>> y = (rng.random(500) < s).astype(int)  # calibrated scores
-    >>> cal = BetaCalibration(penalty=1.0).fit(s, y)  # a strong penalty keeps the identity
+    >>> cal = BetaCalibration(penalty=1.0, score_input="probability").fit(s, y)  # a strong penalty keeps the identity
     >>> round(cal.a_, 4), round(cal.b_, 4), round(cal.c_, 4)
     (1.0, 1.0, 0.0)
     >>> cal.predict_proba([0.25]).round(4)
@@ -168,7 +170,7 @@ class BetaCalibration(ScoreCalibrator):
         l1_ratio: float = 0.5,
         penalty_scale: str = "mean",
         eps: float = DEFAULT_EPS,
-        score_input: str = "probability",
+        score_input: str = "logit",
     ) -> None:
         self.penalty = penalty
         self.l1_ratio = l1_ratio

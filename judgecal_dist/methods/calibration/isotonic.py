@@ -40,9 +40,11 @@ class IsotonicCalibrator(ScoreCalibrator):
     ----------
     eps : float, default 1e-6
         Clipping floor :math:`\varepsilon` of the input score and of the output probability.
-    score_input : {"probability", "logit"}, default "probability"
+    score_input : {"logit", "probability"}, default "logit"
         Whether ``s`` is :math:`P(Y=1)` (clipped) or the log-odds (unclipped, so scores beyond
         :math:`\mathrm{logit}(1-\varepsilon)` keep their order).
+        The default reads an aggregator's log-odds (its ``transform`` or ``decision_function``); pass
+        ``score_input="probability"`` for a probability score.
 
     Attributes
     ----------
@@ -70,7 +72,7 @@ class IsotonicCalibrator(ScoreCalibrator):
     [1e-06, 0.5, 0.999999]
     """
 
-    def __init__(self, *, eps: float = DEFAULT_EPS, score_input: str = "probability") -> None:
+    def __init__(self, *, eps: float = DEFAULT_EPS, score_input: str = "logit") -> None:
         self.eps = eps
         self.score_input = score_input
 

@@ -98,9 +98,11 @@ class PlattCalibrator(ScoreCalibrator):
         Ridge strength :math:`\lambda \ge 0` toward the identity; the loss is averaged, not summed, over items.
     eps : float, default 1e-6
         Clipping floor :math:`\varepsilon` of the score before the logit.
-    score_input : {"probability", "logit"}, default "probability"
+    score_input : {"logit", "probability"}, default "logit"
         Whether ``s`` is :math:`P(Y=1)` (clipped, then its logit is taken) or already the log-odds (used as is,
         unclipped; see :mod:`~judgecal_dist.methods.calibration.base`).
+        The default reads an aggregator's log-odds (its ``transform`` or ``decision_function``); pass
+        ``score_input="probability"`` for a probability score.
 
     Attributes
     ----------
@@ -157,14 +159,14 @@ class PlattCalibrator(ScoreCalibrator):
     --------
     >>> s = np.array([0.2, 0.4, 0.6, 0.8, 0.3, 0.7])
     >>> y = np.array([0, 1, 0, 1, 1, 1])
-    >>> cal = PlattCalibrator().fit(s, y)
+    >>> cal = PlattCalibrator(score_input="probability").fit(s, y)
     >>> round(cal.slope_, 4), round(cal.intercept_, 4)
     (0.8642, 0.8071)
     >>> cal.predict_proba([0.5]).round(4)  # sigma(intercept) at s = 1/2
     array([[0.3085, 0.6915]])
     """
 
-    def __init__(self, *, penalty: float = 0.0, eps: float = DEFAULT_EPS, score_input: str = "probability") -> None:
+    def __init__(self, *, penalty: float = 0.0, eps: float = DEFAULT_EPS, score_input: str = "logit") -> None:
         self.penalty = penalty
         self.eps = eps
         self.score_input = score_input

@@ -48,9 +48,11 @@ class TemperatureScaling(ScoreCalibrator):
         Search interval :math:`[T_{\min}, T_{\max}]`, :math:`0 < T_{\min} < T_{\max}`.
     eps : float, default 1e-6
         Clipping floor :math:`\varepsilon` of the score before the logit.
-    score_input : {"probability", "logit"}, default "probability"
+    score_input : {"logit", "probability"}, default "logit"
         Whether ``s`` is :math:`P(Y=1)` (clipped, then its logit is taken) or already the log-odds (used as is).
         Log-odds of a large panel may need a wider ``t_bounds``.
+        The default reads an aggregator's log-odds (its ``transform`` or ``decision_function``); pass
+        ``score_input="probability"`` for a probability score.
 
     Attributes
     ----------
@@ -89,7 +91,7 @@ class TemperatureScaling(ScoreCalibrator):
     --------
     >>> s = np.array([0.9, 0.8, 0.2, 0.1, 0.9, 0.3])
     >>> y = np.array([1, 0, 0, 1, 1, 0])
-    >>> cal = TemperatureScaling().fit(s, y)
+    >>> cal = TemperatureScaling(score_input="probability").fit(s, y)
     >>> bool(cal.temperature_ > 1)  # overconfident scores are softened
     True
     >>> cal.predict_proba([0.5])
@@ -101,7 +103,7 @@ class TemperatureScaling(ScoreCalibrator):
         *,
         t_bounds: tuple[float, float] = (0.01, 100.0),
         eps: float = DEFAULT_EPS,
-        score_input: str = "probability",
+        score_input: str = "logit",
     ) -> None:
         self.t_bounds = t_bounds
         self.eps = eps

@@ -10,6 +10,7 @@ import numpy.typing as npt
 from pydantic import model_validator
 
 from judgecal_dist.engine.panel import ORIENTATIONS, Panel
+from judgecal_dist.methods.pipeline import CALIBRATOR_INPUTS
 from judgecal_dist.settings import (
     CiLevel,
     Fraction,
@@ -52,6 +53,7 @@ class Config(PipelineFields):
     top_k: integer(1) = 5
     calibrators: listed(one_of(CALIBRATORS), min_length=1) = CALIBRATORS
     platt_penalty: NonNegative = 0.0
+    calibrator_input: one_of(CALIBRATOR_INPUTS) = "logit"
     orientation: one_of(ORIENTATIONS) = "natural"
     sample: integer(0) = 0
     ci_level: CiLevel = 0.95

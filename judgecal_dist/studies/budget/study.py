@@ -41,7 +41,8 @@ from judgecal_dist.engine.panel import Panel, load_panel
 from judgecal_dist.errors import InputError
 from judgecal_dist.methods.aggregation.aggregate import OneCoin
 from judgecal_dist.methods.aggregation.votes import count_judge_votes
-from judgecal_dist.methods.calibration import BetaCalibration, PlattCalibrator, TemperatureScaling
+from judgecal_dist.methods.calibration import BetaCalibration, PlattCalibrator
+from judgecal_dist.methods.pipeline import Settings, calibrator
 from judgecal_dist.methods.selection.curate import top_k
 from judgecal_dist.splits import calibration_mask, split_uniforms
 from judgecal_dist.stats.metrics import metric_table
@@ -156,16 +157,9 @@ def _one_coin(config: Config) -> OneCoin:
 
 
 def _calibrator(name: str, config: Config) -> Any:
-    if name == "beta":
-        return BetaCalibration(
-            penalty=config.beta_penalty,
-            l1_ratio=config.beta_l1_ratio,
-            penalty_scale=config.beta_penalty_scale,
-            eps=config.eps,
-        )
-    if name == "platt":
-        return PlattCalibrator(penalty=config.platt_penalty, eps=config.eps)
-    return TemperatureScaling(eps=config.eps)
+    # The pipeline's calibrators (methods.pipeline, as every study builds them), reading config.calibrator_input.
+    model = calibrator(name, Settings.of(config))
+    return model.set_params(penalty=config.platt_penalty) if name == "platt" else model
 
 
 def _scored_rows(
@@ -183,11 +177,14 @@ def _scored_rows(
     (v_fit, y_fit), (v_eval, y_eval) = fit, evaluation
     n_votes, n_correct = count_judge_votes(v_fit, y_fit)
     agg = _one_coin(config).fit_counts(n_votes, n_correct, n_items=y_fit.size, n_positive=int(y_fit.sum()))
-    s_fit, s_eval = agg.predict_proba(v_fit)[:, 1], agg.predict_proba(v_eval)[:, 1]
+    # The calibrators read the one-coin log-odds (calibrator_input: logit, unclipped) or its P(A) clipped at eps;
+    # the uncalibrated arm is the one-coin P(A) either way.
+    score = agg.decision_function if config.calibrator_input == "logit" else (lambda v: agg.predict_proba(v)[:, 1])
+    s_fit, s_eval, p_raw = score(v_fit), score(v_eval), agg.predict_proba(v_eval)[:, 1]
     rows = []
     for name in ("none", *calibrators):
         caught: list[warnings.WarningMessage] = []
-        p, identity = s_eval, True
+        p, identity = p_raw, True
         if name != "none":
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")

@@ -234,8 +234,8 @@ def test_theorem2_nested_calibration_never_raises_the_evaluation_nll():
     step1 = OneCoin().fit(V[cal], y[cal])
     s_cal, s_ev = step1.predict_proba(V[cal])[:, 1], step1.predict_proba(V[ev])[:, 1]
     nll1 = _nll(s_ev, y[ev])
-    nll12 = _nll(PlattCalibrator().fit(s_cal, y[cal]).predict_proba(s_ev)[:, 1], y[ev])
-    nll13 = _nll(BetaCalibration().fit(s_cal, y[cal]).predict_proba(s_ev)[:, 1], y[ev])
+    nll12 = _nll(PlattCalibrator(score_input="probability").fit(s_cal, y[cal]).predict_proba(s_ev)[:, 1], y[ev])
+    nll13 = _nll(BetaCalibration(score_input="probability").fit(s_cal, y[cal]).predict_proba(s_ev)[:, 1], y[ev])
     assert nll12 <= nll1 + 1e-3
     assert nll13 <= nll12 + 1e-3
     assert nll1 - nll13 > 0.01  # the difficulty makes calibration matter, so the check has teeth
@@ -259,8 +259,8 @@ def test_proposition3_isotonic_is_invariant_under_increasing_distortions(scores,
     the package's isotonic map interpolates linearly between fitted scores (sklearn's convention), and linear
     interpolation is not invariant under a non-linear h."""
     s, y, s_ev, _ = scores
-    clean = IsotonicCalibrator().fit(s, y)
-    distorted = IsotonicCalibrator().fit(h(s), y)
+    clean = IsotonicCalibrator(score_input="probability").fit(s, y)
+    distorted = IsotonicCalibrator(score_input="probability").fit(h(s), y)
     np.testing.assert_allclose(distorted.predict_proba(h(s))[:, 1], clean.predict_proba(s)[:, 1], atol=1e-12)
     between = np.abs(distorted.predict_proba(h(s_ev))[:, 1] - clean.predict_proba(s_ev)[:, 1])
     assert between.max() < 0.01
@@ -270,15 +270,19 @@ def test_proposition3_platt_is_invariant_inside_its_class_and_beta_only_approxim
     s, y, s_ev, y_ev = scores
     # h(s) = sigma(a logit s + b), a > 0: the Platt class is closed under h, so the attained risk is the same.
     h = lambda v: expit(1.5 * logit(v) - 0.5)  # noqa: E731
-    clean = _nll(PlattCalibrator().fit(s, y).predict_proba(s)[:, 1], y)
-    moved = _nll(PlattCalibrator().fit(h(s), y).predict_proba(h(s))[:, 1], y)
+    clean = _nll(PlattCalibrator(score_input="probability").fit(s, y).predict_proba(s)[:, 1], y)
+    moved = _nll(PlattCalibrator(score_input="probability").fit(h(s), y).predict_proba(h(s))[:, 1], y)
     assert moved == pytest.approx(clean, abs=1e-9)
     # s -> s^3 leaves the beta family only approximately unchanged (not a reparametrisation of its class).
-    beta = BetaCalibration(penalty=0.0)
+    beta = BetaCalibration(penalty=0.0, score_input="probability")
     nll_beta = _nll(beta.fit(s, y).predict_proba(s_ev)[:, 1], y_ev)
-    nll_cubed = _nll(BetaCalibration(penalty=0.0).fit(s**3, y).predict_proba(s_ev**3)[:, 1], y_ev)
+    nll_cubed = _nll(
+        BetaCalibration(penalty=0.0, score_input="probability").fit(s**3, y).predict_proba(s_ev**3)[:, 1], y_ev
+    )
     assert abs(nll_cubed - nll_beta) < 0.01
     # A non-monotone distortion (shuffling the scores) destroys the information: no calibrator recovers it.
     shuffled = np.random.default_rng(0).permutation(s.size)
-    nll_shuffled = _nll(IsotonicCalibrator().fit(s[shuffled], y).predict_proba(s_ev)[:, 1], y_ev)
+    nll_shuffled = _nll(
+        IsotonicCalibrator(score_input="probability").fit(s[shuffled], y).predict_proba(s_ev)[:, 1], y_ev
+    )
     assert nll_shuffled > nll_beta + 0.05

@@ -21,7 +21,7 @@ def test_rows_are_probabilities_even_at_zero_and_one(cls, miscalibrated):
     s, y = miscalibrated
     s = np.r_[s, 0.0, 1.0, 0.0, 1.0]  # exact 0/1 scores in the fit data, both labels on each
     y = np.r_[y, 0, 1, 1, 0]
-    cal = cls().fit(s, y)
+    cal = cls(score_input="probability").fit(s, y)
     proba = cal.predict_proba(np.r_[0.0, 1e-300, 0.5, 1.0 - 1e-17, 1.0, s])
     assert proba.shape == (len(s) + 5, 2) and np.isfinite(proba).all()
     assert np.all((proba >= 0.0) & (proba <= 1.0))
@@ -30,7 +30,7 @@ def test_rows_are_probabilities_even_at_zero_and_one(cls, miscalibrated):
 
 @pytest.mark.parametrize("cls", CALIBRATORS)
 def test_monotone_in_the_score(cls, miscalibrated):
-    cal = cls().fit(*miscalibrated)
+    cal = cls(score_input="probability").fit(*miscalibrated)
     grid = np.linspace(0.0, 1.0, 201)
     assert np.all(np.diff(cal.predict_proba(grid)[:, 1]) >= -1e-12)
 
@@ -39,8 +39,8 @@ def test_monotone_in_the_score(cls, miscalibrated):
 def test_relabelling_symmetry(cls, miscalibrated):
     s, y = miscalibrated
     grid = np.linspace(0.01, 0.99, 25)
-    p = cls().fit(s, y).predict_proba(grid)
-    q = cls().fit(1.0 - s, 1 - y).predict_proba(1.0 - grid)
+    p = cls(score_input="probability").fit(s, y).predict_proba(grid)
+    q = cls(score_input="probability").fit(1.0 - s, 1 - y).predict_proba(1.0 - grid)
     np.testing.assert_allclose(q, p[:, ::-1], atol=1e-6)
 
 
@@ -48,8 +48,8 @@ def test_relabelling_symmetry(cls, miscalibrated):
 def test_integer_weights_equal_repeated_items(cls, miscalibrated):
     s, y = miscalibrated
     w = np.random.default_rng(3).integers(0, 4, size=len(s))
-    weighted = cls().fit(s, y, sample_weight=w)
-    repeated = cls().fit(np.repeat(s, w), np.repeat(y, w))
+    weighted = cls(score_input="probability").fit(s, y, sample_weight=w)
+    repeated = cls(score_input="probability").fit(np.repeat(s, w), np.repeat(y, w))
     grid = np.linspace(0.0, 1.0, 41)
     np.testing.assert_allclose(weighted.predict_proba(grid), repeated.predict_proba(grid), atol=1e-6)
 
@@ -68,7 +68,7 @@ def test_constant_labels_are_finite_and_documented(cls, label):
     }[cls]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        cal = cls().fit(s, y)
+        cal = cls(score_input="probability").fit(s, y)
     assert [type(w.message) for w in caught] == ([expected[0]] if expected[0] else [])
     assert getattr(cal, "fallback_", None) == expected[1]
     proba = cal.predict_proba(np.linspace(0, 1, 11))
@@ -78,14 +78,14 @@ def test_constant_labels_are_finite_and_documented(cls, label):
 def test_unpenalised_beta_constant_labels_fall_back_to_identity():
     s = np.array([0.2, 0.6, 0.9])
     with pytest.warns(UserWarning, match=r"y has a single class \(0\).*identity map"):
-        cal = BetaCalibration(penalty=0.0).fit(s, [0, 0, 0])
+        cal = BetaCalibration(penalty=0.0, score_input="probability").fit(s, [0, 0, 0])
     assert (cal.a_, cal.b_, cal.c_, cal.fallback_) == (1.0, 1.0, 0.0, "constant_labels")
     np.testing.assert_allclose(cal.predict_proba(s)[:, 1], s)
 
 
 def test_temperature_constant_labels_on_one_side_hit_the_bound():
     with pytest.warns(ConvergenceWarning, match=r"optimum is at the bound T = 0.01 .*correct side of 1/2"):
-        cal = TemperatureScaling().fit([0.6, 0.7, 0.9], [1, 1, 1])
+        cal = TemperatureScaling(score_input="probability").fit([0.6, 0.7, 0.9], [1, 1, 1])
     assert cal.temperature_ == pytest.approx(0.01, rel=1e-6)
     assert np.isfinite(cal.predict_proba([0.0, 0.55, 1.0])).all()
 
@@ -94,7 +94,7 @@ def test_temperature_constant_labels_on_one_side_hit_the_bound():
 def test_single_item(cls):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Platt's single-class and temperature's bound warnings, tested above
-        cal = cls().fit([0.7], [1])
+        cal = cls(score_input="probability").fit([0.7], [1])
     assert np.isfinite(cal.predict_proba([0.0, 0.7, 1.0])).all()
 
 
@@ -102,14 +102,14 @@ def test_single_item(cls):
 def test_constant_scores(cls):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        cal = cls().fit(np.full(4, 0.7), [1, 0, 1, 1])
+        cal = cls(score_input="probability").fit(np.full(4, 0.7), [1, 0, 1, 1])
     p = cal.predict_proba([0.7])[0, 1]
     assert np.isfinite(p) and 0.5 < p < 1.0
 
 
 @pytest.mark.parametrize("cls", CALIBRATORS)
 def test_clone_and_not_fitted(cls):
-    cal = cls(eps=1e-4)
+    cal = cls(score_input="probability", eps=1e-4)
     assert clone(cal).get_params() == cal.get_params() and cal.get_params()["eps"] == 1e-4
     with pytest.raises(NotFittedError, match=f"This {cls.__name__} instance is not fitted"):
         cal.predict_proba([0.5])
@@ -136,17 +136,17 @@ def test_clone_and_not_fitted(cls):
 )
 def test_fit_rejects_input(cls, s, y, kwargs, match):
     with pytest.raises(InputError, match=f"{cls.__name__}.{match}" if match.startswith("fit") else match):
-        cls().fit(s, y, **kwargs)
+        cls(score_input="probability").fit(s, y, **kwargs)
 
 
 @pytest.mark.parametrize("cls", CALIBRATORS)
 def test_fit_rejects_eps(cls):
     with pytest.raises(ConfigError, match=r"eps == 0.5, must be < 0.5"):
-        cls(eps=0.5).fit([0.2, 0.7], [0, 1])
+        cls(score_input="probability", eps=0.5).fit([0.2, 0.7], [0, 1])
 
 
 @pytest.mark.parametrize("cls", CALIBRATORS)
 def test_predict_rejects_input(cls, miscalibrated):
-    cal = cls().fit(*miscalibrated)
+    cal = cls(score_input="probability").fit(*miscalibrated)
     with pytest.raises(InputError, match=f"{cls.__name__}.predict_proba: s: probabilities must be finite"):
         cal.predict_proba([0.2, -0.1])

@@ -23,7 +23,7 @@ def test_matches_brute_force_grid(miscalibrated):
     fine = best * np.exp(np.linspace(-0.01, 0.01, 2001))  # refine around the coarse optimum
     losses = nll_at(s, y, fine)
     T_grid = fine[np.argmin(losses)]
-    cal = TemperatureScaling().fit(s, y)
+    cal = TemperatureScaling(score_input="probability").fit(s, y)
     assert cal.temperature_ == pytest.approx(T_grid, rel=2e-5)
     assert nll_at(s, y, cal.temperature_)[0] <= losses.min() + 1e-12
     assert cal.temperature_ > 1.0  # the fixture is overconfident
@@ -34,24 +34,24 @@ def test_recovers_temperature():
     rng = np.random.default_rng(2)
     s = expit(rng.normal(0.0, 3.0, size=20_000))
     y = (rng.random(s.size) < expit(logit(s) / 2.5)).astype(int)
-    assert TemperatureScaling().fit(s, y).temperature_ == pytest.approx(2.5, rel=0.05)
+    assert TemperatureScaling(score_input="probability").fit(s, y).temperature_ == pytest.approx(2.5, rel=0.05)
 
 
 def test_keeps_decisions_and_ranking(miscalibrated):
     s, y = miscalibrated
-    p = TemperatureScaling().fit(s, y).predict_proba(s)[:, 1]
+    p = TemperatureScaling(score_input="probability").fit(s, y).predict_proba(s)[:, 1]
     np.testing.assert_array_equal(p > 0.5, s > 0.5)
     np.testing.assert_array_equal(np.argsort(p, kind="stable"), np.argsort(s, kind="stable"))
 
 
 def test_uninformative_scores_give_identity():
-    cal = TemperatureScaling().fit([0.5, 0.5, 0.5], [0, 1, 1])
+    cal = TemperatureScaling(score_input="probability").fit([0.5, 0.5, 0.5], [0, 1, 1])
     assert (cal.temperature_, cal.fallback_) == (1.0, "uninformative_scores")
 
 
 def test_anti_informative_scores_hit_upper_bound():
     with pytest.warns(Warning, match=r"bound T = 100 .*no better than 1/2"):
-        cal = TemperatureScaling().fit([0.9, 0.1, 0.8], [0, 1, 0])
+        cal = TemperatureScaling(score_input="probability").fit([0.9, 0.1, 0.8], [0, 1, 0])
     assert cal.temperature_ == pytest.approx(100.0, rel=1e-6)
 
 
@@ -61,4 +61,4 @@ def test_anti_informative_scores_hit_upper_bound():
 )
 def test_rejects_bounds(t_bounds, match):
     with pytest.raises(ConfigError, match=f"TemperatureScaling.fit: t_bounds: {match}"):
-        TemperatureScaling(t_bounds=t_bounds).fit([0.2, 0.8], [0, 1])
+        TemperatureScaling(t_bounds=t_bounds, score_input="probability").fit([0.2, 0.8], [0, 1])

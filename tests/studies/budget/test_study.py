@@ -54,9 +54,10 @@ def _reference_nll(votes, labels, fit_items, eval_items, columns=slice(None)) ->
     """One-coin + beta fitted here on ``fit_items``; raw and calibrated NLL on ``eval_items`` by sklearn's log_loss."""
     v_fit, y_fit = votes[fit_items][:, columns], labels[fit_items]
     agg = OneCoin().fit(v_fit, y_fit)
-    s_fit = agg.predict_proba(v_fit)[:, 1]
     s_eval = agg.predict_proba(votes[eval_items][:, columns])[:, 1]
-    p = BetaCalibration(penalty=0.01, l1_ratio=0.5).fit(s_fit, y_fit).predict_proba(s_eval)[:, 1]
+    # calibrator_input: logit (the default): beta reads the unclipped one-coin log-odds
+    t_fit, t_eval = agg.decision_function(v_fit), agg.decision_function(votes[eval_items][:, columns])
+    p = BetaCalibration(penalty=0.01, l1_ratio=0.5, score_input="logit").fit(t_fit, y_fit).predict_proba(t_eval)[:, 1]
     y_eval = labels[eval_items]
     return (
         log_loss(y_eval, np.clip(s_eval, EPS, 1 - EPS), labels=[0, 1]),
