@@ -63,6 +63,12 @@ def check_votes(V: npt.ArrayLike, *, where: str, n_judges: int | None = None) ->
     ...
     judgecal_dist.errors.InputError: demo: V: codes must be 1 (A), 0 (B) or -1 (missing) (1 cells, e.g. [0, 1]=2)
     """
+    columns = {str(c) for c in getattr(V, "columns", ())}
+    if {"task", "worker", "label"} <= columns or {"item_id", "judge_id", "verdict"} <= columns:
+        raise InputError(
+            f"{where}: V: a long frame of verdicts ({', '.join(sorted(columns)[:4])}), not a vote matrix: use "
+            "judgecal_dist.CalibratedAggregator on it, or judgecal_dist.vote_matrix(frame) for the matrix"
+        )
     arr = np.asarray(V)
     if arr.ndim != 2:
         hint = "; for a single item use V.reshape(1, -1)" if arr.ndim == 1 else ""
