@@ -1,25 +1,21 @@
 r"""Per-dataset summaries of a scored table, from per-group sums (Spark ``groupBy().agg()`` or pandas), and a figure.
 
 The calibrated win rate of a group is the mean calibrated :math:`P(A)` of its items, :math:`\bar p = \frac1n
-\sum_i \hat p_i`: under calibration, the expected share of its items where A is better. Its interval is Wilson's
-score interval for a proportion with :math:`n` trials and estimate :math:`\bar p`,
+\sum_i \hat p_i`: under calibration, the expected share of its items where A is better. It is a mean of
+probabilities, not a count of successes, so its interval is the normal interval of a mean over the sampled items,
 
 .. math::
 
-    \frac{\bar p + z^2/2n}{1 + z^2/n} \pm \frac{z}{1 + z^2/n}\sqrt{\frac{\bar p(1-\bar p)}{n} + \frac{z^2}{4n^2}},
+    \bar p \pm z \frac{s}{\sqrt n}, \qquad s^2 = \frac{1}{n-1}\Big(\sum_i \hat p_i^2 - n \bar p^2\Big),
 
-which covers sampling of the items (the realised outcomes :math:`Y_i \sim \mathrm{Bernoulli}(\hat p_i)` have
-variance :math:`\bar p(1 - \bar p)` in total) and stays inside [0, 1]. Per response model (items carrying
+clipped to [0, 1] (``None`` below two items). A binomial interval (Wilson's) would treat :math:`\bar p` as a share
+of :math:`n` coin flips and is wider whenever the probabilities differ from item to item; it belongs to counts
+only. Per response model (items carrying
 ``model_a``/``model_b`` in the ``items`` table) a model's win rate averages :math:`\hat p_i` where it is A and
 :math:`1 - \hat p_i` where it is B. Items without a vote from any of the model's judges have no :math:`\hat p_i`:
 they are counted (``items_without_votes``) and left out of every rate, interval and metric, so a table the model
 cannot read gives no win rate rather than the class prior. Labelled items also give accuracy (half credit at exactly 1/2), NLL (clipped
 at ``eps``), Brier and the empirical coverage of each conformal set, as in :mod:`judgecal_dist.stats.metrics`.
-
-References
-----------
-.. [1] E. B. Wilson. Probable inference, the law of succession, and statistical inference. JASA 22(158):209-212,
-   1927. doi:10.1080/01621459.1927.10502953.
 """
 
 from __future__ import annotations
@@ -57,6 +53,7 @@ def _sum_names(alphas: Sequence[float]) -> list[str]:
         "n_scored",
         "n_in_calibration",
         "sum_p",
+        "sum_p2",
         "n_pred_a",
         "n_labelled",
         "sum_correct",
@@ -78,6 +75,7 @@ def item_terms(items: pd.DataFrame, alphas: Sequence[float], eps: float) -> pd.D
             "n_scored": scored.astype(np.int64),
             "n_in_calibration": items["in_calibration"].eq(True).to_numpy().astype(np.int64),
             "sum_p": np.where(scored, p, 0.0),
+            "sum_p2": np.where(scored, p * p, 0.0),
             "n_pred_a": (items["verdict"] == "A").to_numpy().astype(np.int64),
             "n_labelled": labelled.astype(np.int64),
         },
@@ -115,6 +113,7 @@ def _spark_terms(alphas: Sequence[float], eps: float) -> list[Column]:
         F.count(p).alias("n_scored"),  # null p: no vote from a model judge
         F.coalesce(F.sum(F.col("in_calibration").cast("long")), F.lit(0)).alias("n_in_calibration"),
         F.coalesce(F.sum(p), F.lit(0.0)).alias("sum_p"),
+        F.coalesce(F.sum(p * p), F.lit(0.0)).alias("sum_p2"),
         F.coalesce(F.sum((F.col("verdict") == "A").cast("long")), F.lit(0)).alias("n_pred_a"),
         F.sum(labelled.cast("long")).alias("n_labelled"),
         F.sum(F.when(labelled, correct).otherwise(0.0)).alias("sum_correct"),
@@ -137,7 +136,8 @@ def sums_spark(items: DataFrame, by: list[str], alphas: Sequence[float], eps: fl
 
 def model_rows_pandas(items: pd.DataFrame) -> pd.DataFrame:
     """Per dataset and response model: items played (``n``), scored (``n_scored``), the sum of its win
-    probabilities ``sum_p`` and its predicted wins ``n_pred_a`` over the scored ones."""
+    probabilities ``sum_p`` (and of their squares, ``sum_p2``) and its predicted wins ``n_pred_a`` over the scored
+    ones."""
     p = items["p"].astype(np.float64)
     sides = []
     for side, prob, wins in (("model_a", p, "A"), ("model_b", 1.0 - p, "B")):
@@ -153,8 +153,15 @@ def model_rows_pandas(items: pd.DataFrame) -> pd.DataFrame:
         )
     return (
         pd.concat(sides, ignore_index=True)
+        .assign(p2=lambda frame: frame["p"] ** 2)
         .groupby(["dataset", "model"], as_index=False, sort=True, observed=True)
-        .agg(n=("won", "size"), n_scored=("p", "count"), sum_p=("p", "sum"), n_pred_a=("won", "sum"))
+        .agg(
+            n=("won", "size"),
+            n_scored=("p", "count"),
+            sum_p=("p", "sum"),
+            sum_p2=("p2", "sum"),
+            n_pred_a=("won", "sum"),
+        )
     )
 
 
@@ -176,6 +183,7 @@ def model_rows_spark(items: DataFrame) -> pd.DataFrame:
             F.count(F.lit(1)).alias("n"),
             F.count("p").alias("n_scored"),
             F.coalesce(F.sum("p"), F.lit(0.0)).alias("sum_p"),
+            F.coalesce(F.sum(F.col("p") * F.col("p")), F.lit(0.0)).alias("sum_p2"),
             F.coalesce(F.sum(F.col("won").cast("long")), F.lit(0)).alias("n_pred_a"),
         )
         .toPandas()
@@ -184,18 +192,19 @@ def model_rows_spark(items: DataFrame) -> pd.DataFrame:
 
 
 def finalise(sums: pd.DataFrame, alphas: Sequence[float], *, confidence: float = 0.95) -> pd.DataFrame:
-    """Rates, Wilson intervals and labelled metrics from per-group sums, over the scored items only.
+    """Rates, intervals and labelled metrics from per-group sums, over the scored items only.
 
     ``n_items`` counts every item, ``items_without_votes`` those that could not be scored; a rate of a group
-    without scored items is None.
+    without scored items is None, and so is the win rate's interval below two scored items.
     """
     z = float(norm.ppf(0.5 + confidence / 2.0))
     n = sums["n_scored"].to_numpy(dtype=np.float64)
     some = n > 0
     n_safe = np.where(some, n, 1.0)
     rate = sums["sum_p"].to_numpy(dtype=np.float64) / n_safe
-    centre = (rate + z**2 / (2 * n_safe)) / (1 + z**2 / n_safe)
-    half = z / (1 + z**2 / n_safe) * np.sqrt(rate * (1 - rate) / n_safe + z**2 / (4 * n_safe**2))
+    # sample variance of the item probabilities from the two sums; rounding can leave a tiny negative
+    spread = np.maximum(sums["sum_p2"].to_numpy(dtype=np.float64) - n * rate**2, 0.0) / np.maximum(n - 1.0, 1.0)
+    half = np.where(n > 1, z * np.sqrt(spread / n_safe), np.nan)
     keys = [c for c in sums.columns if c not in _sum_names(alphas)]
     out = sums[keys].copy()
     out["n_items"] = sums["n"].astype(np.int64)
@@ -207,7 +216,8 @@ def finalise(sums: pd.DataFrame, alphas: Sequence[float], *, confidence: float =
         return np.where(some, values, np.nan)
 
     out["win_rate"] = scored_only(rate)
-    out["win_rate_ci_low"], out["win_rate_ci_high"] = scored_only(centre - half), scored_only(centre + half)
+    out["win_rate_ci_low"] = scored_only(np.clip(rate - half, 0.0, 1.0))
+    out["win_rate_ci_high"] = scored_only(np.clip(rate + half, 0.0, 1.0))
     out["predicted_win_share"] = scored_only(sums["n_pred_a"].to_numpy() / n_safe)
     if "n_labelled" not in sums:
         return out
@@ -225,7 +235,7 @@ def finalise(sums: pd.DataFrame, alphas: Sequence[float], *, confidence: float =
 
 
 def figure(datasets: pd.DataFrame, models: pd.DataFrame | None) -> bytes:
-    """PNG: calibrated win rate of A per dataset (and per response model when known), with Wilson intervals."""
+    """PNG: calibrated win rate of A per dataset (and per response model when known), with 95% intervals."""
     panels = [("dataset", datasets)] + ([("model", models)] if models is not None and not models.empty else [])
     fig, axes = pyplot().subplots(1, len(panels), figsize=(5.5 * len(panels), 0.4 * max(len(datasets), 6) + 1.5))
     for ax, (key, table) in zip(np.atleast_1d(axes), panels, strict=True):
@@ -240,5 +250,5 @@ def figure(datasets: pd.DataFrame, models: pd.DataFrame | None) -> bytes:
         ax.axvline(0.5, color="grey", lw=0.8, ls="--")
         ax.set_xlim(0, 1)
         ax.set_xlabel("calibrated win rate (mean P(A); model: P(model wins))")
-        ax.set_title(f"per {key} (95% Wilson interval)")
+        ax.set_title(f"per {key} (95% interval of the mean over items)")
     return png(fig, dpi=110, tight_layout=True)

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from statsmodels.stats.weightstats import DescrStatsW
 
 from judgecal_dist.cli import cli
 from judgecal_dist.config import EngineConfig
@@ -58,10 +59,12 @@ def test_arena_items_and_win_rates(engine, arena, tmp_path, spark):
     lab = {i: s[2] for i, s in ITEMS.items() if s[2] and not np.isnan(p[i])}
     assert row["n_labelled"] == 3 and row["n_items"] == 6 and row["items_without_votes"] == 1
     assert row["brier"] == pytest.approx(np.mean([(p[i] - (v == "A")) ** 2 for i, v in lab.items()]), abs=1e-12)
-    # Wilson's interval for the 5 scored items at their mean p (closed form, z = 1.959964)
-    z, n, r = 1.959963984540054, 5, p.mean()
-    half = z / (1 + z * z / n) * np.sqrt(r * (1 - r) / n + z * z / (4 * n * n))
-    assert row["win_rate_ci_high"] == pytest.approx((r + z * z / (2 * n)) / (1 + z * z / n) + half, abs=1e-12)
+    # the mean of the 5 scored probabilities and its normal interval over items (statsmodels as the reference)
+    low, high = DescrStatsW(p.dropna().to_numpy()).zconfint_mean(alpha=0.05)
+    assert (row["win_rate_ci_low"], row["win_rate_ci_high"]) == pytest.approx((low, high), abs=1e-12)
+    # one scored item has no spread to estimate: a rate without an interval
+    lone_rows = [r for r in summary["pairs"] if r["n_items"] - r["items_without_votes"] == 1]
+    assert lone_rows and all(r["win_rate"] is not None and r["win_rate_ci_low"] is None for r in lone_rows)
 
 
 def test_bad_input_exits_2(arena, tmp_path):
