@@ -17,16 +17,25 @@ from judgecal_dist.history.store import record_run
 __all__ = ["record_study_run", "model_parameters"]
 
 log = logging.getLogger(__name__)
-MODEL_FILE = "model/calibration.json"
+#: The exported model (``judgecal.binary-pipeline``) first, then the calibration file of runs made before it.
+MODEL_FILES = ("model/model.json", "model/calibration.json")
 
 
 def model_parameters(store: RunStore) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """(per-judge fitted weights, calibrator parameters) of the run's saved calibration; empty when it has none."""
-    if not store.exists(MODEL_FILE):
+    """(per-judge weights, calibrator parameters) of the run's exported model; empty when it has none.
+
+    A judge's weight is what the exported aggregator multiplies its vote by (``weights``, or a stacker's
+    ``coef``); an aggregator without one weight per judge (majority, Dawid-Skene) records none.
+    """
+    for name in MODEL_FILES:
+        if store.exists(name):
+            doc = store.read_json(name)
+            break
+    else:
         return pd.DataFrame(columns=["judge_id", "weight"]), {}
-    doc = store.read_json(MODEL_FILE)
     aggregator = doc.get("aggregator") or {}
-    ids, weights = aggregator.get("judge_ids") or [], aggregator.get("weights") or []
+    ids = doc.get("judge_ids") or aggregator.get("judge_ids") or []
+    weights = aggregator.get("weights") or aggregator.get("coef") or []
     per_judge = pd.DataFrame({"judge_id": ids, "weight": weights}) if len(ids) == len(weights) else pd.DataFrame()
     calibrator = {k: v for k, v in (doc.get("calibrator") or {}).items() if isinstance(v, int | float)}
     return per_judge, calibrator

@@ -101,3 +101,18 @@ def test_inclusion_exports_its_recommended_pipeline(llmbar_url, tmp_path, export
     )
     assert model.name == expected and f"**Exported model:** `{expected}`" in (Path(run) / "report.md").read_text()
     assert len(model.judge_ids) == (3 if model.panel == "top3" else 130)
+
+
+def test_the_run_history_records_the_exported_models_weights(fitted):
+    """The history's per-judge weights are the exported model's (``coef`` of a stacker, else ``weights``)."""
+    from judgecal_dist.history.store import read_history
+
+    run = Path(fitted)
+    model = json.loads((run / "model" / "model.json").read_text())
+    aggregator = model["aggregator"]
+    judges = read_history(str(run.parent.parent), "judges").set_index("judge_id")["weight"]
+    expected = aggregator.get("weights") or aggregator.get("coef")
+    if expected is None:  # majority has no per-judge weight
+        assert judges.isna().all()
+    else:
+        np.testing.assert_allclose(judges.loc[model["judge_ids"]].to_numpy(), expected)
