@@ -19,6 +19,7 @@ address is asked for explicitly (``allow_remote``).
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import logging
@@ -150,6 +151,8 @@ def check_bind(host: str, *, allow_remote: bool) -> None:
 
 def _check_port_free(host: str, port: int, option: str) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # as the servers themselves bind: a port left in TIME_WAIT by a stopped server is free, a listener is not
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((socket.gethostbyname(host), port))
         except OSError as err:
@@ -327,11 +330,13 @@ def _terminate(pid: int, timeout: float) -> None:
         return
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not _exists(pid):
+        # the server's session holds the driver and its JVM child (which owns the ports): wait for both
+        if not _exists(pid) and not _group_exists(pid):
             return
         time.sleep(0.2)
     log.warning("server pid %d did not stop within %.0f s: killing it", pid, timeout)
-    os.killpg(pid, signal.SIGKILL)  # its own session: the JVM child goes with it
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)  # its own session: the JVM child goes with it
 
 
 def _exists(pid: int) -> bool:
@@ -344,6 +349,14 @@ def _exists(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
+        return False
+    return True
+
+
+def _group_exists(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
         return False
     return True
 
