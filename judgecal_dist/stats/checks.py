@@ -23,6 +23,7 @@ __all__ = [
     "check_probabilities",
     "check_same_length",
     "check_eps",
+    "check_confidence",
     "check_param",
     "check_labels_and_probabilities",
     "check_rng",
@@ -163,6 +164,27 @@ def check_eps(eps: float, *, where: str) -> float:
             target_type=numbers.Real,
             min_val=0.0,
             max_val=0.5,
+            include_boundaries="neither",
+        )
+    )
+
+
+def check_confidence(confidence: float, *, where: str, name: str = "confidence") -> float:
+    """Return a confidence level (or a two-sided alpha) as a float after checking it lies in the open (0, 1).
+
+    Raises
+    ------
+    ConfigError
+        If it is not a real number strictly between 0 and 1.
+    """
+    return float(
+        check_param(
+            confidence,
+            where=where,
+            name=name,
+            target_type=numbers.Real,
+            min_val=0.0,
+            max_val=1.0,
             include_boundaries="neither",
         )
     )

@@ -30,7 +30,7 @@ from scipy.stats import bootstrap
 from scipy.stats import t as student_t
 
 from judgecal_dist.errors import ConfigError, InputError
-from judgecal_dist.stats.checks import check_param, check_rng
+from judgecal_dist.stats.checks import check_confidence, check_param, check_rng
 
 __all__ = ["BootstrapCI", "CorrectedT", "bootstrap_ci", "corrected_resampled_t", "summarise_over_splits"]
 
@@ -70,20 +70,6 @@ def _check_values(values: npt.ArrayLike, where: str) -> npt.NDArray[np.float64]:
             f"{np.flatnonzero(bad)[:3].tolist()})"
         )
     return arr
-
-
-def _check_confidence(confidence: float, where: str) -> float:
-    return float(
-        check_param(
-            confidence,
-            where=where,
-            name="confidence",
-            target_type=numbers.Real,
-            min_val=0.0,
-            max_val=1.0,
-            include_boundaries="neither",
-        )
-    )
 
 
 def bootstrap_ci(
@@ -150,7 +136,7 @@ def bootstrap_ci(
     BootstrapCI(low=0.5, high=0.5)
     """
     arr = _check_values(values, "bootstrap_ci")
-    confidence = _check_confidence(confidence, "bootstrap_ci")
+    confidence = check_confidence(confidence, where="bootstrap_ci")
     n_resamples = int(
         check_param(n_resamples, where="bootstrap_ci", name="n_resamples", target_type=numbers.Integral, min_val=1)
     )
@@ -251,7 +237,7 @@ def corrected_resampled_t(
     ratio = float(
         check_param(test_train_ratio, where=where, name="test_train_ratio", target_type=numbers.Real, min_val=0.0)
     )
-    confidence = _check_confidence(confidence, where)
+    confidence = check_confidence(confidence, where=where)
     n_splits = arr.size
     mean = float(arr.mean())
     se = float(np.sqrt((1.0 / n_splits + ratio) * arr.var(ddof=1)))

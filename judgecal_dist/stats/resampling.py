@@ -24,7 +24,7 @@ import numpy.typing as npt
 from scipy.stats import bootstrap, norm
 
 from judgecal_dist.errors import ConfigError, InputError
-from judgecal_dist.stats.checks import check_param, check_rng
+from judgecal_dist.stats.checks import check_confidence, check_param, check_rng
 
 __all__ = ["PairedBootstrapCI", "MaxTResult", "paired_bootstrap_ci", "multiplier_max_t"]
 
@@ -144,17 +144,7 @@ def paired_bootstrap_ci(
     """
     where = "paired_bootstrap_ci"
     splits = _as_splits(d, where)
-    confidence = float(
-        check_param(
-            confidence,
-            where=where,
-            name="confidence",
-            target_type=numbers.Real,
-            min_val=0.0,
-            max_val=1.0,
-            include_boundaries="neither",
-        )
-    )
+    confidence = check_confidence(confidence, where=where)
     n_resamples = int(
         check_param(n_resamples, where=where, name="n_resamples", target_type=numbers.Integral, min_val=1)
     )
@@ -260,17 +250,7 @@ def multiplier_max_t(
         raise InputError(f"{where}: delta: expected shape (n_splits >= 2, n_budgets >= 1), got {arr.shape}")
     if not np.isfinite(arr).all():
         raise InputError(f"{where}: delta: must be finite ({int((~np.isfinite(arr)).sum())} cells)")
-    alpha = float(
-        check_param(
-            alpha,
-            where=where,
-            name="alpha",
-            target_type=numbers.Real,
-            min_val=0.0,
-            max_val=1.0,
-            include_boundaries="neither",
-        )
-    )
+    alpha = check_confidence(alpha, where=where, name="alpha")
     n_resamples = int(
         check_param(n_resamples, where=where, name="n_resamples", target_type=numbers.Integral, min_val=1)
     )
