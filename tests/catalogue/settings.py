@@ -8,6 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 CFG = str(ROOT / "judgecal_dist" / "studies" / "configs" / "inclusion.yaml")
 REGIME_MAP = str(ROOT / "judgecal_dist" / "studies" / "configs" / "regime_map.yaml")
+ITC = str(ROOT / "judgecal_dist" / "studies" / "configs" / "itc.yaml")
 #: A YAML alias bomb (under 500 bytes, about 387 million values once expanded).
 BOMB = "study: inclusion\na: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
     f"{x}: &{x} [{', '.join([f'*{p}'] * 9)}]\n" for p, x in zip("abcdefgh", "bcdefghi", strict=True)
@@ -24,6 +25,18 @@ def _write(tmp: Path, name: str, text: str) -> str:
     path = tmp / name
     path.write_text(text)
     return str(path)
+
+
+def _panel(tmp: Path) -> str:
+    """A generated dataset of 40 items and two judges (ids ``judge-000``, ``judge-001``: no presentation order)."""
+    from click.testing import CliRunner
+
+    from judgecal_dist.cli import cli
+
+    dest = tmp / "panel"
+    argv = ["generate", "--items", "40", "--judges", "2", "--samples", "2", str(dest)]
+    assert CliRunner().invoke(cli, argv).exit_code == 0
+    return str(dest)
 
 
 CASES: dict[str, Callable[[Path], list[str]]] = {
@@ -47,6 +60,8 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
     "settings-engine-range": lambda t: [*run_with(t), "--conf", _write(t, "e.yaml", "ray_num_cpus: 0\n")],
     "settings-synthetic-unread": lambda t: run_with(t, "data=synthetic:parity", "lam=0.5", config=REGIME_MAP),
     "settings-real-unread": lambda t: run_with(t, "growth_noise=0.1", config=REGIME_MAP),
+    "settings-itc-pool-orders-synthetic": lambda t: run_with(t, "data=synthetic:g2", "pool_orders=true", config=ITC),
+    "settings-itc-pool-orders-no-orders": lambda t: run_with(t, f"data={_panel(t)}", "pool_orders=true", config=ITC),
     "config-show-bad-setting": lambda t: ["config", "show", "inclusion", "--set", "eps=0.7"],
     "config-unknown-study": lambda t: ["config", "schema", "nope"],
 }

@@ -24,7 +24,8 @@ from judgecal_dist.settings import (
 )
 
 #: Methods the study can score; ``davidson_<tie>`` are the Davidson tie links, ``davidson_accuracy`` the global
-#: link with the 0/1-loss action (the mode instead of the median); the last four need confidences.
+#: link with the 0/1-loss action (the mode instead of the median), ``rounded_median`` greedy decoding's rule on
+#: the first two samples (the two orders with ``pool_orders``); the last four need confidences.
 METHODS = (
     "davidson",
     "davidson_local",
@@ -33,11 +34,13 @@ METHODS = (
     "sc",
     "decisive_majority",
     "constant_tie",
+    "rounded_median",
     "soft_sc_mean",
     "soft_sc_min",
     "soft_sc_product",
     "ci_sc",
 )
+BUDGET_SAMPLES = ("first", "random")
 CONFIDENCE_METHODS = ("soft_sc_mean", "soft_sc_min", "soft_sc_product", "ci_sc")
 
 
@@ -52,11 +55,22 @@ class Config(TypedSettings):
     calib_fraction: Fraction = 0.05
     split: one_of(("item", "group")) = "item"
     budgets: listed(integer(1), min_length=1) = (2, 4, 6, 8)
+    budget_samples: one_of(BUDGET_SAMPLES) = Field(
+        default="first",
+        description="first: the first n samples of every item (nested, the same in every split); random: a random "
+        "n of each item's samples, drawn anew per split (nested within a split)",
+    )
+    pool_orders: bool = Field(
+        default=False,
+        description="treat <judge>/ab and <judge>/ba (LLMBar's two presentation orders) as one judge whose "
+        "samples alternate the orders: gives greedy decoding's two-order rule and the positional-bias table",
+    )
     methods: listed(one_of(METHODS), min_length=1) = (
         "davidson",
         "sc",
         "decisive_majority",
         "constant_tie",
+        "rounded_median",
         *CONFIDENCE_METHODS,
     )
     sc_tie_break: one_of(SC_TIE_BREAKS) = "zero"
@@ -74,6 +88,8 @@ class Config(TypedSettings):
     def _check(self) -> Config:
         if self.data and self.data.startswith("synthetic:") and self.data != "synthetic:g2":
             raise refuse("data", self.data, "must be a dataset URL or synthetic:g2 (the only generator)")
+        if self.pool_orders and self.data and self.data.startswith("synthetic:"):
+            raise refuse("pool_orders", True, "applies to datasets with /ab and /ba judges; synthetic:g2 has none")
         prior, propensities = self.synthetic_prior, self.synthetic_propensities
         if len(prior) != len(propensities) or abs(sum(prior) - 1.0) > 1e-9:
             allowed = f"must hold one probability per synthetic_propensities entry ({len(propensities)}), summing to 1"

@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.ensemble_jobs import budget_vote_counts
-from judgecal_dist.errors import InputError
+from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.dataset import dataset_tables, read_dataset_table
 from judgecal_dist.methods.repeated.self_consistency import MISSING
 from judgecal_dist.methods.repeated.vote_simulation import simulate_label_first, vote_counts
@@ -53,8 +53,13 @@ class Task:
         ``(c+, c0, c-)`` of the first ``budgets[b]`` samples.
     item_keys, group_keys : ndarray of int64
         Split keys of the pair-level (default) and the grouped split.
-    votes, confidence : ndarray, shape (n_items, n_samples), optional
-        Per-sample votes (-1/0/+1/MISSING) and confidences, for Soft-SC and CI-SC.
+    votes : ndarray of int64, shape (n_items, n_samples)
+        Per-sample votes (-1/0/+1/MISSING) in sample order: GD's rounded median, random budgets, vote tables.
+    confidence : ndarray, shape (n_items, n_samples), optional
+        Per-sample confidences, for Soft-SC and CI-SC.
+    shown_first : ndarray of int64, shape (n_samples,), optional
+        +1 where a sample column showed A first, -1 where it showed B first; None when the data do not say
+        (pointwise scores of rb2-k8 show no response first).
     """
 
     dataset: str
@@ -65,8 +70,9 @@ class Task:
     labels: npt.NDArray[np.int64]
     budgets: tuple[int, ...]
     counts: npt.NDArray[np.int64]
-    votes: npt.NDArray[np.int64] | None = None
+    votes: npt.NDArray[np.int64]
     confidence: npt.NDArray[np.float64] | None = None
+    shown_first: npt.NDArray[np.int64] | None = None
 
     @property
     def n_items(self) -> int:
@@ -154,23 +160,32 @@ def rb2_pair_verdicts(
 
 
 def _tasks_from_counts(
-    counts: pd.DataFrame, labels: pd.DataFrame, budgets: tuple[int, ...], votes: pd.DataFrame | None
+    counts: pd.DataFrame,
+    labels: pd.DataFrame,
+    budgets: tuple[int, ...],
+    votes: pd.DataFrame,
+    shown_first: npt.NDArray[np.int64] | None = None,
 ) -> list[Task]:
-    """Assemble one Task per (dataset, judge) from the vote-count job's rows and the labels."""
+    """Assemble one Task per (dataset, judge) from the vote-count job's rows, the per-sample votes and the labels.
+
+    ``votes`` has ``dataset, judge_id, item_id, sample, code`` and, when the data carry confidences, ``conf``.
+    """
     tasks = []
     merged = counts.merge(labels, on=["dataset", "item_id"], how="inner", validate="many_to_one")
+    by_task = dict(iter(votes.groupby(["dataset", "judge_id"], sort=False)))
+    width = int(votes["sample"].max()) + 1 if len(votes) else 1
     for (dataset, judge), rows in merged.groupby(["dataset", "judge_id"], sort=True):
         rows = rows.sort_values(["item_id", "budget"], kind="stable")
         items = rows.drop_duplicates("item_id")
         wide = rows.pivot(index="item_id", columns="budget", values=["n_A", "n_tie", "n_B"]).reindex(items["item_id"])
         tensor = np.stack([wide[[(c, b) for c in ("n_A", "n_tie", "n_B")]].to_numpy(np.int64) for b in budgets])
-        v = w = None
-        if votes is not None:
-            own = votes[(votes["dataset"] == dataset) & (votes["judge_id"] == judge)]
-            if len(own):
-                grid = own.pivot(index="item_id", columns="sample", values=["code", "conf"]).reindex(items["item_id"])
-                v = grid["code"].fillna(MISSING).to_numpy(np.int64)
-                w = grid["conf"].fillna(0.0).to_numpy(np.float64)
+        own = by_task[(dataset, judge)]
+        samples = pd.RangeIndex(width)
+        code = own.pivot(index="item_id", columns="sample", values="code").reindex(items["item_id"], columns=samples)
+        w = None
+        if "conf" in own:
+            conf = own.pivot(index="item_id", columns="sample", values="conf")
+            w = conf.reindex(items["item_id"], columns=samples).fillna(0.0).to_numpy(np.float64)
         item_ids = items["item_id"].to_numpy(dtype=object)
         tasks.append(
             Task(
@@ -182,24 +197,31 @@ def _tasks_from_counts(
                 labels=items["label"].map(_LABEL_CODES).to_numpy(np.int64),
                 budgets=budgets,
                 counts=tensor,
-                votes=v,
+                votes=code.fillna(MISSING).to_numpy(np.int64),
                 confidence=w,
+                shown_first=shown_first,
             )
         )
     return tasks
+
+
+def _vote_codes(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """``dataset, judge_id, item_id, sample, code`` of verdict rows (code NaN where the verdict is null)."""
+    return verdicts[["dataset", "judge_id", "item_id", "sample"]].assign(code=verdicts["verdict"].map(_LABEL_CODES))
 
 
 def _rb2_tasks(url: str, budgets: tuple[int, ...], orientation_seed: int, engine: EngineConfig) -> ItcInput:
     collections, bad = load_collections(url, storage_options=dict(engine.storage_options))
     verdicts, labels, skipped = rb2_pair_verdicts(collections, orientation_seed=orientation_seed)
     counts = budget_vote_counts(verdicts, budgets, config=engine)
+    votes = _vote_codes(verdicts.select(["dataset", "judge_id", "item_id", "sample", "verdict"]).to_pandas())
     info = {
         "bad_input": bad.as_dict()
         | {"examples_skipped_response_without_score": skipped, "budgets_above_samples": _short_budgets(counts)},
         "pairs": int(len(labels)),
         "label_shares": _label_shares(labels),
     }
-    return ItcInput(tasks=tuple(_tasks_from_counts(counts, labels, budgets, None)), source="rb2-k8 pairs", info=info)
+    return ItcInput(tasks=tuple(_tasks_from_counts(counts, labels, budgets, votes)), source="rb2-k8 pairs", info=info)
 
 
 def _short_budgets(counts: pd.DataFrame) -> dict[str, list[int]]:
@@ -216,7 +238,43 @@ def _label_shares(labels: pd.DataFrame) -> dict[str, dict[str, float]]:
     return {d: {k: float(v) for k, v in row.items()} for d, row in shares.iterrows()}
 
 
-def _verdict_tasks(url: str, budgets: tuple[int, ...], engine: EngineConfig) -> ItcInput:
+#: Judge-id suffixes of the two presentation orders (LLMBar: ``ab`` as given, ``ba`` swapped and mapped back).
+ORDER_SUFFIXES = ("/ab", "/ba")
+
+
+def pool_orders(verdicts: pd.DataFrame, url: str) -> tuple[pd.DataFrame, npt.NDArray[np.int64]]:
+    """One judge per ``<judge>/ab`` and ``<judge>/ba`` pair, with the two orders' samples interleaved.
+
+    Sample ``m`` of order ``ab`` becomes sample ``2m`` and of ``ba`` sample ``2m + 1``, so a budget of n takes the
+    first n/2 samples of each order (spec 003 §6.4) and samples 0 and 1 are greedy decoding's two orders (§4.1).
+
+    Returns
+    -------
+    verdicts : DataFrame
+        The rows with pooled ``judge_id`` and renumbered ``sample``.
+    shown_first : ndarray of int64
+        +1 (A shown first) for even sample columns, -1 for odd ones.
+
+    Raises
+    ------
+    ConfigError
+        A judge id without an order suffix: the setting does not apply to this dataset.
+    """
+    judges = verdicts["judge_id"].astype(str)
+    suffix = judges.str[-3:]
+    if not suffix.isin(ORDER_SUFFIXES).all():
+        odd = sorted(judges[~suffix.isin(ORDER_SUFFIXES)].unique())
+        raise ConfigError(
+            f"pool_orders=true: {url}: judge_id {odd[0]!r} (and {len(odd) - 1} more) has no /ab or /ba order suffix; "
+            "set pool_orders: false for data without two presentation orders"
+        )
+    swapped = (suffix == "/ba").to_numpy()
+    pooled = verdicts.assign(judge_id=judges.str[:-3], sample=2 * verdicts["sample"].to_numpy() + swapped)
+    width = int(pooled["sample"].max()) + 1
+    return pooled, np.where(np.arange(width) % 2 == 0, 1, -1).astype(np.int64)
+
+
+def _verdict_tasks(url: str, budgets: tuple[int, ...], engine: EngineConfig, pool: bool = False) -> ItcInput:
     options = dict(engine.storage_options)
     labels = read_dataset_table(
         url, "labels", columns=["dataset", "item_id", "label"], storage_options=options
@@ -231,21 +289,28 @@ def _verdict_tasks(url: str, budgets: tuple[int, ...], engine: EngineConfig) -> 
     ).to_pandas()
     groups = verdicts.drop_duplicates(["dataset", "item_id"])[["dataset", "item_id", "group_id"]]
     labels = labels.merge(groups, on=["dataset", "item_id"], how="inner", validate="one_to_one")
-    counts = budget_vote_counts(url, budgets, config=engine)
-    votes = None
-    if verdicts["score"].notna().any():
-        code = verdicts["verdict"].map(_LABEL_CODES)
-        votes = verdicts.assign(code=code, conf=np.maximum(verdicts["score"], 1 - verdicts["score"]))
-        votes = votes[["dataset", "judge_id", "item_id", "sample", "code", "conf"]]
+    shown_first = None
+    if pool:
+        verdicts, shown_first = pool_orders(verdicts, url)
+        source: str | pa.Table = pa.Table.from_pandas(verdicts, preserve_index=False)
+    else:
+        source = url
+    counts = budget_vote_counts(source, budgets, config=engine)
+    votes = _vote_codes(verdicts)
+    scored = bool(verdicts["score"].notna().any())
+    if scored:
+        votes = votes.assign(conf=np.maximum(verdicts["score"], 1 - verdicts["score"]).to_numpy())
     info = {
         "bad_input": {
             "counts": {"items_without_label": unlabelled, "null_verdicts": int(verdicts["verdict"].isna().sum())},
             "budgets_above_samples": _short_budgets(counts),
         },
         "label_shares": _label_shares(labels),
-        "confidence": "max(score, 1 - score) of each sample" if votes is not None else None,
+        "confidence": "max(score, 1 - score) of each sample" if scored else None,
+        "orders": "pooled: <judge>/ab and <judge>/ba are one judge, samples alternate ab, ba" if pool else None,
     }
-    return ItcInput(tasks=tuple(_tasks_from_counts(counts, labels, budgets, votes)), source="verdicts", info=info)
+    tasks = _tasks_from_counts(counts, labels, budgets, votes, shown_first)
+    return ItcInput(tasks=tuple(tasks), source="verdicts", info=info)
 
 
 def _synthetic_tasks(
@@ -270,6 +335,7 @@ def _synthetic_tasks(
                 counts=np.stack([vote_counts(sim.votes, b) for b in budgets]),
                 votes=sim.votes,
                 confidence=sim.confidence,
+                shown_first=np.where(np.arange(max(budgets)) < max(budgets) / 2, 1, -1).astype(np.int64),
             )
         )
     info = {
@@ -293,6 +359,7 @@ def load_tasks(
     synthetic_propensities: Sequence[float] = (-1.0, 0.0, 1.0),
     synthetic_prior: Sequence[float] = (0.25, 0.5, 0.25),
     synthetic_seed: int = 0,
+    pool: bool = False,
 ) -> ItcInput:
     """The itc tasks of ``data``: ``synthetic:g2``, an rb2-k8 score dataset, or a verdict dataset (module docstring).
 
@@ -300,6 +367,8 @@ def load_tasks(
     ------
     InputError
         Unknown ``synthetic:`` generator, or no task with labelled items.
+    ConfigError
+        ``pool`` on data without two presentation orders.
     """
     budgets = tuple(int(b) for b in budgets)
     if data.startswith("synthetic:"):
@@ -317,7 +386,14 @@ def load_tasks(
         data, "verdicts", columns=["verdict"], storage_options=dict(engine.storage_options)
     )
     scored = "items" in tables and verdict_col["verdict"].null_count == verdict_col.num_rows
-    result = _rb2_tasks(data, budgets, orientation_seed, engine) if scored else _verdict_tasks(data, budgets, engine)
+    if scored and pool:
+        raise ConfigError(
+            f"pool_orders=true: {data} holds pointwise scores (rb2-k8), which show no response first; "
+            "set pool_orders: false"
+        )
+    result = (
+        _rb2_tasks(data, budgets, orientation_seed, engine) if scored else _verdict_tasks(data, budgets, engine, pool)
+    )
     if not result.tasks:
         raise InputError(f"{data}: labels: no labelled item has verdicts")
     return result

@@ -18,7 +18,9 @@ from scipy.stats import norm
 
 from judgecal_dist.io.figures import colours, plain_log_axis, png, pyplot
 from judgecal_dist.io.records import json_records
-from judgecal_dist.methods.repeated.davidson import DavidsonAggregator
+from judgecal_dist.methods.repeated.davidson import DavidsonAggregator, davidson_features, mae_action
+from judgecal_dist.methods.repeated.self_consistency import MISSING, majority_vote
+from judgecal_dist.methods.repeated.vote_rates import position_counts, tie_vote_rate
 from judgecal_dist.studies.base import StudyResult
 from judgecal_dist.studies.itc.config import METHODS
 from judgecal_dist.studies.itc.recommend import DEGENERATE_TIE_RATE, recommend, starred
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
     from judgecal_dist.studies.itc.config import Config
     from judgecal_dist.studies.itc.data import ItcInput
 
-__all__ = ["summarise", "permutation_pvalue", "top_cluster"]
+__all__ = ["summarise", "permutation_pvalue", "top_cluster", "vote_tables", "decision_grid"]
 
 _KEYS = ["dataset", "judge_id", "n"]
 
@@ -223,7 +225,18 @@ def _choices(config: Config, data: ItcInput) -> dict[str, Any]:
             else "grouped by group_id: groups with keyed-hash uniform below rho"
         ),
         "calib_fraction": config.calib_fraction,
-        "budgets": "first n sample indices (nested budgets, common random numbers)",
+        "budgets": (
+            "first n sample indices (nested budgets, common random numbers)"
+            if config.budget_samples == "first"
+            else "a random n of each item's samples, drawn anew per split (nested within a split)"
+        ),
+        "orders": (
+            "pooled: <judge>/ab and <judge>/ba form one judge; samples alternate the orders, so n takes n/2 of each"
+            if config.pool_orders
+            else "as stored (each judge id on its own)"
+        ),
+        "rounded_median": "greedy decoding's rule, sign(r1 + r2), on each item's first two samples at every n"
+        + (" (the two orders)" if config.pool_orders else "; here sampled votes, not the paper's temperature-0 calls"),
         "davidson": f"alpha = kappa = 1, beta in [0, 50], eta0 in [-20, 20], gamma in [-50, 50], {config.n_starts} "
         "starts (1 deterministic + random), L-BFGS-B ftol 1e-10 gtol 1e-8, MAE action (median), ties toward 0",
         "sc_tie_break": config.sc_tie_break,
@@ -240,8 +253,10 @@ def summarise(config: Config, parts: pd.DataFrame, data: ItcInput) -> StudyResul
     skipped = sorted(set(config.methods) - set(summary["method"]))
     records = json_records(summary)
     findings = _findings(summary)
+    votes = vote_tables(data, int(summary["n"].max()))
     extra = {
         "findings": findings,
+        "vote_tables": json_records(votes),
         "skipped_methods": {m: "no per-sample confidences in the data" for m in skipped},
         "data": data.info,
         "choices": _choices(config, data),
@@ -250,7 +265,7 @@ def summarise(config: Config, parts: pd.DataFrame, data: ItcInput) -> StudyResul
         records=records,
         summary=summary,
         report=_report(config, summary, extra),
-        figures=_figures(summary),
+        figures=_figures(summary) | {"decision_regions.png": _decision_figure(config, summary)},
         model={"davidson.json": _model(config, data)},
         extra=extra,
         recommendation=recommend(config, summary),
@@ -292,6 +307,7 @@ def _report(config: Config, summary: pd.DataFrame, extra: dict[str, Any]) -> str
         holds = value.get("holds") if isinstance(value, dict) else None
         verdict = "holds" if holds else "does not hold" if holds is False else "(information)"
         lines.append(f"- {_finding(name, value)}: **{verdict}**")
+    lines += _vote_section(extra["vote_tables"])
     if extra["skipped_methods"]:
         lines += ["", "Skipped methods: " + "; ".join(f"{m} ({why})" for m, why in extra["skipped_methods"].items())]
     bad = extra["data"].get("bad_input", {}).get("counts", {})
@@ -306,7 +322,13 @@ def _report(config: Config, summary: pd.DataFrame, extra: dict[str, Any]) -> str
         "## Protocol",
         "",
     ] + [f"- {k}: {words(v)}" for k, v in extra["choices"].items()]
-    lines += ["", f"Figures: `figures/mae_vs_n_<judge>.png` (largest budget {hi}).", ""]
+    lines += [
+        "",
+        f"Figures: `figures/mae_vs_n_<judge>.png` and `figures/pa_vs_n_<judge>.png` (the paper's Figure 2: MAE and "
+        f"pairwise accuracy vs n, largest budget {hi}); `figures/decision_regions.png` (the paper's Figure 1: the "
+        f"answer of self-consistency and of two fitted Davidson rules for every split of {hi} votes into A, tie, B).",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -362,38 +384,190 @@ def _brief(value: Any) -> str:
     return str(value)
 
 
+#: The paper's own numbers for the two vote tables (WMT23 ZH->EN and its prompts; data the project does not have).
+PAPER_VOTE_TABLES = (
+    "The paper's Table 2 (tie votes 12.4-37.6% by model and prompt on WMT23) and Table 1 (positional bias on 336 "
+    "human-tie pairs of WMT23 ZH->EN, both orders: gemini-2.5-flash 14.5% forced choice, 3.1% with ties allowed; "
+    "qwen3-next-80b -8.0% and 0.6%) come from WMT23 ratings and thinking-model votes the project does not have, so "
+    "they cannot be reproduced here; the formulas are checked against the paper's own counts in the tests."
+)
+
+
+def vote_tables(data: ItcInput, n: int) -> pd.DataFrame:
+    """Per (dataset, judge): tie-vote rates (all pairs, tie-labelled pairs, decisive pairs) and positional bias.
+
+    Over each item's first ``n`` samples. Positional bias needs to know which response each sample showed first
+    (pooled orders, synthetic:g2); elsewhere its columns are empty. ``bias`` is (First - Second) / (First +
+    Second), ``bias_with_ties`` divides by every judgement (how the paper's tie-allowed column was computed).
+    """
+    rows = []
+    for task in data.tasks:
+        votes = task.votes[:, :n]
+        row: dict[str, Any] = {
+            "dataset": task.dataset,
+            "judge_id": task.judge_id,
+            "samples": votes.shape[1],
+            "votes": int((votes != MISSING).sum()),
+            "tie_vote_rate": tie_vote_rate(votes),
+            "tie_vote_rate_tie_pairs": tie_vote_rate(votes[task.labels == 0]),
+            "tie_vote_rate_decisive_pairs": tie_vote_rate(votes[task.labels != 0]),
+        }
+        if task.shown_first is not None:
+            pos = position_counts(votes, task.shown_first[: votes.shape[1]])
+            row |= {
+                "first": pos.first,
+                "second": pos.second,
+                "tie": pos.tie,
+                "bias": pos.bias,
+                "bias_with_ties": pos.bias_with_ties,
+            }
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _vote_section(records: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "",
+        "## Tie votes and presentation order",
+        "",
+        "Share of tie votes among a judge's parsed votes (all pairs; pairs labelled tie; pairs with a better "
+        "response) and positional bias: (First - Second) / (First + Second), where First counts votes for "
+        "whichever response the judge saw first; 'with ties' divides by every vote.",
+        "",
+        "| dataset | judge | votes | tie votes | on tie pairs | on decisive pairs | first | second | tie | bias | "
+        "bias with ties |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    order_known = False
+    for r in records:
+        pct = [f"{r[k]:.1%}" if r.get(k) is not None and np.isfinite(r[k]) else "—" for k in _RATES]
+        if r.get("first") is not None:
+            order_known = True
+            pos = [str(r[k]) for k in ("first", "second", "tie")] + [
+                f"{r[k]:+.1%}" if r[k] is not None and np.isfinite(r[k]) else "—" for k in ("bias", "bias_with_ties")
+            ]
+        else:
+            pos = ["—"] * 5
+        lines.append(f"| {r['dataset']} | {r['judge_id']} | {r['votes']} | " + " | ".join(pct + pos) + " |")
+    lines.append("")
+    if not order_known:
+        lines.append(
+            "Positional bias: not measurable on this data, which does not record which response each sample showed "
+            "first (rb2-k8 scores each response on its own; datasets with <judge>/ab and <judge>/ba judges such as "
+            "LLMBar give it with `pool_orders: true`)."
+        )
+    lines.append(PAPER_VOTE_TABLES)
+    return lines
+
+
+_RATES = ("tie_vote_rate", "tie_vote_rate_tie_pairs", "tie_vote_rate_decisive_pairs")
+
+
+def decision_grid(n: int, beta: float | None = None, eta0: float = 0.0, *, sc_tie_break: str = "zero") -> np.ndarray:
+    """Answer for every split of ``n`` votes: entry ``[b, a]`` for ``a`` A votes, ``b`` B votes, the rest ties.
+
+    Davidson's MAE rule with ``(beta, eta0)``, or self-consistency when ``beta`` is None; NaN where a + b > n.
+    """
+    a, b = np.meshgrid(np.arange(n + 1), np.arange(n + 1))
+    ok = a + b <= n
+    counts = np.column_stack([a[ok], n - a[ok] - b[ok], b[ok]])
+    if beta is None:
+        answer = majority_vote(counts, tie_break=sc_tie_break, random_state=0)
+    else:
+        answer = mae_action(beta * davidson_features(counts)[0], eta0)
+    grid = np.full(a.shape, np.nan)
+    grid[ok] = answer
+    return grid
+
+
+def _decision_figure(config: Config, summary: pd.DataFrame) -> bytes:
+    """The paper's Figure 1: decision regions of SC and of the two fitted Davidson rules furthest apart."""
+    from matplotlib.colors import ListedColormap
+
+    plt = pyplot()
+    hi = int(summary["n"].max())
+    rules: list[tuple[str, float | None, float]] = [
+        (f"self-consistency (ties of counts -> {config.sc_tie_break})", None, 0.0)
+    ]
+    fitted = summary[(summary["method"] == "davidson") & (summary["n"] == hi)]
+    if "beta" in fitted:
+        fitted = fitted[fitted["beta"] > 1e-9]
+        lam = np.exp(2 * np.arcsinh(0.5 * np.exp(fitted["eta0"])) / fitted["beta"])
+        for pos in sorted({int(np.argmin(lam.to_numpy())), int(np.argmax(lam.to_numpy()))}) if len(fitted) else []:
+            r = fitted.iloc[pos]
+            rules.append(
+                (
+                    f"Davidson, {r['dataset']} {r['judge_id']}\nbeta {r['beta']:.2f}, eta0 {r['eta0']:.2f}, "
+                    f"lambda {lam.iloc[pos]:.2f}",
+                    float(r["beta"]),
+                    float(r["eta0"]),
+                )
+            )
+    cmap = ListedColormap(["#d95f02", "#bdbdbd", "#1b9e77"])  # B better, tie, A better
+    fig, axes = plt.subplots(1, len(rules), figsize=(3.8 * len(rules) + 1.2, 4.2), dpi=100, squeeze=False)
+    for ax, (title, beta, eta0) in zip(axes[0], rules, strict=True):
+        image = ax.imshow(
+            decision_grid(hi, beta, eta0, sc_tie_break=config.sc_tie_break),
+            origin="lower",
+            cmap=cmap,
+            vmin=-1.5,
+            vmax=1.5,
+        )
+        ax.set_title(title, fontsize=8)
+        ax.set_xlabel("A votes (count)")
+        ax.set_ylabel("B votes (count)")
+    bar = fig.colorbar(image, ax=axes[0].tolist(), ticks=[-1, 0, 1], shrink=0.8)
+    bar.ax.set_yticklabels(["B better", "tie", "A better"])
+    fig.suptitle(
+        f"Answer for every split of n = {hi} votes into A, B and tie votes (ties = {hi} - A - B); Davidson with its "
+        "mean fitted parameters over splits",
+        fontsize=9,
+    )
+    return png(fig)
+
+
 def _figures(summary: pd.DataFrame) -> dict[str, bytes]:
+    """Per judge, MAE and pairwise accuracy vs n for every method (the paper's Figure 2), one file per metric."""
     plt = pyplot()
 
     colour = colours(METHODS)  # a method keeps its colour in every panel and every judge's figure
     budgets = sorted(summary["n"].unique())
     out = {}
+    metrics = {
+        "mae": ("MAE", "lower is better"),
+        "pa": ("pairwise accuracy", "higher is better"),
+    }
     for judge, rows in summary.groupby("judge_id", sort=True):
         datasets = sorted(rows["dataset"].unique())
-        fig, axes = plt.subplots(1, len(datasets), figsize=(3.4 * len(datasets) + 1.8, 3.6), dpi=100, squeeze=False)
-        for ax, dataset in zip(axes[0], datasets, strict=True):
-            for method, g in rows[rows["dataset"] == dataset].groupby("method", sort=True):
-                g = g.sort_values("n")
-                ax.errorbar(
-                    g["n"],
-                    g["mae"],
-                    yerr=[g["mae"] - g["mae_ci_low"], g["mae_ci_high"] - g["mae"]],
-                    marker="o",
-                    ms=3,
-                    capsize=2,
-                    color=colour.get(method),
-                    ls="--" if method == "constant_tie" else "-",
-                    label=method,
-                )
-            ax.set_title(dataset, fontsize=9)
-            ax.set_xlabel("sampled verdicts per item n")
-            ax.set_ylabel("MAE (evaluation, mean and 95% interval)")
-            plain_log_axis(ax, "x", budgets)
-            ax.grid(alpha=0.3)
-        handles, labels = axes[0][0].get_legend_handles_labels()
-        fig.legend(handles, labels, fontsize=7, loc="center right")
-        fig.suptitle(f"MAE vs n: judge {judge} (lower is better; dashed: always 'tie')", fontsize=10)
-        fig.tight_layout(rect=(0, 0, 1 - 1.6 / (3.4 * len(datasets) + 1.8), 1))
-        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in judge)
-        out[f"mae_vs_n_{safe}.png"] = png(fig)
+        for metric, (name, better) in metrics.items():
+            fig, axes = plt.subplots(1, len(datasets), figsize=(3.4 * len(datasets) + 1.8, 3.6), dpi=100, squeeze=False)
+            for ax, dataset in zip(axes[0], datasets, strict=True):
+                for method, g in rows[rows["dataset"] == dataset].groupby("method", sort=True):
+                    g = g.sort_values("n")
+                    ax.errorbar(
+                        g["n"],
+                        g[metric],
+                        yerr=[g[metric] - g[f"{metric}_ci_low"], g[f"{metric}_ci_high"] - g[metric]],
+                        marker="o",
+                        ms=3,
+                        capsize=2,
+                        color=colour.get(method),
+                        ls="--" if method == "constant_tie" else "-",
+                        label=method,
+                    )
+                ax.set_title(dataset, fontsize=9)
+                ax.set_xlabel("sampled verdicts per item n")
+                ax.set_ylabel(name)
+                plain_log_axis(ax, "x", budgets)
+                ax.grid(alpha=0.3)
+            handles, labels = axes[0][0].get_legend_handles_labels()
+            fig.legend(handles, labels, fontsize=7, loc="center right")
+            fig.suptitle(
+                f"{name} vs n: judge {judge}\n(evaluation pairs, mean and 95% interval over splits; {better}; "
+                "dashed: always 'tie')",
+                fontsize=9,
+            )
+            fig.tight_layout(rect=(0, 0, 1 - 1.6 / (3.4 * len(datasets) + 1.8), 1))
+            safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in judge)
+            out[f"{metric}_vs_n_{safe}.png"] = png(fig)
     return out

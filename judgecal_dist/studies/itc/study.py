@@ -26,19 +26,33 @@ from sklearn.exceptions import ConvergenceWarning
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.methods.repeated.davidson import DavidsonAggregator
 from judgecal_dist.methods.repeated.self_consistency import (
+    MISSING,
     confidence_self_consistency,
     constant_tie,
     decisive_majority,
     majority_vote,
+    rounded_median,
     soft_self_consistency,
 )
+from judgecal_dist.methods.repeated.vote_simulation import vote_counts
 from judgecal_dist.splits import split_uniforms
 from judgecal_dist.studies.base import StudyResult
 from judgecal_dist.studies.itc import report as itc_report
 from judgecal_dist.studies.itc.config import METHODS, Config
 from judgecal_dist.studies.itc.data import ItcInput, Task, load_tasks
 
-__all__ = ["NAME", "Config", "Replicate", "load", "plan", "run_replicate", "summarise", "calibration_part", "METHODS"]
+__all__ = [
+    "NAME",
+    "Config",
+    "Replicate",
+    "load",
+    "plan",
+    "run_replicate",
+    "summarise",
+    "calibration_part",
+    "sample_order",
+    "METHODS",
+]
 
 NAME = "itc"
 #: Davidson methods: (tie link, decision rule); "accuracy" predicts the mode of the fitted label distribution.
@@ -67,6 +81,7 @@ def load(config: Config, engine: EngineConfig) -> ItcInput:
         synthetic_propensities=config.synthetic_propensities,
         synthetic_prior=config.synthetic_prior,
         synthetic_seed=config.synthetic_seed,
+        pool=config.pool_orders,
     )
 
 
@@ -89,9 +104,29 @@ def calibration_part(task: Task, seed: int, fraction: float, split: str = "item"
     return mask
 
 
-def _predictions(task: Task, b: int, cal: np.ndarray, rep: Replicate) -> tuple[dict[str, np.ndarray], dict[str, dict]]:
+def sample_order(task: Task, seed: int, t: int) -> np.ndarray:
+    """Per item, a random order of its sample columns for split ``seed`` (``budget_samples: random``).
+
+    Budget n takes the first n columns of this order: a uniformly random n-subset of the item's samples, drawn
+    anew per split and task and nested across budgets within a split (spec 003 §6.4's option).
+    """
+    rng = np.random.default_rng([seed, t, 1])
+    return np.argsort(rng.random(task.votes.shape), axis=1)
+
+
+def _predictions(
+    task: Task, b: int, cal: np.ndarray, rep: Replicate, order: np.ndarray | None
+) -> tuple[dict[str, np.ndarray], dict[str, dict]]:
     config = rep.config
-    counts, y = task.counts[b], task.labels
+    n = task.budgets[b]
+    votes, conf = task.votes, task.confidence
+    if order is None:
+        counts = task.counts[b]
+    else:
+        votes = np.take_along_axis(votes, order, axis=1)
+        conf = None if conf is None else np.take_along_axis(conf, order, axis=1)
+        counts = vote_counts(votes, n)
+    y = task.labels
     c_eval = counts[~cal]
     preds: dict[str, np.ndarray] = {}
     fits: dict[str, dict[str, Any]] = {}
@@ -114,9 +149,13 @@ def _predictions(task: Task, b: int, cal: np.ndarray, rep: Replicate) -> tuple[d
             preds[method] = decisive_majority(c_eval)
         elif method == "constant_tie":
             preds[method] = constant_tie(len(c_eval))
-        elif task.votes is not None:
-            n = task.budgets[b]
-            v, w = task.votes[~cal, :n], task.confidence[~cal, :n]
+        elif method == "rounded_median":
+            # Greedy decoding's rule on the first two samples (the two orders when pooled), whatever the budget.
+            first = task.votes[~cal]
+            second = first[:, 1] if first.shape[1] > 1 else np.full(len(first), MISSING)
+            preds[method] = rounded_median(first[:, 0], second)
+        elif conf is not None:
+            v, w = votes[~cal, :n], conf[~cal, :n]
             preds[method] = (
                 confidence_self_consistency(v, w)
                 if method == "ci_sc"
@@ -134,8 +173,9 @@ def run_replicate(data: ItcInput, rep: Replicate) -> pd.DataFrame:
         y = task.labels[~cal]
         # One set of sign flips per (split, task), shared by every method and budget: paired tests (spec 003 §5).
         flips = np.random.default_rng([rep.seed, t]).choice(np.array([-1.0, 1.0]), size=(config.permutations, len(y)))
+        order = sample_order(task, rep.seed, t) if config.budget_samples == "random" else None
         for b, n in enumerate(task.budgets):
-            preds, fits = _predictions(task, b, cal, rep)
+            preds, fits = _predictions(task, b, cal, rep, order)
             for method, pred in preds.items():
                 err = np.abs(pred - y).astype(np.float64)
                 wrong = (pred != y).astype(np.float64)
