@@ -386,8 +386,8 @@ def _brief(value: Any) -> str:
 
 #: The paper's own numbers for the two vote tables (WMT23 ZH->EN and its prompts; data the project does not have).
 PAPER_VOTE_TABLES = (
-    "The paper's Table 2 (tie votes 12.4-37.6% by model and prompt on WMT23) and Table 1 (positional bias on 336 "
-    "human-tie pairs of WMT23 ZH->EN, both orders: gemini-2.5-flash 14.5% forced choice, 3.1% with ties allowed; "
+    "The paper's tie-vote rates (12.4-37.6% by model and prompt on WMT23) and its positional bias (336 "
+    "human-tie pairs of WMT23 ZH->EN in both orders: gemini-2.5-flash 14.5% forced choice, 3.1% with ties allowed; "
     "qwen3-next-80b -8.0% and 0.6%) come from WMT23 ratings and thinking-model votes the project does not have, so "
     "they cannot be reproduced here; the formulas are checked against the paper's own counts in the tests."
 )
@@ -518,6 +518,7 @@ def _decision_figure(config: Config, summary: pd.DataFrame) -> bytes:
         ax.set_ylabel("B votes (count)")
     bar = fig.colorbar(image, ax=axes[0].tolist(), ticks=[-1, 0, 1], shrink=0.8)
     bar.ax.set_yticklabels(["B better", "tie", "A better"])
+    bar.set_label("answer")
     fig.suptitle(
         f"Answer for every split of n = {hi} votes into A, B and tie votes (ties = {hi} - A - B); Davidson with its "
         "mean fitted parameters over splits",
