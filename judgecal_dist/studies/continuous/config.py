@@ -48,6 +48,7 @@ class Config(TypedSettings):
     flow_batch: integer(1, 1_000) = 5
     flow_threads: integer(1, 1_024) = 1
     flow_mask_policy: one_of(MASK_POLICIES) = "evaluation"
+    flow_solver: one_of(("rk4", "torchdiffeq")) = "rk4"
     review_budget: Probability = 0.05
     item_seed_figures: bool = True
     ci_level: CiLevel = 0.95

@@ -220,6 +220,17 @@ def _pad(columns: list[np.ndarray], fill: float) -> np.ndarray:
     )
 
 
+def flow_settings(config: Config) -> dict[str, Any]:
+    """The flow's training and solver settings from the study config (what every stacked fit receives)."""
+    return {
+        "epochs": config.flow_epochs,
+        "lr": config.flow_lr,
+        "embed_dim": config.flow_embed_dim,
+        "mask_policy": config.flow_mask_policy,
+        "solver": config.flow_solver,
+    }
+
+
 def _flow_rows(data: ContinuousInput, rep: Replicate) -> list[dict[str, Any]]:
     config = rep.config
     code = {r: i for i, r in enumerate(data.rubrics)}
@@ -236,12 +247,7 @@ def _flow_rows(data: ContinuousInput, rep: Replicate) -> list[dict[str, Any]]:
         test_rubric=_pad([t["rubric"].map(code).to_numpy() for _, _, t in per_seed], 0).astype(np.int64),
         seeds=rep.seeds,
         n_rubrics=len(data.rubrics),
-        settings={
-            "epochs": config.flow_epochs,
-            "lr": config.flow_lr,
-            "embed_dim": config.flow_embed_dim,
-            "mask_policy": config.flow_mask_policy,
-        },
+        settings=flow_settings(config),
         n_passes=config.flow_passes,
         threads=config.flow_threads,
     )
