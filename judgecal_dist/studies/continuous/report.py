@@ -247,7 +247,8 @@ def summarise(config: Config, parts: pd.DataFrame, data: ContinuousInput) -> Stu
     report = [
         "# Continuous-score calibration",
         f"Arms: {', '.join(data.arms)}; rubrics: {', '.join(data.rubrics)}; budgets {list(config.budgets)}; "
-        f"{config.replicates} seeds ({config.nuts_seeds} with NUTS); flow epochs {config.flow_epochs}, K={config.flow_passes}.",
+        f"{config.replicates} seeds ({config.nuts_seeds} with NUTS); flow epochs {config.flow_epochs}, K={config.flow_passes}, "
+        f"ODE solver {config.flow_solver}.",
         f"Failed NUTS fits (gate R-hat/ESS/divergences), excluded from linear_hb: {failed} rubric rows.",
         "",
         "## Rubric-mean metrics by judge, corrector and budget",
