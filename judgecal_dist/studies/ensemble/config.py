@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import pandas as pd
 from pydantic import Field, model_validator
 
 from judgecal_dist.errors import InputError
@@ -56,6 +57,11 @@ class Config(TypedSettings):
     blend_steepness: Positive = 10.0
     varinf_budget: Positive = 2.0
     varinf_n_max: integer(1, 1_000) = 8
+    engine_curve: bool = Field(
+        default=True,
+        description="also count accuracy vs k with the engine's one-pass job (Spark on tables above local_max_rows) "
+        "and check it against the study's curve",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Config:
@@ -70,6 +76,8 @@ class EnsembleInput:
 
     collections: tuple[Collection, ...]
     bad_input: dict[str, Any]
+    #: The engine's accuracy-vs-k counts (``dataset, judge_id, k, rows, n, correct, n_tied``), with engine_curve.
+    engine_curve: pd.DataFrame | None = None
 
     def get(self, dataset: str, variant: str) -> Collection:
         for c in self.collections:

@@ -261,6 +261,39 @@ def _choices(config: Config) -> dict[str, Any]:
     }
 
 
+def _engine_curve(overall: pd.DataFrame, data: EnsembleInput) -> dict[str, Any] | None:
+    """The engine's one-pass accuracy-vs-k counts against the study's curve on each tier's own collection."""
+    if data.engine_curve is None:
+        return None
+    own = overall[(overall["source"] == overall["dataset"]) & (overall["join"] == "own")]
+    own = own.rename(columns={"tier": "judge_id"})[["dataset", "judge_id", "k", "n", "correct", "n_tied"]]
+    both = data.engine_curve.merge(own, on=["dataset", "judge_id", "k"], suffixes=("", "_study"))
+    differ = both[
+        (both["n"] != both["n_study"])
+        | (both["correct"] != both["correct_study"])
+        | (both["n_tied"] != both["n_tied_study"])
+    ]
+    return {
+        "rows": json_records(data.engine_curve.assign(accuracy=data.engine_curve["correct"] / data.engine_curve["n"])),
+        "cells_compared": len(both),
+        "cells_differing": len(differ),
+        "equal": bool(len(both)) and differ.empty,
+    }
+
+
+def _engine_curve_lines(config: Config, check: dict[str, Any] | None) -> str:
+    if check is None:
+        skipped = "the spark extra is not installed" if config.engine_curve else "engine_curve: false"
+        return f"\nAccuracy vs k from the engine's one-pass job: not computed ({skipped}).\n"
+    verdict = "equal" if check["equal"] else f"{check['cells_differing']} cells differ"
+    return (
+        "\n## Accuracy vs k from the engine's one-pass job\n\n"
+        f"The engine's accuracy-vs-k job (one pass over the verdicts; Spark on large tables) against the curve above "
+        f"on each tier's own collection: {check['cells_compared']} (collection, tier, k) cells, counts of evaluable, "
+        f"correct and tied examples {verdict}. Its counts are in `summary.json` under `engine_curve`.\n"
+    )
+
+
 def summarise(config: Config, parts: pd.DataFrame, data: EnsembleInput) -> StudyResult:
     from judgecal_dist.studies.ensemble import figures as ensemble_figures
 
@@ -285,11 +318,12 @@ def summarise(config: Config, parts: pd.DataFrame, data: EnsembleInput) -> Study
         ],
         "bad_input": data.bad_input,
         "choices": _choices(config),
+        "engine_curve": _engine_curve(overall, data),
     }
     return StudyResult(
         records=json_records(overall),
         summary=overall,
-        report=_report(config, overall, by_subset, extra),
+        report=_report(config, overall, by_subset, extra) + _engine_curve_lines(config, extra["engine_curve"]),
         figures=ensemble_figures.figures(config, overall, parts, data),
         model={"escalation.json": _model(routing)},
         extra=extra,

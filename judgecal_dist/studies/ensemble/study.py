@@ -71,7 +71,16 @@ def load(config: Config, engine: EngineConfig) -> EnsembleInput:
     unpriced = sorted(tiers - set(dict(config.prices)))
     if unpriced:
         raise ConfigError(f"prices: no price for tier(s) {unpriced}; set e.g. --set prices.{unpriced[0]}=[1.0,4.0]")
-    return EnsembleInput(collections=tuple(collections), bad_input=bad.as_dict())
+    curve = None
+    if config.engine_curve:  # the scalable path: one pass over the verdicts, on Spark when the table is large
+        try:
+            from judgecal_dist.engine.ensemble_jobs import accuracy_by_k
+        except ImportError:  # the base install has no Spark extra: the report says the check was skipped
+            pass
+        else:
+            curve = accuracy_by_k(config.data, config=engine)
+            curve = curve[curve["dataset"].isin([c.dataset for c in collections])].reset_index(drop=True)
+    return EnsembleInput(collections=tuple(collections), bad_input=bad.as_dict(), engine_curve=curve)
 
 
 def _hosts(data: EnsembleInput, config: Config) -> dict[str, Collection]:
