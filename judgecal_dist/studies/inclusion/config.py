@@ -33,6 +33,10 @@ from judgecal_dist.studies.inclusion.search import SEARCHES, SearchSettings
 DIAGNOSTIC_PANEL = re.compile(r"(oracle|random)[1-9][0-9]*|l1")
 
 
+#: Item features Platt scaling can add to the aggregator's score (spec 000 eq. (3)), computed from the votes.
+ITEM_FEATURES = ("agreement", "coverage")
+
+
 class Config(PipelineFields, AggregationFields):
     """Settings of the inclusion study (``studies/configs/inclusion.yaml``); every key can be ``--set``.
 
@@ -67,6 +71,11 @@ class Config(PipelineFields, AggregationFields):
     l1_c: number(gt=0.0) = Field(default=0.1, description="inverse L1 strength of the l1 panel (spec §3.6 grid)")
     selective_tau: number(ge=0.5, le=1.0) = Field(default=0.9, description="confidence threshold of Cov @ conf")
     tost_margin: number(gt=0.0) = Field(default=0.01, description="TOST equivalence margin on NLL (nats)")
+    platt_item_features: listed(one_of(ITEM_FEATURES)) = Field(
+        default=(),
+        description="item features of Platt scaling with features (agreement: |2 p_MV - 1| of the item's votes; "
+        "coverage: share of the panel's judges that voted); empty = off, as in the main protocol",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Config:
@@ -109,3 +118,4 @@ class Replicate:
     l1_c: float = 0.1
     selective_tau: float = 0.9
     tost_margin: float = 0.01
+    platt_item_features: tuple[str, ...] = ()

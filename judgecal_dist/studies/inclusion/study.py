@@ -32,6 +32,7 @@ from judgecal_dist.engine.panel import Panel, load_panel
 from judgecal_dist.engine.stats import judge_cells, judge_summary
 from judgecal_dist.errors import ConfigError
 from judgecal_dist.io.records import json_records
+from judgecal_dist.methods.calibration.platt import PlattCalibrator
 from judgecal_dist.methods.pipeline import (
     AGGREGATORS,
     CALIBRATORS,
@@ -40,6 +41,7 @@ from judgecal_dist.methods.pipeline import (
     choose_panels,
     fit_pipelines,
     protocol_roles,
+    protocol_scores,
 )
 from judgecal_dist.methods.selection.curate import l1_logistic_support, oracle_top_k, random_k
 from judgecal_dist.methods.selection.diagnostics import flag_saturation
@@ -148,6 +150,7 @@ def plan(config: Config, data: InclusionInput) -> list[Replicate]:
             search=config.search,
             l1_c=config.l1_c,
             selective_tau=config.selective_tau,
+            platt_item_features=tuple(config.platt_item_features),
             tost_margin=config.tost_margin,
         )
         for i in range(config.replicates)
@@ -206,7 +209,52 @@ def run_replicate(data: InclusionInput, rep: Replicate) -> pd.DataFrame:
     _attach_paired_tests(table, losses, rep)
     extra = [base | row for row in (*_tercile_rows(full_p, v_eval, y_eval, settings.eps), *search_rows)]
     extra += [base | row for row in conformal_rows(panel, in_cal, v_eval, y_eval, rep)]
+    if rep.platt_item_features:
+        extra += [base | row for row in _platt_feature_rows(rep, settings, v_cal, y_cal, v_eval, y_eval, roles)]
     return pd.concat([table, pd.DataFrame(extra)], ignore_index=True)
+
+
+def item_features(votes: np.ndarray, names: tuple[str, ...]) -> np.ndarray:
+    """Item features of Platt scaling with features (spec 000 eq. (3)), one column per name, from the votes.
+
+    ``agreement`` is |2 p_MV - 1| with p_MV the share of A among the item's votes (0.5 when none voted);
+    ``coverage`` the share of the panel's judges that voted on the item.
+    """
+    voted = (votes >= 0).sum(axis=1)
+    p_mv = np.divide((votes == 1).sum(axis=1), voted, out=np.full(voted.shape, 0.5), where=voted > 0)
+    columns = {"agreement": np.abs(2.0 * p_mv - 1.0), "coverage": voted / max(votes.shape[1], 1)}
+    return np.column_stack([columns[name] for name in names])
+
+
+def _platt_feature_rows(
+    rep: Replicate,
+    settings: Settings,
+    v_cal: np.ndarray,
+    y_cal: np.ndarray,
+    v_eval: np.ndarray,
+    y_eval: np.ndarray,
+    roles: np.ndarray | None,
+) -> list[dict]:
+    """Evaluation NLL of Platt scaling without and with item features, every aggregator on the full panel.
+
+    The calibrator's training items follow ``calib_scores`` (the nested protocol trains it on role 1 only).
+    """
+    trained = v_cal[roles == 1] if rep.calib_scores == "nested" and roles is not None else v_cal
+    x_train, x_eval = (item_features(v, rep.platt_item_features) for v in (trained, v_eval))
+    name = "platt+" + "+".join(rep.platt_item_features)
+    rows = []
+    for agg_name in rep.aggregators:
+        s_train, y_train, s_eval = protocol_scores(agg_name, settings, v_cal, y_cal, v_eval, rep.calib_scores, roles)
+        for cal_name, x in (("platt", None), (name, x_train)):
+            model = PlattCalibrator(eps=settings.eps, score_input=settings.calibrator_input)
+            model.fit(s_train, y_train, x=x)
+            p = model.predict_proba(s_eval, x=None if x is None else x_eval)[:, 1]
+            nll = float(pointwise_nll(y_eval, p, eps=settings.eps).mean())
+            row = {"kind": "platt_features", "aggregator": agg_name, "calibrator": cal_name, "panel": "all", "nll": nll}
+            rows.append(
+                row | {f"gamma_{f}": float(c) for f, c in zip(rep.platt_item_features, model.coef_, strict=False)}
+            )
+    return rows
 
 
 def _diagnostic_panels(
@@ -377,6 +425,11 @@ def summarise(config: Config, parts: pd.DataFrame, data: InclusionInput) -> Stud
         config,
         rng,
     )
+    featured = _summarise_kind(parts, "platt_features", ["aggregator", "calibrator"], ["nll"], config, rng)
+    if not featured.empty:  # the mean feature coefficients over splits (absent on the plain Platt rows)
+        gammas = [f"gamma_{f}" for f in config.platt_item_features]
+        mean = parts[parts["kind"] == "platt_features"].groupby(["aggregator", "calibrator"])[gammas].mean()
+        featured = featured.merge(mean.reset_index(), on=["aggregator", "calibrator"], how="left")
     records = json_records(summary)
     reliability = parts[parts["kind"] == "reliability"]
     diagnostics = diagnose(panel, seed=config.seed, calib_fraction=config.calib_fraction)
@@ -396,7 +449,7 @@ def summarise(config: Config, parts: pd.DataFrame, data: InclusionInput) -> Stud
     return StudyResult(
         records=records,
         summary=summary,
-        report=f"{title}\n\n{note}\n{body}",
+        report=f"{title}\n\n{note}\n{body}" + _platt_feature_lines(featured, config),
         figures=inclusion_report.figures(metrics, summary, reliability, config),
         model={"calibration.json": fit_model(config, panel), "model.json": exported.document},
         extra={
@@ -406,10 +459,35 @@ def summarise(config: Config, parts: pd.DataFrame, data: InclusionInput) -> Stud
             "conformal": json_records(conformal),
             "terciles": json_records(terciles),
             "search": json_records(search),
+            "platt_item_features": json_records(featured),
             "judges": json_records(data.judges),
         },
         recommendation=recommend(config, summary, panel.n_judges, panel.n_items),
     )
+
+
+def _platt_feature_lines(featured: pd.DataFrame, config: Config) -> str:
+    """Report section: Platt scaling without and with item features, full panel, evaluation NLL."""
+    if featured.empty:
+        return ""
+    lines = [
+        "",
+        "## Platt scaling with item features",
+        "",
+        f"Platt scaling of each aggregator's score, alone and with the item features {', '.join(config.platt_item_features)} "
+        "(agreement: |2 p_MV - 1| of the item's votes; coverage: the share of judges that voted), on all judges; "
+        f"evaluation NLL, mean over splits with its {config.ci_level:.0%} interval.",
+        "",
+        "| aggregator | Platt | Platt with features | feature coefficients |",
+        "| --- | --- | --- | --- |",
+    ]
+    for agg, rows in featured.groupby("aggregator", sort=False):
+        by = rows.set_index("calibrator")
+        plain, with_x = by.loc["platt"], by.drop(index="platt").iloc[0]
+        coef = ", ".join(f"{f} {with_x[f'gamma_{f}']:+.3f}" for f in config.platt_item_features)
+        cells = [f"{r['nll']:.4f} [{r['nll_ci_low']:.4f}, {r['nll_ci_high']:.4f}]" for r in (plain, with_x)]
+        lines.append(f"| {agg} | {cells[0]} | {cells[1]} | {coef} |")
+    return "\n".join(lines) + "\n"
 
 
 def saturation(summary: pd.DataFrame) -> list[dict] | None:
