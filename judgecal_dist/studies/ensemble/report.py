@@ -300,6 +300,7 @@ def summarise(config: Config, parts: pd.DataFrame, data: EnsembleInput) -> Study
     overall, by_subset = _conditions(parts, config)
     routing = _routing_sections(parts)
     agreement = _section(parts, "agreement")
+    engine_check = _engine_curve(overall, data)
     extra = {
         "by_subset": json_records(by_subset),
         **routing,
@@ -318,12 +319,12 @@ def summarise(config: Config, parts: pd.DataFrame, data: EnsembleInput) -> Study
         ],
         "bad_input": data.bad_input,
         "choices": _choices(config),
-        "engine_curve": _engine_curve(overall, data),
+        "engine_curve": engine_check,
     }
     return StudyResult(
         records=json_records(overall),
         summary=overall,
-        report=_report(config, overall, by_subset, extra) + _engine_curve_lines(config, extra["engine_curve"]),
+        report=_report(config, overall, by_subset, extra) + _engine_curve_lines(config, engine_check),
         figures=ensemble_figures.figures(config, overall, parts, data),
         model={"escalation.json": _model(routing)},
         extra=extra,
