@@ -191,3 +191,17 @@ def test_random_subset_budgets_are_hypergeometric_and_nested():
     freq = np.bincount(c4[:, 0], minlength=4)[:4] / len(c4)
     pmf = hypergeom(8, 3, 4).pmf(np.arange(4))  # A votes among 4 of the 8 samples
     assert np.abs(freq - pmf).max() < 4 * np.sqrt(pmf.max() * (1 - pmf.max()) / len(c4))
+
+
+def test_random_budgets_change_small_budgets_only():
+    base = dict(data="synthetic:g2", replicates=1, synthetic_items=800, budgets=(4, 12), methods=("davidson", "sc"))
+    data = itc.load(itc.Config(**base), _engine())
+    first, random = (
+        itc.run_replicate(data, itc.Replicate(seed=2, config=itc.Config(**base, budget_samples=b))).set_index(
+            ["judge_id", "n", "method"]
+        )
+        for b in ("first", "random")
+    )
+    # All 12 samples: the same counts whichever order they were drawn in; 4 of 12: another subset, other numbers.
+    np.testing.assert_allclose(random.xs(12, level="n")["mae"], first.xs(12, level="n")["mae"], atol=1e-12)
+    assert not np.allclose(random.xs(4, level="n")["mae"], first.xs(4, level="n")["mae"])
