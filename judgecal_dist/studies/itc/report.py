@@ -516,6 +516,9 @@ def _decision_figure(config: Config, summary: pd.DataFrame) -> bytes:
         ax.set_title(title, fontsize=8)
         ax.set_xlabel("A votes (count)")
         ax.set_ylabel("B votes (count)")
+        ticks = range(0, hi + 1, max(1, hi // 8))  # whole votes only
+        ax.set_xticks(ticks)
+        ax.set_yticks(ticks)
     bar = fig.colorbar(image, ax=axes[0].tolist(), ticks=[-1, 0, 1], shrink=0.8)
     bar.ax.set_yticklabels(["B better", "tie", "A better"])
     bar.set_label("answer")
@@ -540,8 +543,9 @@ def _figures(summary: pd.DataFrame) -> dict[str, bytes]:
     }
     for judge, rows in summary.groupby("judge_id", sort=True):
         datasets = sorted(rows["dataset"].unique())
+        width = max(3.4 * len(datasets) + 1.8, 8.0)  # room for the two-line title above a single panel
         for metric, (name, better) in metrics.items():
-            fig, axes = plt.subplots(1, len(datasets), figsize=(3.4 * len(datasets) + 1.8, 3.6), dpi=100, squeeze=False)
+            fig, axes = plt.subplots(1, len(datasets), figsize=(width, 3.6), dpi=100, squeeze=False)
             for ax, dataset in zip(axes[0], datasets, strict=True):
                 for method, g in rows[rows["dataset"] == dataset].groupby("method", sort=True):
                     g = g.sort_values("n")
@@ -568,7 +572,7 @@ def _figures(summary: pd.DataFrame) -> dict[str, bytes]:
                 "dashed: always 'tie')",
                 fontsize=9,
             )
-            fig.tight_layout(rect=(0, 0, 1 - 1.6 / (3.4 * len(datasets) + 1.8), 1))
+            fig.tight_layout(rect=(0, 0, 1 - 1.6 / width, 1))
             safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in judge)
             out[f"{metric}_vs_n_{safe}.png"] = png(fig)
     return out
