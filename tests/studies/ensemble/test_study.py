@@ -487,3 +487,25 @@ def test_spark_accuracy_job_equals_in_memory_and_the_spec(rb2_url, spark):
     full = on_spark[(on_spark["dataset"] == "base_both_k8") & (on_spark["judge_id"] == "full")]
     assert np.round(100 * full["correct"] / full["n"], 2).tolist() == TABLE8[("full", "base", "own")][0]
     assert full["n_tied"].tolist() == [353, 204, 164, 137, 109, 94, 72, 77]
+
+
+@pytest.mark.spark
+def test_study_checks_the_spark_accuracy_job_against_its_curve(rb2_url, tmp_path, spark):
+    """``engine_curve`` reaches the engine's one-pass job (here on Spark, warmed up by the test above)."""
+    engine = EngineConfig(ray_num_cpus=1, stats_engine="spark")
+    folder = Path(
+        execute(
+            prepare(CONFIG, [f"data={rb2_url}", "replicates=200", "datasets=[base_both_k8]"]),
+            engine,
+            output=str(tmp_path),
+            serial=True,
+        )
+    )
+    summary = json.loads((folder / "summary.json").read_text())
+    check = summary["engine_curve"]
+    assert check["equal"] and check["cells_compared"] == 2 * 8  # full and mini of their own collection, k = 1..8
+    full = [r for r in check["rows"] if (r["dataset"], r["judge_id"]) == ("base_both_k8", "full")]
+    accuracy, n = TABLE8[("full", "base", "own")]
+    assert np.round([100 * r["accuracy"] for r in full], 2).tolist() == accuracy  # the paper's Table 8 column
+    assert [r["n"] for r in full] == n
+    assert "counts of evaluable, correct and tied examples equal" in (folder / "report.md").read_text()
