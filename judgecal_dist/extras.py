@@ -13,7 +13,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "spark": ("pyspark",),
     "ray": ("ray",),
     "cluster": ("pyspark", "ray", "s3fs"),
-    "continuous": ("torch", "torchdiffeq", "numpyro", "jax", "arviz_stats"),
+    "continuous": ("torch", "torchdiffeq", "numpyro", "jax", "arviz_stats", "safetensors"),
     "tracking": ("mlflow",),  # the mlflow-skinny distribution installs the mlflow package
 }
 

@@ -3,6 +3,9 @@
 Kinds (``format`` = ``judgecal.<kind>/v<N>``; schemas and examples in ``docs/models.md``):
 
 ``judgecal.binary-pipeline/v1``  a panel's verdicts -> any aggregator -> any calibrator -> conformal thresholds
+``judgecal.linear-corrector/v1``  a judge's continuous score -> the hierarchical-Bayes linear corrector per rubric
+``judgecal.ot-corrector/v1``      a judge's continuous score -> the marginal optimal-transport map per rubric
+``judgecal.flow-corrector/v1``    a judge's continuous score -> a neural-ODE flow (weights in a file beside it)
 
 Use::
 
@@ -17,6 +20,16 @@ Use::
 """
 
 from judgecal_dist.models.binary import BinaryPipeline, pipeline_from_estimators
+from judgecal_dist.models.continuous import (
+    Corrector,
+    FlowCorrector,
+    LinearCorrector,
+    TransportCorrector,
+    flow_from_estimator,
+    linear_from_conjugate,
+    linear_from_hb,
+    ot_from_estimators,
+)
 from judgecal_dist.models.documents import KINDS, schemas
 from judgecal_dist.models.files import LEGACY_FILE, MODEL_FILE, load_model, model_document, model_from_dict, save_model
 
@@ -26,6 +39,14 @@ __all__ = [
     "LEGACY_FILE",
     "BinaryPipeline",
     "pipeline_from_estimators",
+    "Corrector",
+    "LinearCorrector",
+    "TransportCorrector",
+    "FlowCorrector",
+    "linear_from_hb",
+    "linear_from_conjugate",
+    "ot_from_estimators",
+    "flow_from_estimator",
     "load_model",
     "save_model",
     "model_from_dict",

@@ -19,6 +19,9 @@ from judgecal_dist.io.schema import VOTE_CODING
 __all__ = [
     "Document",
     "BinaryPipelineDoc",
+    "LinearCorrectorDoc",
+    "TransportCorrectorDoc",
+    "FlowCorrectorDoc",
     "KINDS",
     "schemas",
     "describe",
@@ -211,9 +214,156 @@ class BinaryPipelineDoc(Document):
         return self
 
 
+# -- continuous correctors (a judge's 1-5 score -> the human scale) ------------------------------------------------
+Range = Annotated[list[Finite], Field(min_length=2, max_length=2)]
+RubricName = Annotated[str, Field(min_length=1)]
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+class CorrectorDoc(Document):
+    """What every continuous corrector declares: whose scores it corrects, on which scale, and for which rubrics.
+
+    A score ``s`` of ``judge_id`` in ``input_range`` is mapped affinely onto ``score_range`` (the corrector's
+    scale, 1-5) before it is corrected; the corrected score is on ``score_range`` (not clipped)."""
+
+    name: str = ""
+    judge_id: Annotated[str, Field(min_length=1)]
+    input_range: Range = [1.0, 5.0]
+    score_range: Range = [1.0, 5.0]
+    fitted_on: FittedOn = FittedOn()
+
+    def _check_ranges(self) -> None:
+        for key in ("input_range", "score_range"):
+            low, high = getattr(self, key)
+            if not low < high:
+                raise ValueError(f"{key}: must be [low, high] with low < high, got {[low, high]}")
+
+
+class RubricLinearDoc(Document):
+    """One rubric's posterior summary: means of :math:`\\alpha_r, \\beta_r, \\sigma_r`, the posterior covariance
+    of :math:`(\\alpha_r, \\beta_r)` and :math:`E[\\sigma_r^2]` (the predictive variance at ``j`` is
+    :math:`[1, j]\\,\\mathrm{cov}\\,[1, j]^\\top + E[\\sigma_r^2]`)."""
+
+    rubric: RubricName
+    alpha: Finite
+    beta: Finite
+    sigma: NonNeg
+    cov: Annotated[list[Annotated[list[Finite], Field(min_length=2, max_length=2)]], Field(min_length=2, max_length=2)]
+    sigma2: NonNeg
+    n_anchors: Annotated[int, Field(ge=0)] = 0
+    canary_prob: Prob | None = None
+
+    @model_validator(mode="after")
+    def _psd(self) -> RubricLinearDoc:
+        (a, b), (c, d) = self.cov
+        if a < 0 or d < 0 or abs(b - c) > 1e-9 * max(1.0, abs(b)) or a * d - b * c < -1e-9 * max(1.0, a * d):
+            raise ValueError(f"rubrics: cov of {self.rubric!r}: not a symmetric positive semi-definite 2x2 matrix")
+        return self
+
+
+class LinearCorrectorDoc(CorrectorDoc):
+    """``judgecal.linear-corrector/v1``: the hierarchical-Bayes linear corrector's posterior summary per rubric,
+    :math:`\\hat y = \\hat\\alpha_r + \\hat\\beta_r j` with a normal predictive interval of the posterior predictive's
+    mean and variance."""
+
+    format: Literal["judgecal.linear-corrector/v1"]
+    fit: Literal["nuts", "conjugate"]
+    rubrics: Annotated[list[RubricLinearDoc], Field(min_length=1)]
+    interval_level: OpenProb = 0.9
+
+    @model_validator(mode="after")
+    def _consistent(self) -> LinearCorrectorDoc:
+        self._check_ranges()
+        _unique([r.rubric for r in self.rubrics], "rubrics")
+        return self
+
+
+class RubricMapDoc(Document):
+    """One rubric's inverse-CDF map: knots (distinct anchor judge scores, increasing), their CDF levels
+    (non-decreasing in [0, 1]) and the sorted anchor reference scores whose linear quantile the level reads."""
+
+    rubric: RubricName
+    knots: Annotated[list[Finite], Field(min_length=1)]
+    levels: Annotated[list[Prob], Field(min_length=1)]
+    y_sorted: Annotated[list[Finite], Field(min_length=2)]
+
+    @model_validator(mode="after")
+    def _monotone(self) -> RubricMapDoc:
+        where = f"rubrics: {self.rubric!r}"
+        if len(self.knots) != len(self.levels):
+            raise ValueError(f"{where}: knots, levels: different lengths ({len(self.knots)} and {len(self.levels)})")
+        if any(b <= a for a, b in zip(self.knots, self.knots[1:], strict=False)):
+            raise ValueError(f"{where}: knots: must be strictly increasing")
+        for key in ("levels", "y_sorted"):
+            v = getattr(self, key)
+            if any(b < a for a, b in zip(v, v[1:], strict=False)):
+                raise ValueError(f"{where}: {key}: must be non-decreasing")
+        return self
+
+
+class TransportCorrectorDoc(CorrectorDoc):
+    """``judgecal.ot-corrector/v1``: the marginal optimal-transport (inverse-CDF) map of each rubric,
+    :math:`T(j) = Q_y(F_j(j))`."""
+
+    format: Literal["judgecal.ot-corrector/v1"]
+    rubrics: Annotated[list[RubricMapDoc], Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TransportCorrectorDoc:
+        self._check_ranges()
+        _unique([r.rubric for r in self.rubrics], "rubrics")
+        return self
+
+
+class FlowArchitectureDoc(Document):
+    """The drift MLP and its solver: ``hidden`` units, rubric embedding of ``embed_dim`` (used with two or more
+    rubrics), dropout ``dropout``, ``n_steps`` fixed RK4 steps on [0, 1]."""
+
+    hidden: Annotated[int, Field(ge=1, le=65_536)]
+    embed_dim: Annotated[int, Field(ge=1, le=4_096)]
+    dropout: Annotated[float, Field(ge=0.0, lt=1.0)]
+    n_steps: Annotated[int, Field(ge=1, le=10_000)]
+    solver: Literal["rk4", "torchdiffeq"] = "rk4"
+    mask_policy: Literal["evaluation", "trajectory"] = "evaluation"
+
+
+class WeightsFileDoc(Document):
+    """The weights file beside the document (same folder): its name, container and SHA-256."""
+
+    file: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
+    container: Literal["safetensors", "npz"]
+    sha256: Sha256
+
+
+class FlowCorrectorDoc(CorrectorDoc):
+    """``judgecal.flow-corrector/v1``: a trained neural-ODE score flow; the weights sit in ``weights.file``.
+
+    The corrected score is the mean of ``n_passes`` MC-dropout solves (each pass one sampled network for every
+    item, seeded by ``seed``), with their s.d.; ``n_passes = 0`` is the deterministic map (dropout off)."""
+
+    format: Literal["judgecal.flow-corrector/v1"]
+    rubrics: Annotated[list[RubricName], Field(min_length=1)]
+    architecture: FlowArchitectureDoc
+    n_passes: Annotated[int, Field(ge=0, le=10_000)] = 40
+    seed: Annotated[int, Field(ge=0)] = 0
+    weights: WeightsFileDoc
+    final_loss: NonNeg | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> FlowCorrectorDoc:
+        self._check_ranges()
+        _unique(list(self.rubrics), "rubrics")
+        if self.n_passes == 1:
+            raise ValueError("n_passes: 0 (deterministic map) or >= 2 (MC mean and s.d.), got 1")
+        return self
+
+
 #: Kind name -> (current format string, document model).
 KINDS: dict[str, tuple[str, type[Document]]] = {
     "binary-pipeline": ("judgecal.binary-pipeline/v1", BinaryPipelineDoc),
+    "linear-corrector": ("judgecal.linear-corrector/v1", LinearCorrectorDoc),
+    "ot-corrector": ("judgecal.ot-corrector/v1", TransportCorrectorDoc),
+    "flow-corrector": ("judgecal.flow-corrector/v1", FlowCorrectorDoc),
 }
 
 

@@ -16,7 +16,7 @@ import hashlib
 import json
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -25,7 +25,7 @@ from judgecal_dist.engine.store import RunStore
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.filesystem import open_fs
 from judgecal_dist.io.records import to_json
-from judgecal_dist.models import binary
+from judgecal_dist.models import binary, continuous
 from judgecal_dist.models.documents import KINDS, describe
 
 __all__ = ["MODEL_FILE", "LEGACY_FILE", "model_from_dict", "load_model", "save_model", "model_document"]
@@ -54,8 +54,13 @@ def model_document(model: Any) -> dict[str, Any]:
     return doc
 
 
-def model_from_dict(state: Any, *, source: str = "model", digest: str = "") -> Any:
+def model_from_dict(
+    state: Any, *, source: str = "model", digest: str = "", read_file: Callable[[str], bytes] | None = None
+) -> Any:
     """Rebuild a model from its document (any kind of the family); refuses it naming the first bad field.
+
+    ``read_file(name)`` gives the bytes of a file the document names beside it (a flow's weights; ``load_model``
+    reads them from the document's folder).
 
     Raises
     ------
@@ -79,10 +84,19 @@ def model_from_dict(state: Any, *, source: str = "model", digest: str = "") -> A
         doc = known[fmt].model_validate(dict(state))
     except ValidationError as err:
         raise InputError(f"{source}: {describe(err)}") from err
+    if fmt in _WITH_FILES:
+        return _BUILDERS[fmt](doc, dict(state), source=source, digest=digest, read_file=read_file)
     return _BUILDERS[fmt](doc, dict(state), source=source, digest=digest)
 
 
-_BUILDERS: dict[str, Any] = {binary.FORMAT: binary.from_document}
+_BUILDERS: dict[str, Any] = {
+    binary.FORMAT: binary.from_document,
+    continuous.LINEAR_FORMAT: continuous.linear_from_document,
+    continuous.OT_FORMAT: continuous.ot_from_document,
+    continuous.FLOW_FORMAT: continuous.flow_from_document,
+}
+#: Kinds whose document names files beside it (read through ``read_file``).
+_WITH_FILES = {continuous.FLOW_FORMAT}
 
 
 def _split(url: str) -> tuple[str, str]:
@@ -117,7 +131,16 @@ def load_model(url: str, *, storage_options: Mapping[str, Any] | None = None) ->
             f"{store.url_of(name)}: not valid JSON ({err}); the file is truncated or not a model: "
             "export it again from its run"
         ) from err
-    return model_from_dict(state, source=store.url_of(name), digest=hashlib.sha256(raw).hexdigest())
+    folder = name.rpartition("/")[0]
+
+    def beside(file: str) -> bytes:  # a file the document names in its own folder (never a path out of it)
+        path = f"{folder}/{file}" if folder else file
+        if not store.exists(path):
+            raise FileNotFoundError(path)
+        return store.read_bytes(path)
+
+    digest = hashlib.sha256(raw).hexdigest()
+    return model_from_dict(state, source=store.url_of(name), digest=digest, read_file=beside)
 
 
 def save_model(
@@ -125,8 +148,9 @@ def save_model(
 ) -> str:
     """Write ``model`` (or its document) as JSON at ``url`` (a ``.json`` URL, or a folder: ``<folder>/model.json``).
 
-    The document is checked as a reader would check it before anything is written, and the file appears whole
-    (written under a temporary name, then moved). Returns the file's URL.
+    The document is checked as a reader would check it before anything is written, and each file appears whole
+    (written under a temporary name, then moved). A model with files beside its document (a flow's weights,
+    ``model.files``) writes them into the same folder first. Returns the document's URL.
 
     Raises
     ------
@@ -135,15 +159,19 @@ def save_model(
         by accident).
     """
     doc = model_document(model)
+    files: dict[str, bytes] = dict(getattr(model, "files", None) or {})
     target = url.rstrip("/") if url.rstrip("/").endswith(".json") else f"{url.rstrip('/')}/model.json"
-    model_from_dict(doc, source=target)  # refuse what a reader would refuse
+    model_from_dict(doc, source=target, read_file=files.__getitem__)  # refuse what a reader would refuse
     fs, path = open_fs(target, dict(storage_options or {}))
-    if fs.exists(path) and not overwrite:
-        raise InputError(f"{target}: exists; choose another path, or pass overwrite=True to replace it")
     folder = path.rsplit("/", 1)[0]
+    for name in [path, *(f"{folder}/{f}" for f in files)]:
+        if fs.exists(name) and not overwrite:
+            raise InputError(f"{name}: exists; choose another path, or pass overwrite=True to replace it")
     fs.makedirs(folder, exist_ok=True)
-    tmp = f"{folder}/.{path.rsplit('/', 1)[1]}.{uuid.uuid4().hex}.tmp"
-    with fs.open(tmp, "wb") as handle:
-        handle.write((to_json(doc) + "\n").encode("utf-8"))
-    fs.mv(tmp, path)
+    # Files beside the document first, the document last: a reader never finds a document without its files.
+    for name, blob in [*((f"{folder}/{f}", b) for f, b in files.items()), (path, (to_json(doc) + "\n").encode())]:
+        tmp = f"{folder}/.{name.rsplit('/', 1)[1]}.{uuid.uuid4().hex}.tmp"
+        with fs.open(tmp, "wb") as handle:
+            handle.write(blob)
+        fs.mv(tmp, name)
     return target

@@ -111,7 +111,8 @@ def score_dataset(
     Parameters
     ----------
     model_url : str
-        A committed study run folder (its ``model/calibration.json``) or a ``calibration.json`` URL.
+        A committed run folder (its ``model/model.json``) or a model ``.json`` URL: a binary pipeline, or a
+        continuous corrector (:mod:`judgecal_dist.scoring.continuous` scores its judge's ``score`` column).
     data_url : str
         An ingested dataset root.
     output_url : str
@@ -149,7 +150,7 @@ def score_dataset(
     # Every input is checked before the first write: the output's bucket (before anything is read, as `run`
     # does; never created), the model, the data, then the output folder.
     require_bucket(output_url, options)
-    model = load_calibration(model_url, storage_options=options)
+    model: Any = load_calibration(model_url, storage_options=options)  # a binary pipeline or a corrector
     dataset_files(data_url, "verdicts", storage_options=options)
     inputs = {
         "model": model.source,
@@ -167,6 +168,10 @@ def score_dataset(
         return store.read_json("summary.json") | {"skipped": True}
     started = time.perf_counter()
     chosen = choose_engine(data_url, None, engine)
+    if getattr(model, "family", "binary") == "continuous":  # a corrector of one judge's scores
+        from judgecal_dist.scoring.continuous import score_corrector
+
+        return score_corrector(model, data_url, store, output, inputs, chosen, engine, started)
     checks = _Checks(model, data_url, sample, unknown_judges, float(min_judge_coverage))
     prepared = _prepare_local(model, data_url, engine, sample, checks) if chosen == "local" else None
     if output.marker is None:  # claim the folder: from here on, what is in it is score's
@@ -185,7 +190,10 @@ def score_dataset(
         raise
 
     meta = _items_meta(data_url, engine)
-    new_files = _replace(store, output, staged, [f for f, _ in written], meta)
+    names = ["datasets"] + (["subsets"] if "subset" in meta else [])
+    names += ["pairs", "models"] if {"model_a", "model_b"} <= set(meta) else []
+    others = [f"summary/{n}.parquet" for n in names] + ["summary.json", "figures/win_rates.png"]
+    new_files = _replace(store, output, staged, [f for f, _ in written], others)
     if prepared is not None:
         tables = _summaries_local(
             model, data_url, engine, meta, pa.Table.from_batches(prepared.batches, items_schema(model))
@@ -225,13 +233,11 @@ def score_dataset(
 
 
 # -- the output folder -----------------------------------------------------------------------------------------
-def _replace(store: RunStore, output: _Output, staged: str, written: list[str], meta: list[str]) -> list[str]:
+def _replace(store: RunStore, output: _Output, staged: str, written: list[str], others: list[str]) -> list[str]:
     """The first half of the commit: readers stop trusting the folder (``_SUCCESS`` withdrawn), the marker lists
-    the old and the new files, the old ones go and the staged items come into place; returns the new file list."""
-    names = ["datasets"] + (["subsets"] if "subset" in meta else [])
-    names += ["pairs", "models"] if {"model_a", "model_b"} <= set(meta) else []
-    new_files = {f"items/{f}" for f in written} | {f"summary/{n}.parquet" for n in names}
-    new_files |= {"summary.json", "figures/win_rates.png"}
+    the old and the new files (staged items, and ``others`` that the caller writes next), the old ones go and the
+    staged items come into place; returns the new file list."""
+    new_files = {f"items/{f}" for f in written} | set(others)
     old_files = set(output.marker.get("files", [])) if output.marker else set()
     store.reopen()
     store.write_json(MARKER, _marker(None, sorted(old_files | new_files)))  # a crash from here on leaves it ours

@@ -173,6 +173,20 @@ class ConjugateLinear(BaseEstimator):
         a, b = self.mean_[..., 0], self.mean_[..., 1]
         return a.reshape(a.shape + (1,) * (j.ndim - a.ndim)) + b.reshape(b.shape + (1,) * (j.ndim - b.ndim)) * j
 
+    def posterior_moments(self) -> tuple[Array, Array]:
+        r"""Posterior covariance of :math:`(\alpha, \beta)` (shape ``(..., 2, 2)``) and :math:`E[\sigma^2 \mid D]` of
+        every cell: the moments of the :math:`\sigma`-grid mixture (what a normal summary of the predictive needs)."""
+        check_is_fitted(self)
+        ma, mb, a11, a12, a22, det = self._cond
+        w = self.weights_
+        mean_a, mean_b = self.mean_[..., 0], self.mean_[..., 1]
+        caa = np.sum(w * (a22 / det + ma * ma), 0) - mean_a**2
+        cab = np.sum(w * (-a12 / det + ma * mb), 0) - mean_a * mean_b
+        cbb = np.sum(w * (a11 / det + mb * mb), 0) - mean_b**2
+        cov = np.stack([np.stack([caa, cab], -1), np.stack([cab, cbb], -1)], -2)
+        sig2 = self.sigma_grid_.reshape((-1,) + (1,) * (w.ndim - 1)) ** 2
+        return cov, np.sum(w * sig2, 0)
+
     def _predictive_components(self, j: Array) -> tuple[Array, Array, Array]:
         if self.mean_.shape != (2,):
             raise InputError("conjugate: the predictive needs a single fitted cell (stats of shape (6,))")
