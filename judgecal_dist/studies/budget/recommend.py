@@ -6,6 +6,7 @@ from typing import Any
 
 import pandas as pd
 
+from judgecal_dist.studies.base import interval_note
 from judgecal_dist.studies.recommendation import Recommendation, estimate, overlap
 
 __all__ = ["recommend"]
@@ -75,7 +76,7 @@ def recommend(config: Any, summary: pd.DataFrame, *, x: str = "budget") -> Recom
         runner_up=f"{_arm(second)}: {estimate(second, 'nll', 'NLL')}"
         + (" (intervals overlap: interchangeable here)" if tie else " (intervals separate)"),
         changes=changes,
-        interval=f"{int(config.ci_level * 100)}% intervals over {config.replicates} splits, as in the tables below",
+        interval=interval_note(config.ci_level),
         support=pd.DataFrame(support).drop_duplicates(subset=list(keys)),
         keys=keys,
         metrics=("nll", "ece", "accuracy"),

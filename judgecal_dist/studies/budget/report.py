@@ -10,9 +10,9 @@ import pandas as pd
 from judgecal_dist.io.figures import colours, plain_log_axis, png, pyplot
 from judgecal_dist.io.records import json_records, plain
 from judgecal_dist.methods.pipeline import CALIBRATORS
-from judgecal_dist.stats.inference import bootstrap_ci, summarise_over_splits
+from judgecal_dist.stats.inference import corrected_resampled_t, summarise_over_splits
 from judgecal_dist.stats.resampling import MaxTResult, multiplier_max_t
-from judgecal_dist.studies.base import StudyResult
+from judgecal_dist.studies.base import StudyResult, interval_note
 from judgecal_dist.studies.budget.recommend import recommend
 from judgecal_dist.studies.recommendation import words
 
@@ -30,9 +30,24 @@ MAX_T_CAVEAT = (
 )
 
 
-def _over_splits(config: Config, parts: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+def test_train_ratio(parts: pd.DataFrame, n_items: int) -> float:
+    """:math:`n_2/n_1` of the splits: evaluation items over the panel's other items (the corrected t's overlap).
+
+    Every split evaluates on about half of one fixed panel, so evaluation halves overlap; what a split fits on (a
+    budget's few labels or the whole calibration half) does not change how much they overlap.
+    """
+    n_eval = float(parts["n_eval"].mean())
+    return n_eval / max(n_items - n_eval, 1.0)
+
+
+def _over_splits(config: Config, parts: pd.DataFrame, by: list[str], ratio: float) -> pd.DataFrame:
     summary = summarise_over_splits(
-        parts, by=by, metrics=list(METRICS), confidence=config.ci_level, rng=np.random.default_rng(config.seed)
+        parts,
+        by=by,
+        metrics=list(METRICS),
+        confidence=config.ci_level,
+        rng=np.random.default_rng(config.seed),
+        split_sizes=ratio,
     )
     return summary.rename(columns={f"{m}_mean": m for m in METRICS} | {"n_splits": "replicates"})
 
@@ -50,9 +65,13 @@ def delta_matrix(parts: pd.DataFrame, top_k: int) -> pd.DataFrame:
     return (beta[f"top{top_k}"] - beta["all"]).unstack("budget_index").sort_index()
 
 
-def _max_t_section(config: Config, delta: pd.DataFrame, budgets: list[int], res: MaxTResult) -> dict[str, Any]:
+def _max_t_section(
+    config: Config, delta: pd.DataFrame, budgets: list[int], res: MaxTResult, ratio: float
+) -> dict[str, Any]:
     cis = [
-        bootstrap_ci(delta[k].to_numpy(), confidence=config.ci_level, rng=np.random.default_rng(config.seed))
+        corrected_resampled_t(delta[k].to_numpy(), test_train_ratio=ratio, confidence=config.ci_level)
+        if len(delta) > 1
+        else None
         for k in delta.columns
     ]
     return {
@@ -71,8 +90,10 @@ def _max_t_section(config: Config, delta: pd.DataFrame, budgets: list[int], res:
         "alternative": res.alternative,
         "n_resamples": config.max_t_resamples,
         "delta_mean": [float(delta[k].mean()) for k in delta.columns],
-        "delta_ci_low": [float(ci[0]) for ci in cis],
-        "delta_ci_high": [float(ci[1]) for ci in cis],
+        "delta_ci_low": [plain(ci.low) if ci else None for ci in cis],
+        "delta_ci_high": [plain(ci.high) if ci else None for ci in cis],
+        "delta_t": [plain(ci.statistic) if ci else None for ci in cis],
+        "delta_p": [plain(ci.pvalue) if ci else None for ci in cis],
         "share_of_splits_favouring_all": [float((delta[k] > 0).mean()) for k in delta.columns],
         "caveat": MAX_T_CAVEAT,
     }
@@ -81,7 +102,8 @@ def _max_t_section(config: Config, delta: pd.DataFrame, budgets: list[int], res:
 def summarise_budgets(config: Config, parts: pd.DataFrame, data: BudgetInput) -> StudyResult:
     """Records per (budget, panel, calibrator), the max-t section, figures and the report (budget mode)."""
     by = ["budget_index", "panel", "calibrator"]
-    summary = _over_splits(config, parts, by)
+    ratio = test_train_ratio(parts, data.panel.n_items)
+    summary = _over_splits(config, parts, by, ratio)
     sizes = parts.groupby(by)["budget"].agg(n_labels_mean="mean", n_labels_min="min", n_labels_max="max")
     extra_cols = parts.groupby(by).agg(
         full_budget=("full_budget", "first"),
@@ -103,7 +125,7 @@ def summarise_budgets(config: Config, parts: pd.DataFrame, data: BudgetInput) ->
         alternative=config.max_t_alternative,
         rng=np.random.default_rng(config.seed),
     )
-    max_t = _max_t_section(config, delta, budgets, res)
+    max_t = _max_t_section(config, delta, budgets, res, ratio)
     panel = data.panel
     grid = {
         "budgets": list(data.budgets),
@@ -132,7 +154,7 @@ def summarise_budgets(config: Config, parts: pd.DataFrame, data: BudgetInput) ->
 def summarise_fractions(config: Config, parts: pd.DataFrame, data: BudgetInput) -> StudyResult:
     """Records per (fraction, calibrator), the NLL-vs-fraction figure and the report (fraction mode)."""
     by = ["fraction", "panel", "calibrator"]
-    summary = _over_splits(config, parts, by)
+    summary = _over_splits(config, parts, by, test_train_ratio(parts, data.panel.n_items))
     counts = parts.groupby(by).agg(
         n_cal_mean=("n_cal", "mean"),
         n_eval_mean=("n_eval", "mean"),
@@ -187,6 +209,14 @@ def _cell(row: pd.Series, metric: str = "nll") -> str:
     return f"{row[metric]:.4f} [{row[metric + '_ci_low']:.4f}, {row[metric + '_ci_high']:.4f}]"
 
 
+def _num(value: float | None, fmt: str) -> str:
+    return "n/a" if value is None else format(value, fmt)
+
+
+def _bracket(low: float | None, high: float | None) -> str:
+    return "[n/a]" if low is None or high is None else f"[{low:+.4f}, {high:+.4f}]"
+
+
 def _change(value: float, reference: float) -> str:
     """``value`` relative to ``reference`` in words ("2.4% lower", "26.2% higher"), never a negative "lower"."""
     rel = 100 * (value / reference - 1)
@@ -207,7 +237,9 @@ def _budget_report(
         f"half fixed per split; budgets {grid['budgets']} plus the whole calibration half "
         f"({grid['calibration_half_min']}..{grid['calibration_half_max']} items; grid: {grid['source']}"
         + (f", dropped {grid['dropped']}" if grid["dropped"] else "")
-        + "). One-coin aggregator; evaluation NLL, mean over splits [95% bootstrap CI].",
+        + f"). One-coin aggregator; evaluation NLL, mean over splits [{config.ci_level:.0%} interval].",
+        "",
+        f"Intervals: {interval_note(config.ci_level)}",
         "",
         f"| budget | {head} | beta vs raw (all) | beta left at identity (all) |",
         "| --- | " + " | ".join("---" for _ in columns) + " | --- | --- |",
@@ -227,14 +259,15 @@ def _budget_report(
         "",
         f"## Joint test across budgets: {max_t['comparison']}",
         "",
-        "| budget | mean Delta [95% CI] | share of splits > 0 | t |",
-        "| --- | --- | --- | --- |",
+        f"| budget | mean Delta [{config.ci_level:.0%} interval] | corrected t | p | share of splits > 0 | t (max-t) |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for i, budget in enumerate(max_t["budgets"]):
         t = max_t["t_by_budget"][i]
         lines.append(
-            f"| {budget} | {max_t['delta_mean'][i]:+.4f} [{max_t['delta_ci_low'][i]:+.4f}, "
-            f"{max_t['delta_ci_high'][i]:+.4f}] | {max_t['share_of_splits_favouring_all'][i]:.2f} | "
+            f"| {budget} | {max_t['delta_mean'][i]:+.4f} {_bracket(max_t['delta_ci_low'][i], max_t['delta_ci_high'][i])}"
+            f" | {_num(max_t['delta_t'][i], '.2f')} | {_num(max_t['delta_p'][i], '.3g')} | "
+            f"{max_t['share_of_splits_favouring_all'][i]:.2f} | "
             + (f"{t:.2f} |" if t is not None else "undefined (Delta constant over splits) |")
         )
     lines += [
@@ -262,7 +295,9 @@ def _fraction_report(config: Config, summary: pd.DataFrame, panel: Any) -> str:
         f"# Calibration-fraction sweep on `{panel.dataset}`",
         "",
         f"{panel.n_items} labelled items x {panel.n_judges} judges; {config.replicates} grouped splits per fraction; "
-        "all-judges one-coin, raw vs beta-calibrated; mean over splits [95% bootstrap CI].",
+        f"all-judges one-coin, raw vs beta-calibrated; mean over splits [{config.ci_level:.0%} interval].",
+        "",
+        f"Intervals: {interval_note(config.ci_level)}",
         "",
         "| fraction | calibration items | NLL raw | NLL beta | NLL reduction | accuracy raw | accuracy beta |",
         "| --- | --- | --- | --- | --- | --- | --- |",

@@ -16,8 +16,10 @@ from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.methods.aggregation.aggregate import OneCoin
 from judgecal_dist.methods.calibration import BetaCalibration
 from judgecal_dist.splits import calibration_mask, split_uniforms
+from judgecal_dist.stats.inference import corrected_resampled_t
 from judgecal_dist.stats.resampling import multiplier_max_t
 from judgecal_dist.studies import STUDIES
+from judgecal_dist.studies.base import interval_note
 from judgecal_dist.studies.budget import study as budget
 from judgecal_dist.studies.runner import execute, prepare
 
@@ -159,7 +161,12 @@ def test_budget_study_through_the_runner(panel_url, tmp_path, ray_local):
     assert np.allclose(max_t["delta_mean"], delta.mean(axis=0))
     assert "share items" in max_t["caveat"]
     assert (folder / "figures" / "nll_vs_budget.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "Joint test across budgets" in (folder / "report.md").read_text()
+    report = (folder / "report.md").read_text()
+    assert "Joint test across budgets" in report and interval_note(0.95) in report
+    ratio = 200 / 200  # n_eval / (items - n_eval): every split evaluates on about half of the 400 items
+    for k in range(k_budgets):
+        ref = corrected_resampled_t(delta[:, k], test_train_ratio=ratio)
+        assert max_t["delta_ci_low"][k] == pytest.approx(ref.low, rel=0.2, abs=1e-3)
 
 
 def test_fraction_mode_through_the_runner(panel_url, tmp_path, ray_local):
@@ -179,6 +186,22 @@ def test_fraction_mode_through_the_runner(panel_url, tmp_path, ray_local):
     assert part.loc[(0.3, "none"), "nll"] == pytest.approx(raw, rel=1e-9)
     assert part.loc[(0.3, "beta"), "nll"] == pytest.approx(calibrated, rel=1e-6)
     assert (folder / "figures" / "nll_vs_fraction.png").is_file()
+
+
+def test_split_intervals_keep_the_width_of_the_data_as_splits_grow(panel_url):
+    """The 400 items are fixed: 80 splits must not give an interval ~3x narrower than 10 (the old bootstrap did)."""
+    config = budget.Config(data=panel_url, mode="fraction", fractions=(0.5,), replicates=80)
+    data = budget.load(config, EngineConfig())
+    parts = pd.concat(budget.run_replicate(data, rep) for rep in budget.plan(config, data))
+    widths = {}
+    for r in (10, 80):
+        few = parts[parts["seed"] < config.seed + r]
+        result = budget.summarise(config.model_copy(update={"replicates": r}), few, data)
+        row = result.summary.set_index("calibrator").loc["beta"]
+        widths[r] = row["nll_ci_high"] - row["nll_ci_low"]
+        assert interval_note(0.95) in result.report and result.recommendation.interval == interval_note(0.95)
+    assert widths[80] / widths[10] > 0.6  # the data's width (t quantile and sampling noise aside), not sqrt(10/80)
+    assert widths[80] > 0
 
 
 @pytest.mark.parametrize(
