@@ -46,6 +46,8 @@ class FlowOutput:
     final_loss: npt.NDArray[np.float64]
     device: str
     seconds: float
+    #: Of ``seconds``, the MC-dropout prediction of every test item (per-item latency = this / items).
+    predict_seconds: float = float("nan")
 
 
 def gpu_available() -> bool:
@@ -75,10 +77,12 @@ def _run(job: FlowJob) -> FlowOutput:
             stack = fit_flow_stack(
                 job.j, job.y, seeds=job.seeds, rubric=job.rubric, n_rubrics=job.n_rubrics, device=device, **job.settings
             )
+            t1 = time.perf_counter()
             mean, sd = stack.predict_mc(job.test_j, job.test_rubric, n_passes=job.n_passes, seed=job.seeds[0])
             if device == "cuda":
                 torch.cuda.synchronize()
-            return FlowOutput(mean, sd, stack.loss_history[-1], device, time.perf_counter() - t0)
+            t2 = time.perf_counter()
+            return FlowOutput(mean, sd, stack.loss_history[-1], device, t2 - t0, t2 - t1)
     finally:
         torch.set_num_threads(previous)
 

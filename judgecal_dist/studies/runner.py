@@ -139,7 +139,8 @@ def _validated(values: dict[str, Any], source: str, *, partial: bool = False) ->
 def study_settings(study: str, overrides: Iterable[str] = ()) -> dict[str, Any]:
     """The effective settings of ``study`` (a study name or a config path) after ``overrides``, defaults filled.
 
-    A name reads the packaged ``studies/configs/<name>.yaml``. Every setting is validated; ``data`` may still be
+    A name (a study's, or a packaged preset's such as ``continuous_full``) reads the packaged
+    ``studies/configs/<name>.yaml``. Every setting is validated; ``data`` may still be
     empty.
     """
     values, source = _study_values(study)
@@ -169,9 +170,9 @@ def _study_values(study: str) -> tuple[dict[str, Any], str]:
             f"{study}: no such config file; run a packaged study by its name (e.g. `judgecal run inclusion`), "
             f"known: {sorted(STUDIES)}"
         )
-    if study not in STUDIES:
-        raise ConfigError(f"{study}: neither a config file nor a study name; known studies: {sorted(STUDIES)}")
     packaged = STUDY_CONFIGS / f"{study}.yaml"
+    if study not in STUDIES and not packaged.is_file():  # a packaged preset (e.g. continuous_full) names its study
+        raise ConfigError(f"{study}: neither a config file nor a study name; known studies: {sorted(STUDIES)}")
     return (load_yaml(packaged), str(packaged)) if packaged.is_file() else ({"study": study}, study)
 
 

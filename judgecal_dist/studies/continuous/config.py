@@ -23,6 +23,9 @@ from judgecal_dist.settings import (
     refuse,
 )
 
+#: Flow variants: one shared flow with a learned rubric embedding, or one plain flow per rubric (the paper's fit).
+FLOW_RUBRICS = ("shared", "per_rubric")
+
 
 class Config(TypedSettings):
     """Settings of the continuous study (``studies/configs/continuous.yaml``); every key can be ``--set``."""
@@ -33,7 +36,7 @@ class Config(TypedSettings):
     judges: listed(str) = ("nano", "mini")
     synthetic: bool = True
     variant: str = "base"
-    budgets: listed(integer(2), min_length=1) = (25, 50, 100, 200, 500, 1000, 1500)
+    budgets: listed(integer(2), min_length=1) = (25, 50, 100, 200, 400, 800, 1500)
     replicates: Replicates = 50
     seed: Seed = 0
     test_groups: integer(1) = 50
@@ -46,10 +49,13 @@ class Config(TypedSettings):
     flow_passes: integer(2, 10_000, description="MC-dropout passes (>= 2 for an MC s.d.)") = 40
     flow_embed_dim: integer(1, 4_096) = 8
     flow_batch: integer(1, 1_000) = 5
+    linear_batch: integer(1, 10_000, description="conjugate (non-NUTS) seeds per linear task") = 25
+    flow_rubrics: listed(one_of(FLOW_RUBRICS), min_length=1) = ("shared",)
     flow_threads: integer(1, 1_024) = 1
     flow_mask_policy: one_of(MASK_POLICIES) = "evaluation"
     flow_solver: one_of(("rk4", "torchdiffeq")) = "rk4"
     review_budget: Probability = 0.05
+    interval_level: CiLevel = 0.95
     item_seed_figures: bool = True
     ci_level: CiLevel = 0.95
 

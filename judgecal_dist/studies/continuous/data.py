@@ -10,14 +10,20 @@ samples 1..7 (the judge's own sample never enters its reference). Scores are map
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.adapters.rb2k8 import SCORE_RANGE, read_rb2k8
 from judgecal_dist.io.dataset import read_dataset_table
+from judgecal_dist.io.synthetic_judge import strict_compressing_judge
 
-__all__ = ["load_paired_scores", "rescale"]
+__all__ = ["SYNTHETIC", "arm_scores", "load_paired_scores", "rescale"]
+
+SYNTHETIC = "synthetic"
+#: Key of the synthetic judge's random stream (spawned with the seed, so budgets share the draws).
+_SYNTH_KEY = 7001
 
 COLUMNS = ["dataset", "item_id", "group_id", "judge_id", "sample", "score", "rubric"]
 
@@ -67,3 +73,12 @@ def load_paired_scores(
     return out[["rubric", "item_id", "group_id", "judge_id", "j", "y"]].sort_values(
         ["judge_id", "item_id"], ignore_index=True
     )
+
+
+def arm_scores(scores: pd.DataFrame, arm: str, seed: int) -> pd.DataFrame:
+    """The paired rows of ``arm``; for the synthetic arm with the judge drawn for ``seed`` (same draw at every budget)."""
+    rows = scores[scores["judge_id"] == arm].reset_index(drop=True)
+    if arm == SYNTHETIC:
+        rng = np.random.default_rng(np.random.SeedSequence([seed, _SYNTH_KEY]))
+        rows = rows.assign(j=strict_compressing_judge(rows["y"].to_numpy(), rng))
+    return rows

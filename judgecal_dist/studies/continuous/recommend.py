@@ -29,7 +29,7 @@ def _per_rubric(rows: pd.DataFrame, corrector: str) -> str:
 def recommend(config: Any, table: pd.DataFrame, cross: list[dict[str, Any]]) -> Recommendation:
     """At the largest anchor budget, for the real judge(s): the corrector with the lowest rubric-mean MAE."""
     judges = [j for j in table["judge"].unique() if j != "synthetic"] or list(table["judge"].unique())
-    rows = table[table["judge"].isin(judges)]
+    rows = table[table["judge"].isin(judges) & (table["corrector"] != "ot_oracle")]  # it sees the test labels
     hi, lo = int(rows["budget"].max()), int(rows["budget"].min())
     at_hi = rows[rows["budget"] == hi]
     rank = _ranking(at_hi)

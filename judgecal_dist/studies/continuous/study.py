@@ -12,22 +12,27 @@ pool in hash order, so budget :math:`n` takes the first :math:`\\min(n, |\\text{
 Replicates (Ray tasks): (arm, budget, seed chunk) x {``linear``: raw, OT and the HB linear corrector — NUTS with
 partial pooling for the first ``nuts_seeds`` seeds, the exact conjugate posterior mean otherwise; ``flow``: one
 rubric-embedded flow per seed, all seeds of the chunk trained as one stacked model, on a GPU worker when the cluster
-has one}. Each table row is (judge, rubric, corrector, budget, seed) with the test metrics.
+has one; with ``flow_rubrics: [per_rubric]`` also one plain flow per rubric, ``flow_per_rubric``}. Baselines beside
+them: ``ot_oracle`` (the quantile map fitted on the test marginals themselves, the shape floor) and ``constant`` (the
+anchors' mean). Each table row is (judge, rubric, corrector, budget, seed) with the test metrics, the predictive
+interval's coverage and width (linear_hb, flows) and the per-item prediction latency.
 """
 
 from __future__ import annotations
 
+import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy.stats import norm, spearmanr
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.flow_tasks import FlowJob, fit_predict_flows
 from judgecal_dist.errors import ConfigError, InputError
-from judgecal_dist.io.synthetic_judge import strict_compressing_judge
 from judgecal_dist.methods.continuous.hb_linear import ConvergenceGateWarning, HierarchicalLinear
 from judgecal_dist.methods.continuous.linear_conjugate import ConjugateLinear, sufficient_stats
 from judgecal_dist.methods.continuous.score_flow import route_for_review
@@ -37,15 +42,14 @@ from judgecal_dist.stats.continuous_metrics import continuous_metrics
 from judgecal_dist.studies.base import StudyResult
 from judgecal_dist.studies.continuous import report as continuous_report
 from judgecal_dist.studies.continuous.config import Config, ContinuousInput
-from judgecal_dist.studies.continuous.data import load_paired_scores
+from judgecal_dist.studies.continuous.data import SYNTHETIC, arm_scores, load_paired_scores
 
 __all__ = ["NAME", "Config", "ContinuousInput", "Replicate", "load", "plan", "run_replicate", "summarise", "split"]
 
 NAME = "continuous"
-CORRECTORS = ("raw", "linear_hb", "flow", "ot")
-SYNTHETIC = "synthetic"
-#: Key of the synthetic judge's random stream (spawned with the seed, so budgets share the draws).
-_SYNTH_KEY = 7001
+CORRECTORS = ("raw", "linear_hb", "flow", "flow_per_rubric", "ot", "ot_oracle", "constant")
+#: Seed offset of the per-rubric flows' members (member seed = seed * stride + rubric index).
+_RUBRIC_STRIDE = 64
 
 
 @dataclass(frozen=True)
@@ -93,7 +97,8 @@ def plan(config: Config, data: ContinuousInput) -> list[Replicate]:
         for budget in sorted(config.budgets):
             # NUTS seeds one per task (each fit is seconds); conjugate seeds in chunks; flows in stacked chunks.
             chunks = [("linear", (s,)) for s in nuts]
-            chunks += [("linear", tuple(rest[i : i + 25])) for i in range(0, len(rest), 25)]
+            step = config.linear_batch
+            chunks += [("linear", tuple(rest[i : i + step])) for i in range(0, len(rest), step)]
             chunks += [
                 ("flow", tuple(seeds[i : i + config.flow_batch])) for i in range(0, len(seeds), config.flow_batch)
             ]
@@ -118,11 +123,34 @@ def split(arm_scores: pd.DataFrame, seed: int, test_groups: int) -> tuple[np.nda
 
 
 def _arm_data(data: ContinuousInput, arm: str, seed: int) -> pd.DataFrame:
-    rows = data.scores[data.scores["judge_id"] == arm].reset_index(drop=True)
-    if arm == SYNTHETIC:
-        rng = np.random.default_rng(np.random.SeedSequence([seed, _SYNTH_KEY]))
-        rows = rows.assign(j=strict_compressing_judge(rows["y"].to_numpy(), rng))
-    return rows
+    return arm_scores(data.scores, arm, seed)
+
+
+def _timed(predict: Callable[[], np.ndarray]) -> tuple[np.ndarray, float]:
+    """Predictions and the wall milliseconds per item of producing them (reported, never asserted)."""
+    t0 = time.perf_counter()
+    out = np.asarray(predict(), dtype=np.float64)
+    return out, 1e3 * (time.perf_counter() - t0) / max(out.size, 1)
+
+
+def interval_metrics(y: np.ndarray, low: np.ndarray, high: np.ndarray) -> dict[str, float]:
+    """Coverage (share of ``y`` inside [low, high]) and mean width of per-item predictive intervals."""
+    return {"coverage": float(np.mean((y >= low) & (y <= high))), "interval_width": float(np.mean(high - low))}
+
+
+def conjugate_interval(
+    anchor_j: np.ndarray, anchor_y: np.ndarray, j: np.ndarray, level: float, *, nodes: int = 60
+) -> tuple[np.ndarray, np.ndarray]:
+    """Equal-tailed posterior-predictive interval of the single-cell conjugate corrector at scores ``j`` (spec §3.6,
+    §3.8b): exact mixture quantiles at the distinct scores, or at ``nodes`` points interpolated when there are more
+    (the quantiles are smooth in ``j``)."""
+    cell = ConjugateLinear().fit(sufficient_stats(anchor_j, anchor_y))
+    at = np.unique(j)
+    if at.size > nodes:
+        at = np.linspace(at[0], at[-1], nodes)
+    tail = (1.0 - level) / 2.0
+    low, high = cell.predictive_quantiles(at, tail), cell.predictive_quantiles(at, 1.0 - tail)
+    return np.interp(j, at, low), np.interp(j, at, high)
 
 
 def _anchors(rows: pd.DataFrame, pool: np.ndarray, budget: int) -> pd.DataFrame:
@@ -187,9 +215,17 @@ def _linear_rows(data: ContinuousInput, rep: Replicate, seed: int) -> list[dict[
         y, j = t["y"].to_numpy(), t["j"].to_numpy()
         key = (rep.arm, rubric)
         n = {"n_anchors": len(a), "n_test": len(t)}
-        if rep.budget == min(config.budgets):  # raw does not depend on the budget: one row per seed
-            out.append(_row(*key, "raw", rep.budget, seed, y, j, figures, **n))
+        if rep.budget == min(config.budgets):  # raw and ot_oracle do not depend on the budget: one row per seed
+            out.append(_row(*key, "raw", rep.budget, seed, y, j, figures, **n, latency_ms_per_item=0.0))
+            # The test marginals' own quantile map (uses the test labels): the floor of the distribution metrics.
+            oracle, ms = _timed(lambda: MarginalOT().fit(j, y).predict(j))  # noqa: B023 - called at once
+            out.append(_row(*key, "ot_oracle", rep.budget, seed, y, oracle, figures, **n, latency_ms_per_item=ms))
         alpha, beta, sigma, canary = params[rubric]
+        if use_nuts:
+            low, high = model.predict_interval(j, [rubric] * len(j), level=config.interval_level, random_state=seed)
+        else:
+            low, high = conjugate_interval(a["j"].to_numpy(), a["y"].to_numpy(), j, config.interval_level)
+        linear, ms = _timed(lambda: alpha + beta * j)  # noqa: B023 - called at once
         out.append(
             _row(
                 *key,
@@ -197,9 +233,11 @@ def _linear_rows(data: ContinuousInput, rep: Replicate, seed: int) -> list[dict[
                 rep.budget,
                 seed,
                 y,
-                alpha + beta * j,
+                linear,
                 figures,
                 **n,
+                **interval_metrics(y, low, high),
+                latency_ms_per_item=ms,
                 alpha=alpha,
                 beta=beta,
                 sigma=sigma,
@@ -209,7 +247,12 @@ def _linear_rows(data: ContinuousInput, rep: Replicate, seed: int) -> list[dict[
                 **diag,
             )
         )
-        out.append(_row(*key, "ot", rep.budget, seed, y, MarginalOT().fit(a["j"], a["y"]).predict(j), figures, **n))
+        ot = MarginalOT().fit(a["j"], a["y"])
+        mapped, ms = _timed(lambda: ot.predict(j))  # noqa: B023 - called at once
+        out.append(_row(*key, "ot", rep.budget, seed, y, mapped, figures, **n, latency_ms_per_item=ms))
+        level = float(a["y"].mean())
+        constant, ms = _timed(lambda: np.full(len(j), level))  # noqa: B023 - called at once
+        out.append(_row(*key, "constant", rep.budget, seed, y, constant, figures, **n, latency_ms_per_item=ms))
     return out
 
 
@@ -231,48 +274,102 @@ def flow_settings(config: Config) -> dict[str, Any]:
     }
 
 
-def _flow_rows(data: ContinuousInput, rep: Replicate) -> list[dict[str, Any]]:
-    config = rep.config
-    code = {r: i for i, r in enumerate(data.rubrics)}
-    per_seed = []
-    for seed in rep.seeds:
-        rows = _arm_data(data, rep.arm, seed)
-        test, pool = split(rows, seed, config.test_groups)
-        per_seed.append((rows, _anchors(rows, pool, rep.budget), rows.iloc[test]))
-    job = FlowJob(
-        j=_pad([a["j"].to_numpy() for _, a, _ in per_seed], np.nan),
-        y=_pad([a["y"].to_numpy() for _, a, _ in per_seed], np.nan),
-        rubric=_pad([a["rubric"].map(code).to_numpy() for _, a, _ in per_seed], 0).astype(np.int64),
-        test_j=_pad([t["j"].to_numpy() for _, _, t in per_seed], 1.0),
-        test_rubric=_pad([t["rubric"].map(code).to_numpy() for _, _, t in per_seed], 0).astype(np.int64),
-        seeds=rep.seeds,
-        n_rubrics=len(data.rubrics),
+def _flow_job(
+    config: Config,
+    per_member: list[tuple[pd.DataFrame, pd.DataFrame]],
+    seeds: tuple[int, ...],
+    code: dict[str, int],
+    n_rubrics: int,
+) -> FlowJob:
+    """One stacked fit: member m trains on ``per_member[m][0]`` (anchors) and predicts ``per_member[m][1]`` (tests)."""
+    return FlowJob(
+        j=_pad([a["j"].to_numpy() for a, _ in per_member], np.nan),
+        y=_pad([a["y"].to_numpy() for a, _ in per_member], np.nan),
+        rubric=_pad([a["rubric"].map(code).to_numpy() for a, _ in per_member], 0).astype(np.int64),
+        test_j=_pad([t["j"].to_numpy() for _, t in per_member], 1.0),
+        test_rubric=_pad([t["rubric"].map(code).to_numpy() for _, t in per_member], 0).astype(np.int64),
+        seeds=seeds,
+        n_rubrics=n_rubrics,
         settings=flow_settings(config),
         n_passes=config.flow_passes,
         threads=config.flow_threads,
     )
-    result = fit_predict_flows(job)
+
+
+def _flow_predictions(
+    data: ContinuousInput,
+    config: Config,
+    per_seed: list[tuple[pd.DataFrame, pd.DataFrame]],
+    seeds: tuple[int, ...],
+    mode: str,
+) -> tuple[list[np.ndarray], list[np.ndarray], dict[str, Any]]:
+    """MC mean and s.d. of every seed's test items (in test-row order) from the shared rubric-embedded flow or from
+    one plain flow per rubric (members = seeds x rubrics of one stacked fit), and the fit's facts."""
+    tests = [t for _, t in per_seed]
+    if mode == "shared":
+        code = {r: i for i, r in enumerate(data.rubrics)}
+        result = fit_predict_flows(_flow_job(config, per_seed, seeds, code, len(data.rubrics)))
+        means = [result.mean[m, : len(t)] for m, t in enumerate(tests)]
+        sds = [result.sd[m, : len(t)] for m, t in enumerate(tests)]
+        losses = list(result.final_loss)
+    else:
+        members, member_seeds, where = [], [], []
+        for m, (anchors, t) in enumerate(per_seed):
+            for r, rubric in enumerate(data.rubrics):
+                members.append((anchors[anchors["rubric"] == rubric], t[t["rubric"] == rubric]))
+                member_seeds.append(seeds[m] * _RUBRIC_STRIDE + r)
+                where.append((m, (t["rubric"] == rubric).to_numpy()))
+        result = fit_predict_flows(_flow_job(config, members, tuple(member_seeds), dict.fromkeys(data.rubrics, 0), 1))
+        means = [np.full(len(t), np.nan) for t in tests]
+        sds = [np.full(len(t), np.nan) for t in tests]
+        for k, (m, sel) in enumerate(where):
+            means[m][sel], sds[m][sel] = result.mean[k, : sel.sum()], result.sd[k, : sel.sum()]
+        per = np.asarray(result.final_loss).reshape(len(seeds), len(data.rubrics))
+        losses = list(per.mean(1))
+    facts = {
+        "device": result.device,
+        "fit_seconds": (result.seconds - result.predict_seconds) / len(seeds),
+        "latency_ms_per_item": 1e3 * result.predict_seconds / max(sum(len(t) for t in tests), 1),
+        "losses": losses,
+    }
+    return means, sds, facts
+
+
+def _flow_rows(data: ContinuousInput, rep: Replicate) -> list[dict[str, Any]]:
+    config = rep.config
+    per_seed = []
+    for seed in rep.seeds:
+        rows = _arm_data(data, rep.arm, seed)
+        test, pool = split(rows, seed, config.test_groups)
+        per_seed.append((_anchors(rows, pool, rep.budget), rows.iloc[test]))
+    z = float(norm.ppf(0.5 + config.interval_level / 2))
     out = []
-    for m, (seed, (_, anchors, tests)) in enumerate(zip(rep.seeds, per_seed, strict=True)):
-        mean, sd = result.mean[m, : len(tests)], result.sd[m, : len(tests)]
-        figures = config.item_seed_figures and seed == config.seed
-        for rubric in data.rubrics:
-            sel = (tests["rubric"] == rubric).to_numpy()
-            y, y_hat, s = tests["y"].to_numpy()[sel], mean[sel], sd[sel]
-            routed = route_for_review(s, budget=config.review_budget)
-            err = np.abs(y_hat - y)
-            extra = {
-                "n_anchors": int((anchors["rubric"] == rubric).sum()),
-                "n_test": int(sel.sum()),
-                "mc_sd_mean": float(s.mean()),
-                "routed_fraction": float(routed.mean()),
-                "routed_mae": float(err[routed].mean()) if routed.any() else np.nan,
-                "kept_mae": float(err[~routed].mean()) if (~routed).any() else np.nan,
-                "final_loss": float(result.final_loss[m]),
-                "device": result.device,
-                "fit_seconds": result.seconds / len(rep.seeds),
-            }
-            out.append(_row(rep.arm, rubric, "flow", rep.budget, seed, y, y_hat, figures, **extra))
+    for mode in config.flow_rubrics:
+        corrector = "flow" if mode == "shared" else f"flow_{mode}"
+        means, sds, facts = _flow_predictions(data, config, per_seed, rep.seeds, mode)
+        for m, (seed, (anchors, tests)) in enumerate(zip(rep.seeds, per_seed, strict=True)):
+            figures = config.item_seed_figures and seed == config.seed
+            for rubric in data.rubrics:
+                sel = (tests["rubric"] == rubric).to_numpy()
+                y, y_hat, s = tests["y"].to_numpy()[sel], means[m][sel], sds[m][sel]
+                routed = route_for_review(s, budget=config.review_budget)
+                err = np.abs(y_hat - y)
+                extra = {
+                    "n_anchors": int((anchors["rubric"] == rubric).sum()),
+                    "n_test": int(sel.sum()),
+                    "mc_sd_mean": float(s.mean()),
+                    # Does the MC s.d. rank the items by their error (spec §6)? NaN when it or the error is constant.
+                    "sd_error_spearman": float(spearmanr(s, err).statistic) if np.ptp(s) and np.ptp(err) else np.nan,
+                    "routed_fraction": float(routed.mean()),
+                    "routed_mae": float(err[routed].mean()) if routed.any() else np.nan,
+                    "kept_mae": float(err[~routed].mean()) if (~routed).any() else np.nan,
+                    "final_loss": float(facts["losses"][m]),
+                    "device": facts["device"],
+                    "fit_seconds": facts["fit_seconds"],
+                    "latency_ms_per_item": facts["latency_ms_per_item"],
+                }
+                extra |= interval_metrics(y, y_hat - z * s, y_hat + z * s)
+                out.append(_row(rep.arm, rubric, corrector, rep.budget, seed, y, y_hat, figures, **extra))
     return out
 
 

@@ -106,7 +106,7 @@ def test_continuous_study_through_the_runner(rb2_slice: Path, tmp_path: Path, ra
     assert (folder / "_SUCCESS").exists()
     summary = json.loads((folder / "summary.json").read_text())
     results = pd.DataFrame(summary["results"])
-    assert set(results["corrector"]) == {"raw", "linear_hb", "flow", "ot"}
+    assert set(results["corrector"]) == {"raw", "linear_hb", "flow", "ot", "ot_oracle", "constant"}
     assert set(results["judge"]) == {"nano", "synthetic"} and set(results["budget"]) == {10, 40}
     for m in ("mean_error", "mae", "pearson", "kl", "w1"):
         assert {m, f"{m}_ci_low", f"{m}_ci_high"} <= set(results.columns)
@@ -125,9 +125,12 @@ def test_continuous_study_through_the_runner(rb2_slice: Path, tmp_path: Path, ra
     assert raw.loc[("nano", "Math", 1)] == pytest.approx(np.corrcoef(math["j"], math["y"])[0, 1])
     flows = parts[parts["corrector"] == "flow"]
     assert (flows["device"] == "cpu").all() and (flows["mc_sd_mean"] > 0).all()
-    assert {"calibration_nano.png", "calibration_synthetic.png", "metric_vs_budget.png"} <= {
+    assert {"calibration_nano.png", "calibration_synthetic.png", "metric_vs_budget.png", "judge_vs_reference.png"} <= {
         p.name for p in (folder / "figures").iterdir()
     }
-    assert "## Findings the paper expects, checked on this data" in (folder / "report.md").read_text()
+    text = (folder / "report.md").read_text()
+    for section in ("Findings the paper expects", "Crossover budgets: MAE and KL", "Predictive intervals", "saturates"):
+        assert section in text
+    assert summary["crossover_kl"] and summary["saturation"]
     again = execute(prepare(CONFIG, overrides), EngineConfig(ray_num_cpus=2), output=str(tmp_path))
     assert Path(again) == folder  # a finished run is returned as is
