@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -97,16 +98,30 @@ class DawidSkeneFit:
         return -float(self.model.loss_history_[-1]) * self.n_items
 
 
+def _judges(source: Any, config: EngineConfig, sample: int, dataset: str | None, judge_ids: Any) -> list[str] | None:
+    """The judges of a table fit (both engines): ``judge_ids`` as given, else every judge with a row at ``sample``
+    (sorted); None for votes in memory (column positions) and for a session (its views are read in Spark)."""
+    if judge_ids is not None:
+        return [str(j) for j in judge_ids]
+    if not isinstance(source, str):
+        return None
+    found = judge_ids_of(source, config.storage_options, sample=sample, dataset=dataset)
+    if not found:
+        raise InputError(f"{source}: verdicts: sample: no verdict rows with sample={sample}")
+    return found
+
+
 def _votes_in_memory(
-    source: Any, labels: npt.ArrayLike | None, config: EngineConfig, sample: int
-) -> tuple[npt.ArrayLike, npt.ArrayLike | None, list[str] | None]:
-    """Votes, label codes (-1 = none) and judge ids (None: not known) of an in-memory fit."""
-    judge_ids = None
+    source: Any,
+    labels: npt.ArrayLike | None,
+    config: EngineConfig,
+    sample: int,
+    judge_ids: list[str] | None,
+    dataset: str | None,
+    latent_items: Collection[str],
+) -> tuple[npt.ArrayLike, npt.ArrayLike | None]:
+    """Votes and label codes (-1 = none) of an in-memory fit."""
     if isinstance(source, str):
-        # The Spark path's judges (every judge with a row at `sample`, sorted) and items (every item with one).
-        judge_ids = judge_ids_of(source, config.storage_options, sample=sample)
-        if not judge_ids:
-            raise InputError(f"{source}: verdicts: sample: no verdict rows with sample={sample}")
         verdicts = read_dataset_table(
             source,
             "verdicts",
@@ -115,10 +130,16 @@ def _votes_in_memory(
             dictionary_columns=["dataset", "item_id", "group_id", "judge_id", "verdict"],
         )
         table = read_dataset_table(source, "labels", _LABEL_COLUMNS, storage_options=config.storage_options)
-        source = item_votes(verdicts, table, judge_ids, sample=sample)
+        source = item_votes(verdicts, table, judge_ids, sample=sample, dataset=dataset)
     if isinstance(source, ItemVotes):
-        return source.votes, source.labels, judge_ids
-    return source, labels, None
+        codes = source.labels
+        if latent_items:
+            hidden = np.isin(
+                source.keys.column("item_id").to_numpy(zero_copy_only=False).astype(str), list(latent_items)
+            )
+            codes = np.where(hidden, UNLABELLED, codes).astype(codes.dtype)
+        return source.votes, codes
+    return source, labels
 
 
 def fit_dawid_skene(
@@ -135,6 +156,9 @@ def fit_dawid_skene(
     engine: str = "auto",
     config: EngineConfig | None = None,
     sample: int = 0,
+    judge_ids: Sequence[str] | None = None,
+    dataset: str | None = None,
+    latent_items: Collection[str] = (),
 ) -> DawidSkeneFit:
     """Fit binary Dawid-Skene by EM over every item, in memory or on Spark (same iterations, same parameters).
 
@@ -160,6 +184,14 @@ def fit_dawid_skene(
         Spark master and settings, ``local_max_rows``, storage options.
     sample : int, default 0
         The verdict sample of a table; ``tie``, null and unparseable verdicts are missing votes.
+    judge_ids : sequence of str, optional
+        A table's judges, in column order (other judges' verdicts are left out). Default: every judge with a
+        verdict at ``sample``, sorted.
+    dataset : str, optional
+        Only this dataset's items of a table.
+    latent_items : collection of str, optional
+        Item ids (of ``dataset``) whose labels are left out: they stay latent, as in a cross-fitting's held-out
+        fold. Only with a table or ``ItemVotes``.
 
     Returns
     -------
@@ -201,17 +233,22 @@ def fit_dawid_skene(
             "fit_dawid_skene: labels: only with a vote matrix; a table's labels come from its labels table and "
             "ItemVotes carry their own; pass labels=None"
         )
+    if latent_items and isinstance(source, np.ndarray | list | tuple):
+        raise ConfigError("fit_dawid_skene: latent_items: only with a table or ItemVotes; mark them -1 in labels")
     start = time.perf_counter()
     chosen = _choose(source, engine, config)
+    judges = _judges(source, config, sample, dataset, judge_ids)
     if chosen == "spark":
-        return _fit_spark(source, model, config, sample, start)
-    votes, codes, judge_ids = _votes_in_memory(source, labels, config, sample)
+        return _fit_spark(
+            source, model, config, start, sample=sample, judge_ids=judges, dataset=dataset, latent_items=latent_items
+        )
+    votes, codes = _votes_in_memory(source, labels, config, sample, judges, dataset, latent_items)
     model.fit(votes, codes if semi_supervised else None)
     n_labelled = int((np.asarray(codes) != UNLABELLED).sum()) if semi_supervised and codes is not None else 0
-    judge_ids = judge_ids or [str(j) for j in range(model.n_features_in_)]  # a bare matrix: column positions
+    judges = judges or [str(j) for j in range(model.n_features_in_)]  # a bare matrix: column positions
     seconds = time.perf_counter() - start
     log.info("dawid-skene in memory: %d iterations, %.1fs", model.n_iter_, seconds)
-    return DawidSkeneFit(model, judge_ids, "local", len(model.posteriors_), n_labelled, seconds, model.n_iter_ + 1)
+    return DawidSkeneFit(model, judges, "local", len(model.posteriors_), n_labelled, seconds, model.n_iter_ + 1)
 
 
 def _choose(source: Any, engine: str, config: EngineConfig) -> str:
@@ -226,20 +263,12 @@ def _choose(source: Any, engine: str, config: EngineConfig) -> str:
     return "local"
 
 
-def _fit_spark(source: Any, model: DawidSkene, config: EngineConfig, sample: int, start: float) -> DawidSkeneFit:
+def _fit_spark(source: Any, model: DawidSkene, config: EngineConfig, start: float, **table: Any) -> DawidSkeneFit:
     from judgecal_dist.engine.ds_spark import dawid_skene_spark
 
-    params = model.get_params()
-    result = dawid_skene_spark(
-        source,
-        engine=config,
-        sample=sample,
-        **{
-            k: params[k]
-            for k in ("n_iter", "tol", "tol_posterior", "smoothing", "eps", "fixed_iter", "semi_supervised")
-        },
-    )
+    result = dawid_skene_spark(source, model=model, engine=config, **table)
     result.unpersist()
+    params = model.get_params()
     fitted = DawidSkene.from_parameters(result.prior_, result.confusion_, **params)
     fitted.n_iter_, fitted.converged_ = result.n_iter_, result.converged_
     fitted.loss_history_, fitted.label_switched_ = result.loss_history_, result.label_switched_

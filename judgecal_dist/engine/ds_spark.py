@@ -32,7 +32,7 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -235,20 +235,32 @@ def _run_pass(votes: DataFrame, **kernel: Any) -> _PassStats:
     )
 
 
-def _votes_table(source: str | SparkSession, config: EngineConfig, sample: int) -> tuple[DataFrame, list[str], Any]:
+def _votes_table(
+    source: str | SparkSession,
+    config: EngineConfig,
+    sample: int,
+    judge_ids: list[str] | None,
+    dataset: str | None,
+    latent_items: Collection[str],
+) -> tuple[DataFrame, list[str], Any]:
     """The packed votes of every item at ``sample`` (the vote codec's), the judge ids, and the codec's tally."""
     if isinstance(source, SparkSession):
         spark, verdicts, labels = source, source.table("verdicts"), source.table("labels")
-        at_sample = verdicts.where(F.col("sample") == sample)
-        judge_ids = sorted(r.judge_id for r in at_sample.select("judge_id").distinct().collect())
+        if judge_ids is None:
+            at_sample = verdicts.where(F.col("sample") == sample)
+            judge_ids = sorted(r.judge_id for r in at_sample.select("judge_id").distinct().collect())
     else:
         spark = get_session(config.spark_master, conf=dict(config.spark_conf))
         verdicts, labels = source, read_table(spark, source, "labels")
-        judge_ids = judge_ids_of(source, config.storage_options, sample=sample)
+        if judge_ids is None:
+            judge_ids = judge_ids_of(source, config.storage_options, sample=sample, dataset=dataset)
     if not judge_ids:
         raise InputError(f"{source}: verdicts: sample: no verdict rows with sample={sample}")
+    if latent_items:  # their labels left out (a cross-fitting's held-out fold); a broadcast anti-join
+        hidden = spark.createDataFrame(pd.DataFrame({"item_id": sorted(map(str, latent_items))}))
+        labels = labels.join(F.broadcast(hidden), on="item_id", how="left_anti")
     items, tally = item_votes_spark(
-        spark, verdicts, labels, judge_ids, sample=sample, storage_options=config.storage_options
+        spark, verdicts, labels, judge_ids, sample=sample, dataset=dataset, storage_options=config.storage_options
     )
     # A cached plan keeps the shuffle's partition count (AQE may not coalesce it), and every pass starts one
     # Python task per partition: one partition per core is enough (batches bound the memory of a task).
@@ -268,6 +280,10 @@ def dawid_skene_spark(
     smoothing: float = 0.01,
     eps: float = 1e-6,
     fixed_iter: bool = False,
+    model: DawidSkene | None = None,
+    judge_ids: list[str] | None = None,
+    dataset: str | None = None,
+    latent_items: Collection[str] = (),
 ) -> DSResult:
     """Fit Dawid-Skene by EM over every item of a verdict table, one Spark pass per iteration.
 
@@ -287,6 +303,10 @@ def dawid_skene_spark(
     engine : EngineConfig, optional
         Spark master and settings.
     sample : int, default 0
+    model : DawidSkene, optional
+        The estimator whose hyperparameters to use (checked already; the keyword hyperparameters are then ignored).
+    judge_ids, dataset, latent_items
+        As in :func:`judgecal_dist.engine.dawid_skene.fit_dawid_skene`.
 
     Returns
     -------
@@ -308,17 +328,19 @@ def dawid_skene_spark(
     """
     config = engine or EngineConfig()
     where = "dawid_skene_spark"
-    model = DawidSkene(
-        n_iter=n_iter,
-        tol=tol,
-        tol_posterior=tol_posterior,
-        smoothing=smoothing,
-        semi_supervised=semi_supervised,
-        fixed_iter=fixed_iter,
-        eps=eps,
-    )
-    model.check_params(where)
-    votes, judge_ids, tally = _votes_table(source, config, sample)
+    if model is None:
+        model = DawidSkene(
+            n_iter=n_iter,
+            tol=tol,
+            tol_posterior=tol_posterior,
+            smoothing=smoothing,
+            semi_supervised=semi_supervised,
+            fixed_iter=fixed_iter,
+            eps=eps,
+        )
+        model.check_params(where)
+    n_iter, semi_supervised, fixed_iter = model.n_iter, model.semi_supervised, model.fixed_iter
+    votes, judge_ids, tally = _votes_table(source, config, sample, judge_ids, dataset, latent_items)
     votes = votes.persist(StorageLevel.MEMORY_AND_DISK)
     J = len(judge_ids)
     kernel = {"model": model, "n_judges": J, "semi": semi_supervised}

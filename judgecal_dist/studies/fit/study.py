@@ -13,7 +13,13 @@ NLL is within one standard error of it (:math:`\mathrm{sd}(\ell_i)/\sqrt n` of t
 Breiman et al. 1984's rule), the one with the fewest judges, then the simplest calibrator (none < temperature <
 platt < beta < isotonic), then the simplest aggregator, then the lowest NLL. The chosen candidate is refitted on
 all labelled items and exported (``model/model.json``, :mod:`judgecal_dist.models`); its conformal thresholds come
-from its cross-fitted probabilities, which no fit has seen. ``predictions.parquet`` holds the exported model's
+from its cross-fitted probabilities, which no fit has seen.
+
+Dawid-Skene is the one candidate fitted on more than the labelled panel: semi-supervised EM over every item of
+the table with a verdict from the panel's judges (:func:`judgecal_dist.engine.dawid_skene.fit_dawid_skene`, in
+memory when the votes fit, one Spark pass per iteration when they do not, same result), the labels of the
+training folds anchoring it and the held-out fold's labels left latent. These fits run on the driver when the
+data is loaded (a Spark session is not shipped to replicates); a replicate reads its fold's fitted model. ``predictions.parquet`` holds the exported model's
 probability of every labelled item: ``judgecal score`` with the model reproduces it exactly.
 
 References
@@ -23,17 +29,20 @@ References
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from judgecal_dist.config import EngineConfig
+from judgecal_dist.engine.dawid_skene import fit_dawid_skene
 from judgecal_dist.engine.panel import Panel, load_panel
+from judgecal_dist.engine.stats import choose_engine
 from judgecal_dist.errors import ConfigError
+from judgecal_dist.methods.aggregation.dawid_skene import DawidSkene
 from judgecal_dist.methods.calibration.conformal import SplitConformal
-from judgecal_dist.methods.pipeline import aggregate, calibrate, calibrator, choose_panels
+from judgecal_dist.methods.pipeline import aggregate, calibrate, calibrator, choose_panels, step1_scores
 from judgecal_dist.models import pipeline_from_estimators
 from judgecal_dist.splits import assign_blocks
 from judgecal_dist.stats.metrics import pointwise_nll
@@ -56,17 +65,26 @@ FOLD_SEED_OFFSET = 7_000_003
 
 @dataclass(frozen=True)
 class FitInput:
-    """The labelled panel and the settings every fold task needs."""
+    """The labelled panel and the settings every fold task needs.
+
+    ``ds`` holds the Dawid-Skene fit of each (fold, panel), over every item of the table (module docstring);
+    ``engine`` is the engine those fits (and the exported one) ran on.
+    """
 
     panel: Panel
     config: Config
     roles: np.ndarray
+    engine: EngineConfig
+    ds_engine: str = "local"
+    ds: dict[tuple[int, str], DawidSkene] = field(default_factory=dict)
 
 
 def load(config: Config, engine: EngineConfig) -> FitInput:
     """The dense labelled panel of ``config.data`` (natural orientation: the exported model reads A/B verdicts)."""
+    url = config.data
+    assert url is not None  # the runner requires it (Config.data_required)
     panel = load_panel(
-        config.data, sample=config.sample, dataset=config.dataset, storage_options=dict(engine.storage_options)
+        url, sample=config.sample, dataset=config.dataset, storage_options=dict(engine.storage_options)
     )
     if len(np.unique(panel.labels)) < 2:
         raise ConfigError(f"{config.data}: labels: label: every labelled item has the same label; fit needs both")
@@ -75,7 +93,61 @@ def load(config: Config, engine: EngineConfig) -> FitInput:
         raise ConfigError(
             f"folds={config.folds}: {len(np.unique(panel.group_keys))} groups leave a fold empty; lower folds"
         )
-    return FitInput(panel=panel, config=config, roles=roles)
+    data = FitInput(panel=panel, config=config, roles=roles, engine=engine)
+    if "dawid_skene" not in config.aggregators:
+        return data
+    data = FitInput(panel, config, roles, engine, choose_engine(url, None, engine))
+    for fold in range(config.folds):
+        held = roles == fold
+        train = ~held
+        chosen = choose_panels(
+            tuple(config.panels),
+            panel.votes[train],
+            panel.labels[train],
+            panel.judge_ids,
+            panel.families,
+            config.settings,
+        )
+        for panel_name, cols in chosen.items():
+            data.ds[fold, panel_name] = _dawid_skene(data, cols, panel.item_ids[held])
+    return data
+
+
+def _dawid_skene(data: FitInput, cols: np.ndarray, latent: np.ndarray) -> DawidSkene:
+    """Semi-supervised Dawid-Skene over every item voted by the judges ``cols``, the ``latent`` items' labels left
+    out; its columns are ``cols`` in order."""
+    config, settings = data.config, data.config.settings
+    fit = fit_dawid_skene(
+        str(config.data),
+        n_iter=settings.ds_n_iter,
+        eps=settings.eps,
+        engine=data.ds_engine,
+        config=data.engine,
+        sample=config.sample,
+        judge_ids=[str(j) for j in data.panel.judge_ids[cols]],
+        dataset=data.panel.dataset,
+        latent_items=set(map(str, latent)),
+    )
+    return fit.model
+
+
+def _aggregate(
+    data: FitInput,
+    agg: str,
+    fold: int | None,
+    panel_name: str,
+    cols: np.ndarray,
+    v_fit: np.ndarray,
+    y_fit: np.ndarray,
+    v_new: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, Any]:
+    """:func:`~judgecal_dist.methods.pipeline.aggregate`, except Dawid-Skene: the table-wide fit of ``fold``
+    (None: every label anchoring it, for the export)."""
+    settings = data.config.settings
+    if agg != "dawid_skene":
+        return aggregate(agg, settings, v_fit, y_fit, v_new)
+    model = _dawid_skene(data, cols, np.array([], dtype=str)) if fold is None else data.ds[fold, panel_name]
+    return step1_scores(agg, model, v_fit, settings), step1_scores(agg, model, v_new, settings), model
 
 
 def plan(config: Config, data: FitInput) -> list[Replicate]:
@@ -93,7 +165,9 @@ def run_replicate(data: FitInput, rep: Replicate) -> pd.DataFrame:
     rows = []
     for panel_name, cols in panels.items():
         for agg in config.aggregators:
-            s_fit, s_new, _ = aggregate(agg, settings, V_tr[:, cols], y_tr, panel.votes[held][:, cols])
+            s_fit, s_new, _ = _aggregate(
+                data, agg, rep.fold, panel_name, cols, V_tr[:, cols], y_tr, panel.votes[held][:, cols]
+            )
             probs = calibrate_all(config.calibrators, settings, s_fit, y_tr, s_new)
             for cal, p in probs.items():
                 rows.append(
@@ -146,15 +220,18 @@ def choose(table: pd.DataFrame, rule: str) -> tuple[str, str]:
     return chosen, str(others.iloc[0]["candidate"]) if len(others) else ""
 
 
-def _export(config: Config, panel: Panel, name: str, crossfit_p: np.ndarray) -> Any:
+def _export(data: FitInput, name: str, crossfit_p: np.ndarray) -> Any:
     """The candidate ``name`` refitted on every labelled item, as an exported pipeline."""
+    config, panel = data.config, data.panel
     agg, _, rest = name.partition("+")
     cal, _, panel_name = rest.partition("@")
     settings = config.settings
     cols = choose_panels((panel_name,), panel.votes, panel.labels, panel.judge_ids, panel.families, settings).get(
         panel_name, np.arange(len(panel.judge_ids))
     )
-    s_fit, _, model = aggregate(agg, settings, panel.votes[:, cols], panel.labels, panel.votes[:1, cols])
+    s_fit, _, model = _aggregate(
+        data, agg, None, panel_name, cols, panel.votes[:, cols], panel.labels, panel.votes[:1, cols]
+    )
     fitted = calibrator(cal, settings)
     if fitted is not None:
         fitted.fit(s_fit, panel.labels)
@@ -194,7 +271,7 @@ def summarise(config: Config, parts: pd.DataFrame, data: FitInput) -> StudyResul
         name: by_item[by_item["candidate"] == name].sort_values("item")["p"].to_numpy()
         for name in {chosen, runner_up, exported_name} - {""}
     }
-    model, cols = _export(config, panel, exported_name, crossfit[exported_name])
+    model, cols = _export(data, exported_name, crossfit[exported_name])
     p = model.predict_proba(panel.votes[:, cols])
     predictions = pd.DataFrame(
         {
