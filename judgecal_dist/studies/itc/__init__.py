@@ -3,5 +3,5 @@
 * :mod:`.study`: the contract (``load``, ``plan``, ``run_replicate``, ``summarise``);
 * :mod:`.config`: settings and the methods compared, shared with the report;
 * :mod:`.data`: three-way vote counts per item and budget;
-* :mod:`.report`: means over splits, paired permutation tests, top clusters, ``report.md`` and figures.
+* :mod:`.report`: means over splits, corrected resampled t across splits, top clusters, ``report.md`` and figures.
 """

@@ -6,6 +6,7 @@ from typing import Any
 
 import pandas as pd
 
+from judgecal_dist.studies.base import interval_note
 from judgecal_dist.studies.recommendation import Recommendation, estimate
 
 __all__ = ["recommend", "DEGENERATE_TIE_RATE", "starred"]
@@ -78,8 +79,7 @@ def recommend(config: Any, summary: pd.DataFrame) -> Recommendation:
         runner_up=f"{second} (top cluster in {int(rank.loc[second, 'cells'])} of {int(rank.loc[second, 'of'])} cells): "
         + _cells(summary, second, hi),
         changes=changes,
-        interval=f"{int(config.ci_level * 100)}% intervals over {config.replicates} splits; top cluster by paired "
-        "permutation tests",
+        interval=interval_note(config.ci_level),
         support=support,
         keys=keys,
         metrics=("mae", "pa", "pred_tie_rate"),

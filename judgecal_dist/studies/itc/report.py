@@ -1,11 +1,14 @@
-"""Summary of the itc study: means over splits, paired permutation tests, top clusters, findings, report, figures.
+"""Summary of the itc study: means over splits, paired tests, top clusters, findings, report, figures.
 
-Intervals are mean +- z * SD / sqrt(S) over the S splits (spec 003 §5, Figure 2). Paired permutation test of two
-methods a, b (spec 003 §5, recommended combination): T = mean over splits of the mean per-item loss difference;
-each of R joint resamples flips the sign of every item's difference independently within every split (the
-replicates store, per method, the flipped mean losses under shared flips, so any pair's resampled statistic is a
-difference of stored values); p = (1 + #{|T*| >= |T|}) / (R + 1). Top cluster (Freitag et al. 2023): methods sorted
-by mean (MAE ascending, PA descending) join rank 1 until the first that differs significantly from a member.
+The splits are random calibration/evaluation partitions of one dataset, so they share items: intervals over the S
+splits and the test that decides the top cluster are corrected resampled t (Nadeau and Bengio 2003, with
+n_eval / n_cal of the task), whose width does not shrink as splits are added. The paired sign-flip test of two
+methods a, b (spec 003 §5) stays a test within one split: each of R resamples flips the sign of every evaluation
+item's loss difference (the replicates store, per method, the flipped mean losses under shared flips);
+p = (1 + #{|T*| >= |T|}) / (R + 1). It is reported per split (share of splits where it rejects), never pooled over
+splits, which would treat the same items as new evidence in every split. Top cluster (Freitag et al. 2023):
+methods sorted by mean (MAE ascending, PA descending) join rank 1 until the first that differs significantly from
+a member.
 """
 
 from __future__ import annotations
@@ -14,14 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
 
 from judgecal_dist.io.figures import colours, plain_log_axis, png, pyplot
 from judgecal_dist.io.records import json_records
 from judgecal_dist.methods.repeated.davidson import DavidsonAggregator, davidson_features, mae_action
 from judgecal_dist.methods.repeated.self_consistency import MISSING, majority_vote
 from judgecal_dist.methods.repeated.vote_rates import position_counts, tie_vote_rate
-from judgecal_dist.studies.base import StudyResult
+from judgecal_dist.stats.inference import corrected_resampled_t
+from judgecal_dist.studies.base import StudyResult, interval_note
 from judgecal_dist.studies.itc.config import METHODS
 from judgecal_dist.studies.itc.recommend import DEGENERATE_TIE_RATE, recommend, starred
 from judgecal_dist.studies.recommendation import words
@@ -30,13 +33,16 @@ if TYPE_CHECKING:
     from judgecal_dist.studies.itc.config import Config
     from judgecal_dist.studies.itc.data import ItcInput
 
-__all__ = ["summarise", "permutation_pvalue", "top_cluster", "vote_tables", "decision_grid"]
+__all__ = ["summarise", "permutation_pvalue", "paired_pvalue", "top_cluster", "vote_tables", "decision_grid"]
 
 _KEYS = ["dataset", "judge_id", "n"]
 
 
 def permutation_pvalue(loss_a: np.ndarray, loss_b: np.ndarray, flipped_a: np.ndarray, flipped_b: np.ndarray) -> float:
-    """p-value of the paired sign-flip test from per-split mean losses ``(S,)`` and flipped means ``(S, R)``.
+    """p-value of the paired sign-flip test from mean losses ``(S,)`` and flipped means ``(S, R)``.
+
+    A valid test within one split (``S = 1``): the flips are the null over that split's evaluation items. Over
+    several splits of one dataset it is not (the splits share items); use :func:`paired_pvalue` there.
 
     Examples
     --------
@@ -46,6 +52,36 @@ def permutation_pvalue(loss_a: np.ndarray, loss_b: np.ndarray, flipped_a: np.nda
     t = float(np.mean(loss_a - loss_b))
     t_star = np.mean(flipped_a - flipped_b, axis=0)
     return float((1 + np.sum(np.abs(t_star) >= abs(t) - 1e-12)) / (len(t_star) + 1))
+
+
+def paired_pvalue(
+    loss_a: np.ndarray, loss_b: np.ndarray, flipped_a: np.ndarray, flipped_b: np.ndarray, test_train_ratio: float
+) -> float:
+    """p-value that methods a and b have the same mean loss, from their per-split losses ``(S,)`` on shared splits.
+
+    With two or more splits: the corrected resampled t of the per-split differences (the splits share items, so
+    their differences are correlated; ``test_train_ratio`` = n_eval / n_cal). With one split: the sign-flip test
+    within it (:func:`permutation_pvalue`), exact for that split.
+
+    Examples
+    --------
+    Ten half splits of one dataset whose differences average 0.01: the splits re-use the same items, so their
+    agreement is not ten times the evidence of one split.
+
+    >>> d = np.array([0.03, 0.01, -0.01, 0.02, 0.00, 0.02, 0.01, 0.00, 0.03, -0.01])
+    >>> flips = np.zeros((10, 9))
+    >>> round(paired_pvalue(d, np.zeros(10), flips, flips, test_train_ratio=1.0), 2)
+    0.54
+    """
+    if len(loss_a) < 2:
+        return permutation_pvalue(loss_a, loss_b, flipped_a, flipped_b)
+    return corrected_resampled_t(np.asarray(loss_a) - np.asarray(loss_b), test_train_ratio=test_train_ratio).pvalue
+
+
+def _split_rejections(la: np.ndarray, lb: np.ndarray, fa: np.ndarray, fb: np.ndarray, alpha: float) -> float:
+    """Share of splits whose own sign-flip test rejects at ``alpha`` (a per-split description, not a test)."""
+    p = [permutation_pvalue(la[s : s + 1], lb[s : s + 1], fa[s : s + 1], fb[s : s + 1]) for s in range(len(la))]
+    return float(np.mean(np.asarray(p) < alpha))
 
 
 def top_cluster(means: dict[str, float], pvalue: Any, *, lower_is_better: bool, alpha: float) -> list[str]:
@@ -66,8 +102,12 @@ def top_cluster(means: dict[str, float], pvalue: Any, *, lower_is_better: bool, 
     return cluster
 
 
+def _ratio(group: pd.DataFrame) -> float:
+    # n_2 / n_1 of the corrected t: the task's evaluation items over its calibration items.
+    return float(group["n_eval"].mean() / max(group["n_cal"].mean(), 1.0))
+
+
 def _summary(config: Config, parts: pd.DataFrame) -> pd.DataFrame:
-    z = float(norm.ppf(0.5 + config.ci_level / 2))
     rows = []
     for (dataset, judge, n, method), g in parts.groupby([*_KEYS, "method"], sort=True):
         row: dict[str, Any] = {
@@ -80,13 +120,14 @@ def _summary(config: Config, parts: pd.DataFrame) -> pd.DataFrame:
             "n_cal": float(g["n_cal"].mean()),
         }
         for m in ("mae", "pa", "rev", "pred_tie_rate"):
-            mean, sd = float(g[m].mean()), float(g[m].std(ddof=1)) if len(g) > 1 else 0.0
-            row[m] = mean
+            row[m] = float(g[m].mean())
             if m in ("mae", "pa"):
-                row[f"{m}_ci_low"], row[f"{m}_ci_high"] = (
-                    mean - z * sd / np.sqrt(len(g)),
-                    mean + z * sd / np.sqrt(len(g)),
+                ci = (
+                    corrected_resampled_t(g[m].to_numpy(), test_train_ratio=_ratio(g), confidence=config.ci_level)
+                    if len(g) > 1
+                    else None
                 )
+                row[f"{m}_ci_low"], row[f"{m}_ci_high"] = (ci.low, ci.high) if ci else (np.nan, np.nan)
         for p in ("beta", "eta0", "gamma"):
             if p in g and g[p].notna().any():
                 row[p] = float(g[p].mean())
@@ -97,21 +138,31 @@ def _summary(config: Config, parts: pd.DataFrame) -> pd.DataFrame:
 
 
 def _clusters(config: Config, parts: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
-    """Top-cluster membership for MAE and PA per (dataset, judge, n), with the p-values against the best."""
+    """Top-cluster membership for MAE and PA per (dataset, judge, n), with the p-values against the best.
+
+    ``p_vs_best_<metric>`` is the corrected resampled t across splits (:func:`paired_pvalue`), which decides the
+    cluster; ``split_reject_share_<metric>`` is the share of splits whose own sign-flip test rejects against the
+    best, reported as what it is.
+    """
     summary = summary.copy()
     for metric, lower in (("mae", True), ("pa", False)):
         summary[f"top_cluster_{metric}"] = False
         summary[f"p_vs_best_{metric}"] = np.nan
+        summary[f"split_reject_share_{metric}"] = np.nan
         for key, cell in parts.groupby(_KEYS, sort=True):
             by_method = {m: g.sort_values("seed") for m, g in cell.groupby("method")}
             if len({tuple(g["seed"]) for g in by_method.values()}) != 1:
                 continue  # methods must share the splits to be compared
+            ratio = _ratio(cell)
 
-            def pvalue(a: str, b: str, metric: str = metric, by_method: dict = by_method) -> float:
-                la = by_method[a][metric].to_numpy() if metric == "mae" else 1 - by_method[a][metric].to_numpy()
-                lb = by_method[b][metric].to_numpy() if metric == "mae" else 1 - by_method[b][metric].to_numpy()
-                fa, fb = (np.stack(by_method[m][f"perm_{metric}"].to_numpy()).astype(np.float64) for m in (a, b))
-                return permutation_pvalue(la, lb, fa, fb)
+            def losses(a: str, metric: str = metric, by_method: dict = by_method) -> tuple[np.ndarray, np.ndarray]:
+                value = by_method[a][metric].to_numpy()
+                flipped = np.stack(by_method[a][f"perm_{metric}"].to_numpy()).astype(np.float64)
+                return (value if metric == "mae" else 1 - value), flipped
+
+            def pvalue(a: str, b: str, losses: Any = losses, ratio: float = ratio) -> float:
+                (la, fa), (lb, fb) = losses(a), losses(b)
+                return paired_pvalue(la, lb, fa, fb, ratio)
 
             means = {m: float(g[metric].mean()) for m, g in by_method.items()}
             cluster = top_cluster(means, pvalue, lower_is_better=lower, alpha=config.significance)
@@ -119,9 +170,13 @@ def _clusters(config: Config, parts: pd.DataFrame, summary: pd.DataFrame) -> pd.
             summary.loc[sel & summary["method"].isin(cluster), f"top_cluster_{metric}"] = True
             best = cluster[0]
             for m in means:
-                summary.loc[sel & (summary["method"] == m), f"p_vs_best_{metric}"] = (
-                    1.0 if m == best else pvalue(m, best)
-                )
+                here = sel & (summary["method"] == m)
+                summary.loc[here, f"p_vs_best_{metric}"] = 1.0 if m == best else pvalue(m, best)
+                if m != best:
+                    (la, fa), (lb, fb) = losses(m), losses(best)
+                    summary.loc[here, f"split_reject_share_{metric}"] = _split_rejections(
+                        la, lb, fa, fb, config.significance
+                    )
     return summary
 
 
@@ -242,8 +297,9 @@ def _choices(config: Config, data: ItcInput) -> dict[str, Any]:
         "sc_tie_break": config.sc_tie_break,
         "soft_sc": "mean is the default column; min and product are variants; ties toward 0",
         "not_reproducible": "GD/FS/USC/GSA need new LLM calls (temperature-0 two-order votes, aggregation calls)",
-        "intervals": f"mean +- z SD / sqrt(S), {config.ci_level}",
-        "permutation_test": f"{config.permutations} joint sign-flip resamples per split, alpha {config.significance}",
+        "intervals": interval_note(config.ci_level),
+        "top_cluster_test": f"corrected resampled t of the paired per-split differences, alpha {config.significance}",
+        "permutation_test": f"{config.permutations} sign-flip resamples within each split (reported per split)",
         "orientation": f"seeded coin per (subset, id, a, b), seed {config.orientation_seed}",
     }
 
@@ -281,7 +337,7 @@ def _report(config: Config, summary: pd.DataFrame, extra: dict[str, Any]) -> str
         f"{config.calib_fraction}. Each cell: MAE (pairwise accuracy) on the evaluation part; n = sampled verdicts "
         "per item. MAE is the mean absolute error of the predicted preference in {-1, 0, +1} (0 = tie); pairwise "
         "accuracy (PA) the share of pairs predicted exactly. * = in the top cluster (no method significantly "
-        f"better, paired permutation tests); † = predicts a tie for {DEGENERATE_TIE_RATE:.0%} or more of the pairs, "
+        f"better: corrected resampled t of the paired differences over splits); † = predicts a tie for {DEGENERATE_TIE_RATE:.0%} or more of the pairs, "
         "so its MAE reflects how often the labels are ties and it is never starred.",
         "",
     ]

@@ -5,8 +5,8 @@ calibration part C holds ``round_half_up(calib_fraction * N)`` items (those with
 of their item key, or of their group with ``split: group``), the same for every budget and method; the Davidson
 model is fitted on C's vote counts and labels, and every method is scored on E = D \\ C with ordinal MAE, pairwise
 accuracy and the reversal rate. Each replicate also returns, per method, the means of its per-item losses under
-``permutations`` joint sign flips (the same flips for every method), from which ``summarise`` computes paired
-permutation p-values over all splits and the top cluster (spec 003 §5).
+``permutations`` joint sign flips (the same flips for every method), from which ``summarise`` computes each split's
+paired sign-flip test; the top cluster is decided across splits by the corrected resampled t (spec 003 §5).
 
 References
 ----------

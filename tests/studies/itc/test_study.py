@@ -14,13 +14,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.stats import t as student_t
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.errors import ConfigError
 from judgecal_dist.io.ingest import ingest
+from judgecal_dist.studies.base import interval_note
 from judgecal_dist.studies.itc import study as itc
 from judgecal_dist.studies.itc.data import load_tasks, rb2_pair_verdicts
-from judgecal_dist.studies.itc.report import permutation_pvalue, top_cluster
+from judgecal_dist.studies.itc.report import _clusters, _summary, permutation_pvalue, top_cluster
 from judgecal_dist.studies.runner import execute, prepare
 from judgecal_dist.studies.score_collections import load_collections
 
@@ -173,16 +175,20 @@ def test_synthetic_g2_study(tmp_path):
     assert (mae.xs(12, level="n")["davidson"] < mae.xs(12, level="n")["sc"]).all()
     assert summary["findings"]["davidson_below_sc_for_n_ge_4"]["holds"]
     # Top cluster recomputed from the per-split losses: rank by mean MAE, keep methods until the first that the
-    # paired sign-flip test (its flips stored per split) separates at 5% from a kept one.
+    # corrected resampled t of the paired per-split differences separates at 5% from a kept one.
     parts = pd.read_parquet(Path(url, "replicates"))
     flagged = rows.set_index(["judge_id", "n", "method"])["top_cluster_mae"]
     for (judge, n), cell in parts.groupby(["judge_id", "n"]):
         by = {m: g.sort_values("seed") for m, g in cell.groupby("method")}
 
         def p(a: str, b: str, by: dict = by) -> float:
-            observed = abs(np.mean(by[a]["mae"].to_numpy() - by[b]["mae"].to_numpy()))
-            flipped = np.abs((np.stack(by[a]["perm_mae"]) - np.stack(by[b]["perm_mae"])).mean(axis=0))
-            return (1 + np.sum(flipped >= observed - 1e-12)) / (len(flipped) + 1)
+            # Corrected resampled t by hand: Var = (1/S + n_eval/n_cal) s^2 of the paired per-split differences.
+            d = by[a]["mae"].to_numpy() - by[b]["mae"].to_numpy()
+            ratio = by[a]["n_eval"].mean() / by[a]["n_cal"].mean()
+            if d.var() == 0:
+                return 1.0 if d.mean() == 0 else 0.0
+            t = d.mean() / np.sqrt((1 / len(d) + ratio) * d.var(ddof=1))
+            return 2 * student_t.sf(abs(t), len(d) - 1)
 
         ranked = sorted(by, key=lambda m, by=by: by[m]["mae"].mean())
         cluster = ranked[:1]
@@ -193,6 +199,7 @@ def test_synthetic_g2_study(tmp_path):
         assert {m for m in by if flagged[(judge, n, m)]} == set(cluster), (judge, n)
         assert "decisive_majority" not in cluster  # clearly worst at 2000 items: the flag must discriminate
     assert not flagged.all()
+    assert interval_note(0.95) in Path(url, "report.md").read_text()
     again = execute(prepare(CONFIG, args), _engine(), output=str(tmp_path), serial=True)
     assert again == url
 
@@ -255,6 +262,58 @@ def test_permutation_pvalue_and_top_cluster():
     assert permutation_pvalue(loss_a.mean(1), loss_b.mean(1), fa, fb) == pytest.approx(1 / 100)
     assert permutation_pvalue(loss_a.mean(1), loss_a.mean(1), fa, fa) == 1.0
     assert top_cluster({"a": 0.7, "b": 0.6, "c": 0.2}, lambda x, y: 0.01, lower_is_better=False, alpha=0.05) == ["a"]
+
+
+def _fixed_data_splits(n_splits: int, shift_in_se: float, seed: int = 0) -> pd.DataFrame:
+    """Parts of two methods on ``n_splits`` random half splits of ONE fixed set of 400 items (one itc cell).
+
+    The items' loss differences have a sample mean of ``shift_in_se`` standard errors: on this data no test can
+    know more than that, however many splits re-use the items.
+    """
+    rng = np.random.default_rng(seed)
+    n, perms = 400, 199
+    base = rng.random(n)
+    diff = rng.normal(0.0, 0.3, n)
+    diff += shift_in_se * diff.std(ddof=1) / np.sqrt(n) - diff.mean()
+    loss = {"a": base, "b": base + diff}
+    rows = []
+    for s in range(n_splits):
+        ev = rng.permutation(n)[: n // 2]
+        flips = rng.choice([-1.0, 1.0], size=(perms, ev.size))
+        for method, x in loss.items():
+            rows.append(
+                {"seed": s, "dataset": "d", "judge_id": "j", "n": 4, "method": method, "n_cal": n - ev.size}
+                | {"n_eval": ev.size, "mae": x[ev].mean(), "pa": 1 - x[ev].mean() / 2, "rev": 0.0}
+                | {"pred_tie_rate": 0.0, "perm_mae": flips @ x[ev] / ev.size, "perm_pa": -flips @ x[ev] / 2 / ev.size}
+            )
+    return pd.DataFrame(rows)
+
+
+def test_top_cluster_is_not_fooled_by_splits_that_share_items():
+    """A difference of 1.5 standard errors on fixed data stays undecided at 100 splits; pooling every split's
+    sign flips as independent evidence (the old test) calls it significant."""
+    config = itc.Config(data="synthetic:g2")
+    parts = _fixed_data_splits(100, shift_in_se=1.5)
+    summary = _clusters(config, parts, _summary(config, parts)).set_index("method")
+    assert summary["top_cluster_mae"].all()  # both methods: the data cannot separate them
+    assert 0.05 < summary.at["b", "p_vs_best_mae"] < 0.5
+    by = {m: g.sort_values("seed") for m, g in parts.groupby("method")}
+    pooled = permutation_pvalue(*(by[m]["mae"].to_numpy() for m in "ab"), *(np.stack(by[m]["perm_mae"]) for m in "ab"))
+    assert pooled < 0.01  # the old procedure: overconfident on the same data
+    # A real difference (5 standard errors) is still found.
+    strong = _fixed_data_splits(100, shift_in_se=5.0)
+    clusters = _clusters(config, strong, _summary(config, strong)).set_index("method")
+    assert clusters["top_cluster_mae"].to_dict() == {"a": True, "b": False}
+
+
+def test_itc_intervals_keep_the_width_of_the_data_as_splits_grow():
+    config = itc.Config(data="synthetic:g2")
+    parts = _fixed_data_splits(400, shift_in_se=1.0)
+    width = {}
+    for s in (25, 400):
+        row = _summary(config, parts[parts["seed"] < s]).set_index("method").loc["a"]
+        width[s] = row["mae_ci_high"] - row["mae_ci_low"]
+    assert width[400] / width[25] > 0.7  # a bootstrap over split means would give 0.25
 
 
 def test_config_errors():
