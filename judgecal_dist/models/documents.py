@@ -22,6 +22,7 @@ __all__ = [
     "LinearCorrectorDoc",
     "TransportCorrectorDoc",
     "FlowCorrectorDoc",
+    "DavidsonDoc",
     "KINDS",
     "schemas",
     "describe",
@@ -358,12 +359,56 @@ class FlowCorrectorDoc(CorrectorDoc):
         return self
 
 
+# -- Davidson for repeated verdicts with ties ---------------------------------------------------------------------
+_TIE_PARAMS = {"global": ("beta", "eta0"), "local": ("beta", "gamma"), "local_intercept": ("beta", "eta0", "gamma")}
+
+
+class DavidsonJudgeDoc(Document):
+    """One judge's fitted parameters: ``beta`` (margin scale, >= 0) and the tie link's ``eta0`` and/or ``gamma``."""
+
+    judge_id: Annotated[str, Field(min_length=1)]
+    beta: NonNeg
+    eta0: Finite | None = None
+    gamma: Finite | None = None
+    items: Annotated[int, Field(ge=0)] = 0
+
+
+class DavidsonDoc(Document):
+    """``judgecal.davidson/v2``: per-judge Davidson models on the counts ``(A, tie, B)`` of samples ``0 .. n-1``,
+    with the decision rule (``mae``: median of the label distribution; ``accuracy``: its mode)."""
+
+    format: Literal["judgecal.davidson/v2"]
+    name: str = ""
+    method: str = "davidson"
+    tie: Literal["global", "local", "local_intercept"]
+    decision: Literal["mae", "accuracy"]
+    alpha: Positive = 1.0
+    kappa: Positive = 1.0
+    n: Annotated[int, Field(ge=1, le=100_000)]
+    pool_orders: bool = False
+    judges: Annotated[list[DavidsonJudgeDoc], Field(min_length=1)]
+    fitted_on: FittedOn = FittedOn()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DavidsonDoc:
+        _unique([j.judge_id for j in self.judges], "judges")
+        wanted = _TIE_PARAMS[self.tie]
+        for i, judge in enumerate(self.judges):
+            for param in ("eta0", "gamma"):
+                given = getattr(judge, param) is not None
+                if given != (param in wanted):
+                    need = "needs" if param in wanted else "takes no"
+                    raise ValueError(f"judges.{i}.{param}: tie={self.tie!r} {need} {param} (parameters {list(wanted)})")
+        return self
+
+
 #: Kind name -> (current format string, document model).
 KINDS: dict[str, tuple[str, type[Document]]] = {
     "binary-pipeline": ("judgecal.binary-pipeline/v1", BinaryPipelineDoc),
     "linear-corrector": ("judgecal.linear-corrector/v1", LinearCorrectorDoc),
     "ot-corrector": ("judgecal.ot-corrector/v1", TransportCorrectorDoc),
     "flow-corrector": ("judgecal.flow-corrector/v1", FlowCorrectorDoc),
+    "davidson": ("judgecal.davidson/v2", DavidsonDoc),
 }
 
 

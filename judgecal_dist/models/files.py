@@ -25,7 +25,7 @@ from judgecal_dist.engine.store import RunStore
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.filesystem import open_fs
 from judgecal_dist.io.records import to_json
-from judgecal_dist.models import binary, continuous
+from judgecal_dist.models import binary, continuous, davidson
 from judgecal_dist.models.documents import KINDS, describe
 
 __all__ = ["MODEL_FILE", "LEGACY_FILE", "model_from_dict", "load_model", "save_model", "model_document"]
@@ -40,7 +40,7 @@ _LEGACY_FORMAT = "judgecal.calibration/v2"
 #: Formats that earlier versions wrote and that no scorer applies (the study that writes them exports a kind now).
 _RETIRED = {
     "judgecal.escalation/v1": "rerun the ensemble study with this version",
-    "judgecal.davidson/v1": "rerun the itc study with this version",
+    "judgecal.davidson/v1": "rerun the itc study with this version (it exports judgecal.davidson/v2)",
 }
 
 
@@ -91,6 +91,7 @@ def model_from_dict(
 
 _BUILDERS: dict[str, Any] = {
     binary.FORMAT: binary.from_document,
+    davidson.FORMAT: davidson.from_document,
     continuous.LINEAR_FORMAT: continuous.linear_from_document,
     continuous.OT_FORMAT: continuous.ot_from_document,
     continuous.FLOW_FORMAT: continuous.flow_from_document,

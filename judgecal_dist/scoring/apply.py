@@ -87,6 +87,8 @@ OUTPUT_FORMAT = "judgecal.scores/v1"
 #: The marker file that makes a folder score's own, and its format.
 MARKER, MARKER_FORMAT = "_JUDGECAL_SCORE", "judgecal.score-output/v1"
 UNKNOWN_JUDGES = ("error", "ignore")
+#: The kind scored item by item from the model's judges' votes at one sample; every other kind reads the table.
+PANEL_KIND = "binary-pipeline"
 #: Default floor on the share of the model's judges that must have verdicts in the table.
 MIN_JUDGE_COVERAGE = 0.5
 #: Top-level names score writes; a marked folder's foreign files under them are refused, elsewhere left alone.
@@ -168,10 +170,16 @@ def score_dataset(
         return store.read_json("summary.json") | {"skipped": True}
     started = time.perf_counter()
     chosen = choose_engine(data_url, None, engine)
+    # The one dispatch on kinds: a panel pipeline below; a continuous corrector, or a kind that reads the table
+    # itself (``model.score_table``), here.
     if getattr(model, "family", "binary") == "continuous":  # a corrector of one judge's scores
         from judgecal_dist.scoring.continuous import score_corrector
 
         return score_corrector(model, data_url, store, output, inputs, chosen, engine, started)
+    if model.kind != PANEL_KIND:
+        return _score_table_kind(
+            model, data_url, store, output, inputs, engine, chosen, unknown_judges, float(min_judge_coverage), started
+        )
     checks = _Checks(model, data_url, sample, unknown_judges, float(min_judge_coverage))
     prepared = _prepare_local(model, data_url, engine, sample, checks) if chosen == "local" else None
     if output.marker is None:  # claim the folder: from here on, what is in it is score's
@@ -229,6 +237,60 @@ def score_dataset(
         chosen,
         output_url,
     )
+    return record
+
+
+def _score_table_kind(
+    model: Any,
+    data_url: str,
+    store: RunStore,
+    output: _Output,
+    inputs: dict[str, Any],
+    engine: EngineConfig,
+    chosen: str,
+    unknown_judges: str,
+    min_judge_coverage: float,
+    started: float,
+) -> dict[str, Any]:
+    """Score with a model kind that reads the verdict table itself (``model.score_table``: every check made and
+    the rows scored before anything is written), then commit its rows and summaries like a panel score."""
+    table, counts = model.score_table(
+        data_url,
+        engine=engine,
+        engine_name=chosen,
+        unknown_judges=unknown_judges,
+        min_judge_coverage=min_judge_coverage,
+    )
+    options = dict(engine.storage_options)
+    if output.marker is None:
+        store.write_json(MARKER, _marker(None, []))
+    staged = store.stage("items")
+    try:
+        written = write_items(iter(table.to_batches()), table.schema, staged, storage_options=options)
+    except BaseException:
+        store.discard(staged)
+        if output.marker is None:
+            store.remove_files([MARKER])
+        store.abandon(remove_empty=output.new)
+        raise
+    tables = model.summaries(table)
+    others = [f"summary/{n}.parquet" for n in sorted(tables)] + ["summary.json"]
+    new_files = _replace(store, output, staged, [f for f, _ in written], others)
+    record = {
+        "format": OUTPUT_FORMAT,
+        "inputs": inputs,
+        "engine": chosen,
+        "model": {"kind": model.kind, "name": model.name, "judges": len(model.judge_ids)},
+        "counts": counts,
+        "items_url": store.url_of("items"),
+        "seconds": round(time.perf_counter() - started, 3),
+    } | {name: json_records(frame) for name, frame in tables.items()}
+    for name, frame in tables.items():
+        store.write_table(f"summary/{name}.parquet", frame)
+    store.write_json("summary.json", record)
+    store.write_json(MARKER, _marker(inputs, new_files))
+    store.commit_success()
+    log.info("score: %d rows of a %s model on %s -> %s", table.num_rows, model.kind, chosen, store.url)
     return record
 
 
@@ -309,6 +371,28 @@ def check_judges(data_judges: Sequence[str], model_judges: Sequence[str], *, whe
     return extra
 
 
+def check_coverage(
+    data_judges: Sequence[str], model_judges: Sequence[str], *, where: str, floor: float, what: str
+) -> list[str]:
+    """The model's judges without verdicts in the data; an error when they leave less than ``floor`` of them.
+
+    Raises
+    ------
+    InputError
+        The share of the model's judges with verdicts (at ``what``) is below ``floor``.
+    """
+    absent = sorted(set(model_judges) - set(data_judges))
+    coverage = 1.0 - len(absent) / len(model_judges)
+    if coverage < floor:
+        raise InputError(
+            f"{where}: judge_id: {len(absent)} of the model's {len(model_judges)} judges have no verdicts "
+            f"at {what} (e.g. {absent[:3]}), coverage {coverage:.0%} below {floor:.0%}: "
+            "the model cannot score this table; score it anyway (items without a model judge's vote left "
+            "unscored) with --min-judge-coverage 0"
+        )
+    return absent
+
+
 @dataclass
 class _Checks:
     """The judge, sample and coverage checks of both engines, and the counts they leave for the summary."""
@@ -330,15 +414,9 @@ class _Checks:
         # Judges the model saw when fitting but left out of its panel are known: their verdicts are not scored.
         known = [*self.model.judge_ids, *self.model.ignored_judges]
         self.extra = check_judges(self.data_judges, known, where=where, unknown=self.unknown)
-        absent = self.absent
-        coverage = 1.0 - len(absent) / len(self.model.judge_ids)
-        if coverage < self.min_coverage:
-            raise InputError(
-                f"{where}: judge_id: {len(absent)} of the model's {len(self.model.judge_ids)} judges have no verdicts "
-                f"at sample={self.sample} (e.g. {absent[:3]}), coverage {coverage:.0%} below {self.min_coverage:.0%}: "
-                "the model cannot score this table; score it anyway (items without a model judge's vote left "
-                "unscored) with --min-judge-coverage 0"
-            )
+        check_coverage(
+            self.data_judges, self.model.judge_ids, where=where, floor=self.min_coverage, what=f"sample={self.sample}"
+        )
 
     @property
     def absent(self) -> list[str]:

@@ -82,6 +82,8 @@ class Recommendation:
         The key columns of ``support`` (what makes each row distinct).
     metrics : sequence of str
         The metric columns of ``support`` worth printing (their interval columns travel with them).
+    exported : str
+        The model the run exported as ``model/model.json`` and how to export another (:func:`exported_model`).
     """
 
     use: str
@@ -92,6 +94,7 @@ class Recommendation:
     support: pd.DataFrame = field(default_factory=pd.DataFrame)
     keys: Sequence[str] = ()
     metrics: Sequence[str] = ()
+    exported: str = ""
 
     def markdown(self) -> str:
         """The ``## Recommendation`` block that opens ``report.md``."""
@@ -108,6 +111,8 @@ class Recommendation:
             lines += ["- **When this changes:**", *(f"  - {text}" for text in self.changes)]
         if self.interval:
             lines.append(f"- **Intervals:** {self.interval}")
+        if self.exported:
+            lines.append(f"- **Exported model:** {self.exported}")
         return "\n".join(lines) + "\n"
 
     def columns(self) -> list[str]:
@@ -125,6 +130,7 @@ class Recommendation:
             "runner_up": self.runner_up,
             "changes": list(self.changes),
             "interval": self.interval,
+            "exported": self.exported,
             "keys": [k for k in self.keys if k in self.support.columns],
             "metrics": list(self.metrics),
             "support": json_records(self.support[self.columns()]) if len(self.support) else [],
@@ -184,3 +190,11 @@ def _compact(rows: pd.DataFrame, recommendation: Mapping[str, Any]) -> pd.DataFr
 
 def _float(x: Any) -> str:
     return _fmt(x, ".4f")
+
+
+def exported_model(name: str, fmt: str, override: str) -> str:
+    """The Recommendation's ``exported`` line: what ``model/model.json`` holds, how to apply it, how to change it."""
+    return (
+        f"`{name}` as `model/model.json` ({fmt}; `judgecal score --model <this run>` applies it; "
+        f"`--set export={override}` exports another)"
+    )

@@ -29,6 +29,22 @@ def _score(tmp: Path, **changes: Any) -> list[str]:
     return ["score", "--model", str(path), "--data", data, "--output", str(tmp / "out"), "--engine", "local"]
 
 
+DAVIDSON: dict[str, Any] = {
+    "format": "judgecal.davidson/v2",
+    "tie": "global",
+    "decision": "mae",
+    "n": 4,
+    "judges": [{"judge_id": "j1", "beta": 1.5, "eta0": -0.5}, {"judge_id": "j2", "beta": 0.8, "gamma": 1.0}],
+}
+
+
+def _davidson(tmp: Path) -> list[str]:
+    path = tmp / "model.json"
+    path.write_text(json.dumps(DAVIDSON))
+    data = write_arena(str(tmp / "arena"))
+    return ["score", "--model", str(path), "--data", data, "--output", str(tmp / "out"), "--engine", "local"]
+
+
 def _fit(tmp: Path, *sets: str) -> list[str]:
     return ["fit", "--data", write_arena(str(tmp / "arena")), "--output", str(tmp / "out"), *sets]
 
@@ -42,5 +58,6 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
     "models-unknown-key": lambda t: _score(t, weights=[1.0]),
     "models-unknown-format": lambda t: _score(t, format="judgecal.binary-pipeline/v9"),
     "models-retired-format": lambda t: _score(t, format="judgecal.escalation/v1"),
+    "models-davidson-tie-parameters": _davidson,
     "fit-export-unknown": lambda t: _fit(t, "--set", "export=borda+none@all"),
 }

@@ -41,6 +41,13 @@ METHODS = (
     "ci_sc",
 )
 BUDGET_SAMPLES = ("first", "random")
+#: Davidson methods: (tie link, decision rule); "accuracy" predicts the mode of the fitted label distribution.
+DAVIDSON_METHODS = {
+    "davidson": ("global", "mae"),
+    "davidson_local": ("local", "mae"),
+    "davidson_local_intercept": ("local_intercept", "mae"),
+    "davidson_accuracy": ("global", "accuracy"),
+}
 CONFIDENCE_METHODS = ("soft_sc_mean", "soft_sc_min", "soft_sc_product", "ci_sc")
 
 
@@ -74,6 +81,11 @@ class Config(TypedSettings):
         *CONFIDENCE_METHODS,
     )
     sc_tie_break: one_of(SC_TIE_BREAKS) = "zero"
+    export: one_of(("auto", *DAVIDSON_METHODS)) = Field(
+        default="auto",
+        description="the Davidson variant exported as model/model.json (fitted per judge on every labelled item at "
+        "the largest budget); auto: the one with the lowest mean MAE there",
+    )
     n_starts: integer(1, 1_000) = 5
     permutations: Resamples = 100
     significance: Fraction = 0.05

@@ -13,6 +13,7 @@ a member.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -23,11 +24,12 @@ from judgecal_dist.io.records import json_records
 from judgecal_dist.methods.repeated.davidson import DavidsonAggregator, davidson_features, mae_action
 from judgecal_dist.methods.repeated.self_consistency import MISSING, majority_vote
 from judgecal_dist.methods.repeated.vote_rates import position_counts, tie_vote_rate
+from judgecal_dist.models.davidson import FORMAT, DavidsonModel, davidson_from_estimators
 from judgecal_dist.stats.inference import corrected_resampled_t
 from judgecal_dist.studies.base import StudyResult, interval_note
-from judgecal_dist.studies.itc.config import METHODS
+from judgecal_dist.studies.itc.config import DAVIDSON_METHODS, METHODS
 from judgecal_dist.studies.itc.recommend import DEGENERATE_TIE_RATE, recommend, starred
-from judgecal_dist.studies.recommendation import words
+from judgecal_dist.studies.recommendation import exported_model, words
 
 if TYPE_CHECKING:
     from judgecal_dist.studies.itc.config import Config
@@ -248,27 +250,41 @@ def _findings(summary: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
-def _model(config: Config, data: ItcInput) -> dict[str, Any]:
-    """Davidson (global) fitted on every labelled item of each task and budget, as data."""
-    fits = []
+def exported_method(config: Config, summary: pd.DataFrame) -> str:
+    """The Davidson variant the run exports: ``export`` when set, else the lowest mean MAE at the largest budget
+    among the variants the run compared (``davidson`` when it compared none)."""
+    if config.export != "auto":
+        return str(config.export)
+    hi = summary[(summary["n"] == summary["n"].max()) & summary["method"].isin(list(DAVIDSON_METHODS))]
+    return str(hi.groupby("method")["mae"].mean().idxmin()) if len(hi) else "davidson"
+
+
+def export_model(config: Config, data: ItcInput, method: str) -> DavidsonModel:
+    """The Davidson variant ``method`` fitted per judge on every labelled item at the largest budget (the items
+    of every dataset of that judge pooled), as a ``judgecal.davidson/v2`` model."""
+    tie, decision = DAVIDSON_METHODS[method]
+    n = max(max(task.budgets) for task in data.tasks)
+    counts: dict[str, list[np.ndarray]] = {}
+    labels: dict[str, list[np.ndarray]] = {}
     for task in data.tasks:
-        for b, n in enumerate(task.budgets):
-            model = DavidsonAggregator(n_starts=config.n_starts, random_state=config.seed).fit(
-                task.counts[b], task.labels
-            )
-            fits.append(
-                {
-                    "dataset": task.dataset,
-                    "judge_id": task.judge_id,
-                    "n": n,
-                    **model.coef_,
-                    "decision": "mae",
-                    "alpha": 1.0,
-                    "kappa": 1.0,
-                    "items": task.n_items,
-                }
-            )
-    return {"format": "judgecal.davidson/v1", "tie": "global", "fits": fits}
+        b = list(task.budgets).index(max(task.budgets))
+        counts.setdefault(task.judge_id, []).append(task.counts[b])
+        labels.setdefault(task.judge_id, []).append(task.labels)
+    fits = {
+        judge: DavidsonAggregator(tie=tie, decision=decision, n_starts=config.n_starts, random_state=config.seed).fit(
+            np.concatenate(counts[judge]), np.concatenate(labels[judge])
+        )
+        for judge in sorted(counts)
+    }
+    datasets = sorted({task.dataset for task in data.tasks})
+    return davidson_from_estimators(
+        fits,
+        n=n,
+        method=method,
+        pool_orders=config.pool_orders,
+        items={j: int(sum(len(y) for y in labels[j])) for j in fits},
+        fitted_on={"dataset": datasets[0] if len(datasets) == 1 else None, "study": "itc"},
+    )
 
 
 def _choices(config: Config, data: ItcInput) -> dict[str, Any]:
@@ -306,6 +322,7 @@ def _choices(config: Config, data: ItcInput) -> dict[str, Any]:
 
 def summarise(config: Config, parts: pd.DataFrame, data: ItcInput) -> StudyResult:
     summary = _clusters(config, parts, _summary(config, parts))
+    exported = export_model(config, data, exported_method(config, summary))
     skipped = sorted(set(config.methods) - set(summary["method"]))
     records = json_records(summary)
     findings = _findings(summary)
@@ -322,9 +339,14 @@ def summarise(config: Config, parts: pd.DataFrame, data: ItcInput) -> StudyResul
         summary=summary,
         report=_report(config, summary, extra),
         figures=_figures(summary) | {"decision_regions.png": _decision_figure(config, summary)},
-        model={"davidson.json": _model(config, data)},
+        model={"model.json": exported.document},
         extra=extra,
-        recommendation=recommend(config, summary),
+        recommendation=replace(
+            recommend(config, summary),
+            exported=exported_model(
+                exported.name, FORMAT, "<davidson variant> (one of " + ", ".join(DAVIDSON_METHODS) + ")"
+            ),
+        ),
     )
 
 

@@ -38,7 +38,7 @@ from judgecal_dist.methods.repeated.vote_simulation import vote_counts
 from judgecal_dist.splits import split_uniforms
 from judgecal_dist.studies.base import StudyResult
 from judgecal_dist.studies.itc import report as itc_report
-from judgecal_dist.studies.itc.config import METHODS, Config
+from judgecal_dist.studies.itc.config import DAVIDSON_METHODS, METHODS, Config
 from judgecal_dist.studies.itc.data import ItcInput, Task, load_tasks
 
 __all__ = [
@@ -55,13 +55,7 @@ __all__ = [
 ]
 
 NAME = "itc"
-#: Davidson methods: (tie link, decision rule); "accuracy" predicts the mode of the fitted label distribution.
-_DAVIDSON = {
-    "davidson": ("global", "mae"),
-    "davidson_local": ("local", "mae"),
-    "davidson_local_intercept": ("local_intercept", "mae"),
-    "davidson_accuracy": ("global", "accuracy"),
-}
+_DAVIDSON = DAVIDSON_METHODS
 
 
 @dataclass(frozen=True)

@@ -131,8 +131,9 @@ def test_study_on_shared_files_reproduces_the_spec_findings(rb2_url, tmp_path, r
     assert ((constant["mae"] - 0.5).abs() < 0.02).all()  # half the pairs are ties by construction
     assert set(summary["skipped_methods"]) == {"soft_sc_mean", "soft_sc_min", "soft_sc_product", "ci_sc"}
     assert len(list(Path(url, "figures").glob("mae_vs_n_*.png"))) == 5
-    model = json.loads(Path(url, "model", "davidson.json").read_text())
-    assert model["format"] == "judgecal.davidson/v1" and len(model["fits"]) == 25 * 4
+    model = json.loads(Path(url, "model", "model.json").read_text())
+    assert model["format"] == "judgecal.davidson/v2" and len(model["judges"]) == 5 and model["n"] == 8
+    assert summary["recommendation"]["exported"].startswith(f"`{model['name']}` as `model/model.json`")
 
 
 def _assert_findings_at_20_splits(rows: pd.DataFrame, findings: dict) -> None:
