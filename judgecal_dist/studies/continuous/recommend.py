@@ -6,6 +6,7 @@ from typing import Any
 
 import pandas as pd
 
+from judgecal_dist.studies.base import interval_note
 from judgecal_dist.studies.recommendation import Recommendation, estimate
 
 __all__ = ["recommend"]
@@ -58,7 +59,7 @@ def recommend(config: Any, table: pd.DataFrame, cross: list[dict[str, Any]]) -> 
         + f"; per rubric: {_per_rubric(at_hi, best)}",
         runner_up=f"{second}: rubric-mean MAE {rank.loc[second, 'mae']:.3f}; per rubric: {_per_rubric(at_hi, second)}",
         changes=changes,
-        interval=f"{int(config.ci_level * 100)}% intervals over {config.replicates} seeds (per rubric)",
+        interval=interval_note(config.ci_level),
         support=at_hi[at_hi["corrector"].isin([best, second])],
         keys=KEYS,
         metrics=("mae", "w1"),

@@ -16,8 +16,8 @@ from judgecal_dist.methods.continuous.saturation import (
     saturation_summary,
 )
 from judgecal_dist.stats.continuous_metrics import kde_on_grid
-from judgecal_dist.stats.inference import bootstrap_ci
-from judgecal_dist.studies.base import StudyResult
+from judgecal_dist.stats.inference import CorrectedT, corrected_resampled_t
+from judgecal_dist.studies.base import StudyResult, interval_note
 from judgecal_dist.studies.continuous.data import SYNTHETIC, arm_scores
 from judgecal_dist.studies.continuous.recommend import recommend
 
@@ -47,8 +47,24 @@ def _expand_raw(parts: pd.DataFrame, budgets: list[int]) -> pd.DataFrame:
     return pd.concat([parts[~free], *copies], ignore_index=True)
 
 
+def test_train_ratio(rows: pd.DataFrame) -> float:
+    """:math:`n_2/n_1` of the corrected t: a seed's test items over the rubric's other items (every seed draws its
+    test set from the same items); 1 (half splits) for parts written before ``n_items`` was recorded."""
+    if "n_items" not in rows or not rows["n_items"].notna().all():
+        return 1.0
+    test = float(rows["n_test"].mean())
+    return test / max(float(rows["n_items"].mean()) - test, 1.0)
+
+
+def seed_interval(values: np.ndarray, rows: pd.DataFrame, level: float) -> CorrectedT | None:
+    """Corrected resampled t over seeds (None with one seed: no spread over seeds to read)."""
+    if len(values) < 2:
+        return None
+    return corrected_resampled_t(values, test_train_ratio=test_train_ratio(rows), confidence=level)
+
+
 def summary_table(config: Config, parts: pd.DataFrame) -> pd.DataFrame:
-    """Mean and percentile-bootstrap CI over seeds of every metric, per (rubric, judge, corrector, budget)."""
+    """Mean and corrected resampled t interval over seeds of every metric, per (rubric, judge, corrector, budget)."""
     frame = _expand_raw(_usable(parts), sorted(config.budgets))
     rows = []
     for key, group in frame.groupby(KEYS, sort=True):
@@ -60,8 +76,9 @@ def summary_table(config: Config, parts: pd.DataFrame) -> pd.DataFrame:
             if values.size == 0:
                 row[m] = row[f"{m}_ci_low"] = row[f"{m}_ci_high"] = np.nan
                 continue
-            ci = bootstrap_ci(values, confidence=config.ci_level, rng=np.random.default_rng(config.seed))
-            row[m], row[f"{m}_ci_low"], row[f"{m}_ci_high"] = float(values.mean()), ci.low, ci.high
+            ci = seed_interval(values, group, config.ci_level)
+            low, high = (ci.low, ci.high) if ci else (np.nan, np.nan)
+            row[m], row[f"{m}_ci_low"], row[f"{m}_ci_high"] = float(values.mean()), low, high
         for m in EXTRA:
             values = group[m].to_numpy(dtype=np.float64) if m in group else np.array([np.nan])
             row[m] = float(np.nanmean(values)) if np.isfinite(values).any() else np.nan
@@ -74,8 +91,8 @@ def summary_table(config: Config, parts: pd.DataFrame) -> pd.DataFrame:
 
 
 def crossover(config: Config, parts: pd.DataFrame, metric: str = "mae", flow: str = "flow") -> list[dict[str, Any]]:
-    """Smallest budget from which ``metric``(flow) - ``metric``(linear_hb) < 0 with its seed-bootstrap CI below 0 at
-    that and every larger budget (spec §7.5); ``budget_or_none`` is None when not reached."""
+    """Smallest budget from which ``metric``(flow) - ``metric``(linear_hb) < 0 with its interval over seeds below 0
+    at that and every larger budget (spec §7.5); ``budget_or_none`` is None when not reached."""
     usable = _usable(parts)
     wide = usable[usable["corrector"].isin([flow, "linear_hb"])].pivot_table(
         index=["judge", "rubric", "budget", "seed"], columns="corrector", values=metric
@@ -84,15 +101,16 @@ def crossover(config: Config, parts: pd.DataFrame, metric: str = "mae", flow: st
     if not {flow, "linear_hb"} <= set(wide.columns):
         return out
     delta = (wide[flow] - wide["linear_hb"]).dropna()
+    sizes = usable[usable["corrector"] == "linear_hb"]
     for (judge, rubric), cell in delta.groupby(level=["judge", "rubric"]):
         below, budgets, detail = [], [], []
+        cell_rows = sizes[(sizes["judge"] == judge) & (sizes["rubric"] == rubric)]
         for budget, d in cell.groupby(level="budget"):
-            ci = bootstrap_ci(d.to_numpy(), confidence=config.ci_level, rng=np.random.default_rng(config.seed))
+            ci = seed_interval(d.to_numpy(), cell_rows, config.ci_level)
+            low, high = (ci.low, ci.high) if ci else (np.nan, np.nan)
             budgets.append(int(budget))
-            below.append(ci.high < 0)
-            detail.append(
-                {"budget": int(budget), f"delta_{metric}": float(d.mean()), "ci_low": ci.low, "ci_high": ci.high}
-            )
+            below.append(bool(high < 0))
+            detail.append({"budget": int(budget), f"delta_{metric}": float(d.mean()), "ci_low": low, "ci_high": high})
         found = None
         for i in range(len(budgets)):
             if all(below[i:]):
@@ -343,8 +361,8 @@ def _findings(
             kl100 = (
                 _by_seed(usable, SYNTHETIC, "flow", 100, "kl") - _by_seed(usable, SYNTHETIC, "linear_hb", 100, "kl")
             ).dropna()
-            if len(kl100) > 1:
-                ci = bootstrap_ci(kl100.to_numpy(), confidence=config.ci_level, rng=np.random.default_rng(config.seed))
+            ci = seed_interval(kl100.to_numpy(), usable[usable["judge"] == SYNTHETIC], config.ci_level)
+            if ci is not None:
                 ok4 = bool(wins and ci.high >= 0)
                 low_text = f"; at n=100 KL(flow) - KL(HB) {kl100.mean():+.3f} [{ci.low:+.3f}, {ci.high:+.3f}]"
         lines.append(
@@ -495,6 +513,8 @@ def summarise(config: Config, parts: pd.DataFrame, data: ContinuousInput) -> Stu
         f"{config.replicates} seeds ({config.nuts_seeds} with NUTS); flow epochs {config.flow_epochs}, K={config.flow_passes}, "
         f"ODE solver {config.flow_solver}.",
         f"Failed NUTS fits (gate R-hat/ESS/divergences), excluded from linear_hb: {failed} rubric rows.",
+        "",
+        f"Intervals: {interval_note(config.ci_level)}",
         "",
         "## Rubric-mean metrics by judge, corrector and budget",
         "![metric vs budget](figures/metric_vs_budget.png)",

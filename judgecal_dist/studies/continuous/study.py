@@ -214,7 +214,8 @@ def _linear_rows(data: ContinuousInput, rep: Replicate, seed: int) -> list[dict[
         t, a = tests[tests["rubric"] == rubric], anchors[anchors["rubric"] == rubric]
         y, j = t["y"].to_numpy(), t["j"].to_numpy()
         key = (rep.arm, rubric)
-        n = {"n_anchors": len(a), "n_test": len(t)}
+        # n_items: the rubric's items, of which every seed's test set is a subset (the intervals' overlap).
+        n = {"n_anchors": len(a), "n_test": len(t), "n_items": int((rows["rubric"] == rubric).sum())}
         if rep.budget == min(config.budgets):  # raw and ot_oracle do not depend on the budget: one row per seed
             out.append(_row(*key, "raw", rep.budget, seed, y, j, figures, **n, latency_ms_per_item=0.0))
             # The test marginals' own quantile map (uses the test labels): the floor of the distribution metrics.
@@ -338,8 +339,10 @@ def _flow_predictions(
 def _flow_rows(data: ContinuousInput, rep: Replicate) -> list[dict[str, Any]]:
     config = rep.config
     per_seed = []
+    items = pd.Series(dtype=np.int64)
     for seed in rep.seeds:
         rows = _arm_data(data, rep.arm, seed)
+        items = rows.groupby("rubric").size()
         test, pool = split(rows, seed, config.test_groups)
         per_seed.append((_anchors(rows, pool, rep.budget), rows.iloc[test]))
     z = float(norm.ppf(0.5 + config.interval_level / 2))
@@ -357,6 +360,7 @@ def _flow_rows(data: ContinuousInput, rep: Replicate) -> list[dict[str, Any]]:
                 extra = {
                     "n_anchors": int((anchors["rubric"] == rubric).sum()),
                     "n_test": int(sel.sum()),
+                    "n_items": int(items.get(rubric, 0)),
                     "mc_sd_mean": float(s.mean()),
                     # Does the MC s.d. rank the items by their error (spec §6)? NaN when it or the error is constant.
                     "sd_error_spearman": float(spearmanr(s, err).statistic) if np.ptp(s) and np.ptp(err) else np.nan,

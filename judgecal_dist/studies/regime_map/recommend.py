@@ -6,6 +6,7 @@ from typing import Any
 
 import pandas as pd
 
+from judgecal_dist.studies.base import interval_note
 from judgecal_dist.studies.recommendation import Recommendation, estimate
 
 __all__ = ["recommend", "verdict"]
@@ -64,7 +65,7 @@ def recommend(config: Any, records: list[dict[str, Any]], paired: list[dict[str,
         expected=estimate(use, "test_mse", "test MSE"),
         runner_up=f"{_menu(other)}: {estimate(other, 'test_mse', 'test MSE')}",
         changes=changes,
-        interval=f"{int(config.ci_level * 100)}% paired t intervals over {config.replicates} splits",
+        interval=interval_note(config.ci_level, shared_items=not config.synthetic),
         support=rows,
         keys=keys,
         metrics=("test_mse",),

@@ -7,32 +7,45 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from judgecal_dist.errors import RunError
 from judgecal_dist.io.figures import heatmap, plain_log_axis, png, pyplot
 from judgecal_dist.io.growth import N_JUDGES, growth_eta
 from judgecal_dist.methods.fcps.paths import PATH_RULES
 from judgecal_dist.methods.fcps.select import FAMILY_LADDER, MENUS, menu_families, selection_penalty
-from judgecal_dist.studies.base import StudyResult
+from judgecal_dist.stats.inference import corrected_resampled_t
+from judgecal_dist.studies.base import StudyResult, interval_note
 from judgecal_dist.studies.regime_map.recommend import recommend, verdict
 
 if TYPE_CHECKING:
     from judgecal_dist.studies.regime_map.config import Config
 
-__all__ = ["summarise", "t_interval"]
+__all__ = ["summarise", "t_interval", "test_train_ratio"]
 
 _DIAGNOSTICS = ("effective_support", "seen_term", "unseen_rate", "cell_pressure")
 
 
-def t_interval(values: np.ndarray, level: float) -> tuple[float, float, float]:
-    """Mean and paired t interval :math:`\\bar x \\pm t_{(1+level)/2, n-1}\\, sd/\\sqrt n` over splits."""
+def t_interval(values: np.ndarray, level: float, test_train_ratio: float = 0.0) -> tuple[float, float, float]:
+    """Mean and t interval over splits: the corrected resampled t with ``test_train_ratio`` = n_2/n_1 when the
+    splits share items (real data), the one-sample t with 0 when every replicate draws fresh data."""
     x = np.asarray(values, dtype=np.float64)
     mean = float(x.mean())
     if x.size < 2:
         return mean, mean, mean
-    half = float(sps.t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size))
-    return mean, mean - half, mean + half
+    res = corrected_resampled_t(x, test_train_ratio=test_train_ratio, confidence=level)
+    return mean, res.low, res.high
+
+
+def test_train_ratio(config: Config, parts: pd.DataFrame, data: Any) -> float:
+    """:math:`n_2/n_1` for :func:`t_interval`: 0 on generated data (fresh rows every replicate); on real data the
+    test rows over the dataset's other rows (every split draws its test block from the same rows)."""
+    if config.synthetic:
+        return 0.0
+    test = float(parts["test_rows"].mean())
+    rows = float((getattr(data, "info", None) or {}).get("rows", 0))
+    if rows <= test:
+        raise RunError(f"regime_map: input: {rows:g} rows counted for {test:g} test rows per split; rerun the study")
+    return test / (rows - test)
 
 
 def _modal(values: pd.Series, order: tuple[str, ...]) -> tuple[Any, float]:
@@ -50,7 +63,7 @@ def _selected(parts: pd.DataFrame, menu: str) -> pd.DataFrame:
     return chosen.sort_values(["budget", "seed"])
 
 
-def _records(config: Config, parts: pd.DataFrame) -> list[dict[str, Any]]:
+def _records(config: Config, parts: pd.DataFrame, ratio: float) -> list[dict[str, Any]]:
     records = []
     families = {m: menu_families(m, config.families) for m in MENUS}
     one = parts[(parts["seed"] == parts["seed"].iloc[0]) & (parts["budget"] == parts["budget"].iloc[0])]
@@ -60,7 +73,7 @@ def _records(config: Config, parts: pd.DataFrame) -> list[dict[str, Any]]:
         for budget, group in chosen.groupby("budget", sort=True):
             family, share = _modal(group["family"], FAMILY_LADDER)
             path, _ = _modal(group["path"], PATH_RULES)
-            mean, low, high = t_interval(group["test_mse"].to_numpy(), config.ci_level)
+            mean, low, high = t_interval(group["test_mse"].to_numpy(), config.ci_level, ratio)
             record = {
                 "budget": int(budget),
                 "menu": menu,
@@ -78,13 +91,13 @@ def _records(config: Config, parts: pd.DataFrame) -> list[dict[str, Any]]:
     return records
 
 
-def _table_vs_scalar(config: Config, parts: pd.DataFrame) -> list[dict[str, Any]]:
+def _table_vs_scalar(config: Config, parts: pd.DataFrame, ratio: float) -> list[dict[str, Any]]:
     table = _selected(parts, "table").set_index(["budget", "seed"])["test_mse"]
     scalar = _selected(parts, "scalar").set_index(["budget", "seed"])["test_mse"]
     delta = (scalar - table).rename("delta").reset_index()
     out = []
     for budget, group in delta.groupby("budget", sort=True):
-        mean, low, high = t_interval(group["delta"].to_numpy(), config.ci_level)
+        mean, low, high = t_interval(group["delta"].to_numpy(), config.ci_level, ratio)
         out.append({"budget": int(budget), "delta": mean, "ci_low": low, "ci_high": high, "n_splits": len(group)})
     return out
 
@@ -108,7 +121,7 @@ def _bayes_mse(config: Config, weight: float) -> float | None:
     return float((eta * (1.0 - eta)).mean())
 
 
-def _sweep(config: Config, parts: pd.DataFrame) -> list[dict[str, Any]]:
+def _sweep(config: Config, parts: pd.DataFrame, ratio: float) -> list[dict[str, Any]]:
     """Table 25: per interaction weight and budget, best scalar - table test MSE (paired over splits)."""
     out = []
     for weight, part in parts.groupby("interaction_weight", sort=True):
@@ -116,7 +129,7 @@ def _sweep(config: Config, parts: pd.DataFrame) -> list[dict[str, Any]]:
         scalar = _selected(part, "scalar").set_index(["budget", "seed"])["test_mse"]
         bayes = _bayes_mse(config, float(weight))
         for budget in sorted(part["budget"].unique()):
-            mean, low, high = t_interval((scalar[budget] - table[budget]).to_numpy(), config.ci_level)
+            mean, low, high = t_interval((scalar[budget] - table[budget]).to_numpy(), config.ci_level, ratio)
             out.append(
                 {
                     "interaction_weight": float(weight),
@@ -274,6 +287,8 @@ def _report(
         "share / calibration rows), the variance a table pays; unseen = share of test rows whose pattern never "
         "occurred in calibration; C = cell pressure, seen term + unseen (docs/methods.md).",
         "",
+        f"Intervals: {interval_note(config.ci_level, shared_items=not config.synthetic)}",
+        "",
         "## Table vs scalar (delta = scalar MSE - table MSE, paired over splits)",
         "",
     ]
@@ -302,11 +317,12 @@ def summarise(config: Config, parts: pd.DataFrame, data: Any) -> StudyResult:
     if parts.empty:
         raise RunError("regime_map: no replicate rows to summarise")
     sweep = None
+    ratio = test_train_ratio(config, parts, data)
     if "interaction_weight" in parts:
-        sweep = _sweep(config, parts)
+        sweep = _sweep(config, parts, ratio)
         parts = parts[parts["interaction_weight"] == (config.interaction_weights or (1.0,))[-1]]
-    records = _records(config, parts)
-    paired = _table_vs_scalar(config, parts)
+    records = _records(config, parts, ratio)
+    paired = _table_vs_scalar(config, parts, ratio)
     winners = _winners(records, paired)
     extra = {"table_vs_scalar": paired, "winners": winners, "input": getattr(data, "info", None) or {}}
     if sweep is not None:

@@ -160,3 +160,25 @@ def test_presets_plan_one_replicate_per_seed_budget_arm(preset, expected):
         assert len({(r.arm, r.budget, r.seeds, r.kind) for r in plan}) == len(plan)
         assert sorted(config.budgets) == [25, 50, 100, 200, 400, 800, 1500]
     assert set(config.flow_rubrics) == {"shared", "per_rubric"}
+
+
+def test_seed_intervals_keep_the_width_of_the_data_as_seeds_grow():
+    """Every seed tests on 40 of the same 160 items: the interval over seeds is the corrected t (40 / 120), whose
+    width stays that of the data; a bootstrap over seed means narrows as 1/sqrt(seeds)."""
+    rng = np.random.default_rng(2)
+    err = np.abs(rng.normal(0.0, 0.5, 160))  # one rubric's fixed per-item absolute errors
+    rows = []
+    for seed in range(400):
+        m = err[rng.permutation(160)[:40]].mean()
+        rows.append({"judge": "cheap", "rubric": "A", "corrector": "linear_hb", "budget": 25, "seed": seed})
+        rows[-1] |= {metric: m for metric in report.METRICS} | {"n_anchors": 25, "n_test": 40, "n_items": 160}
+        rows[-1]["converged"] = True
+    parts = pd.DataFrame(rows)
+    width = {}
+    for seeds in (25, 400):
+        config = continuous.Config(data="x", budgets=(25,), replicates=seeds)
+        row = report.summary_table(config, parts[parts["seed"] < seeds]).iloc[0]
+        width[seeds] = row["mae_ci_high"] - row["mae_ci_low"]
+    assert width[400] / width[25] > 0.7  # the bootstrap over seed means: about 0.25
+    assert width[400] == pytest.approx(2 * 1.96 * err.std() / np.sqrt(160), rel=0.25)  # the 160 items' own width
+    assert report.test_train_ratio(parts) == pytest.approx(40 / 120)

@@ -13,6 +13,7 @@ import pytest
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.errors import ConfigError, InputError
+from judgecal_dist.studies.base import interval_note
 from judgecal_dist.studies.continuous import study as continuous
 from judgecal_dist.studies.continuous.data import load_paired_scores
 from judgecal_dist.studies.runner import execute, prepare
@@ -105,6 +106,7 @@ def test_continuous_study_through_the_runner(rb2_slice: Path, tmp_path: Path, ra
     folder = Path(execute(prepare(CONFIG, overrides), EngineConfig(ray_num_cpus=2), output=str(tmp_path)))
     assert (folder / "_SUCCESS").exists()
     summary = json.loads((folder / "summary.json").read_text())
+    assert interval_note(0.95) in (folder / "report.md").read_text()  # seeds re-split the same items
     results = pd.DataFrame(summary["results"])
     assert set(results["corrector"]) == {"raw", "linear_hb", "flow", "ot", "ot_oracle", "constant"}
     assert set(results["judge"]) == {"nano", "synthetic"} and set(results["budget"]) == {10, 40}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -15,8 +16,9 @@ from judgecal_dist.engine.ray import single_threaded_blas
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.dataset import write_dataset
 from judgecal_dist.studies import STUDIES
+from judgecal_dist.studies.base import interval_note
 from judgecal_dist.studies.regime_map import study as regime_map
-from judgecal_dist.studies.regime_map.report import summarise
+from judgecal_dist.studies.regime_map.report import summarise, t_interval, test_train_ratio
 from judgecal_dist.studies.runner import execute, prepare
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -92,6 +94,24 @@ def test_additive_regime_stays_scalar_favoured():
     assert all(r["selected_family"] != "table" for r in union)
 
 
+def test_real_data_intervals_keep_the_width_of_the_data_as_splits_grow():
+    """Splits of one real dataset share rows: the interval is the corrected t with test rows / other rows, whose
+    width stays that of the data (a t over the split means would narrow as 1/sqrt(splits)); generated data, drawn
+    fresh per replicate, keeps the ordinary t."""
+    rng = np.random.default_rng(3)
+    rows, test = 838, 200
+    loss = rng.normal(0.2, 0.3, rows)  # one fixed dataset's per-row squared-error differences
+    means = np.array([loss[rng.permutation(rows)[:test]].mean() for _ in range(400)])
+    real = regime_map.Config(data="/some/panel", budgets=(20,))
+    ratio = test_train_ratio(real, pd.DataFrame({"test_rows": [test]}), SimpleNamespace(info={"rows": rows}))
+    assert ratio == pytest.approx(test / (rows - test))
+    width = {s: np.subtract(*t_interval(means[:s], 0.95, ratio)[2:0:-1]) for s in (25, 400)}
+    assert width[400] / width[25] > 0.7  # the old t over split means: 0.24
+    assert width[400] == pytest.approx(2 * 1.96 * loss.std() / np.sqrt(rows), rel=0.25)  # the full data's own width
+    synthetic = regime_map.Config(data="synthetic:parity", budgets=(64,))
+    assert test_train_ratio(synthetic, pd.DataFrame({"test_rows": [test]}), None) == 0.0
+
+
 @pytest.fixture()
 def _registered(monkeypatch):
     monkeypatch.setitem(STUDIES, "regime_map", "judgecal_dist.studies.regime_map.study")
@@ -121,6 +141,7 @@ def test_runner_writes_the_issue_summary_and_resumes(_registered, tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     constants = {k: manifest["config"][k] for k in ("alpha", "lam", "ridge_lam", "logistic_c", "growth_a")}
     assert constants == {"alpha": 1.0, "lam": 0.25, "ridge_lam": 1.0, "logistic_c": 1.0, "growth_a": 0.8}
+    assert interval_note(0.95, shared_items=False) in (out / "report.md").read_text()  # fresh rows per replicate
     assert (out / "_SUCCESS").exists() and execute(run, EngineConfig(), output=str(tmp_path), serial=True) == url
     # The paired delta is scalar - table over the same splits.
     parts = pd.read_parquet(out / "replicates")
@@ -149,9 +170,12 @@ def test_llmbar_study_on_ray_scalar_wins_at_every_budget(_registered, llmbar_roo
     # Paper (Table 11, LLMBar 5/5): the scalar selector beats the table at every budget. Measured once: scalar
     # minus table -0.010 / -0.013 / -0.010 / -0.009 / -0.006 test MSE at 20 / 50 / 100 / 200 / 300 labels, split
     # sds 0.008-0.013, the scalar ahead in 23-26 of the 30 splits: each mean is 4.2-5.9 sds of the mean below 0
-    # and its paired t interval excludes 0. The splits share the 838 rows, so this holds for the mean over splits
-    # of this dataset; the overlap-corrected resampled t (Nadeau and Bengio) is only -0.8 to -1.3.
-    assert all(p["delta"] < 0 and p["ci_high"] < 0 for p in summary["table_vs_scalar"])
+    # and a naive t interval would exclude 0. The splits share the 838 rows, so the report's corrected resampled t
+    # (Nadeau and Bengio) is only -0.8 to -1.3: the scalar leads at every budget on average, no budget decides it.
+    assert all(p["delta"] < 0 for p in summary["table_vs_scalar"])
+    assert all(p["ci_low"] < 0 < p["ci_high"] for p in summary["table_vs_scalar"])
+    assert {w["winner"] for w in summary["winners"]} == {"no clear winner"}
+    assert interval_note(0.95) in (out / "report.md").read_text()
 
 
 def test_llmbar_split_runs_and_semi_real_source(llmbar_root):
