@@ -63,15 +63,36 @@ class StudyResult:
             self.extra = {"recommendation": self.recommendation.record()} | self.extra
 
 
-def interval_note(confidence: float, *, shared_items: bool = True) -> str:
-    """The one sentence a report gives on its intervals over replicates, and why they are what they are.
+def interval_note(
+    confidence: float, *, shared_items: bool = True, bootstrap_over: str | None = None, resamples: int | None = None
+) -> str:
+    """The one sentence a report gives on its intervals, and why they are what they are.
+
+    Parameters
+    ----------
+    confidence : float
+        The intervals' level.
+    shared_items : bool, default True
+        Replicates are splits of one dataset (corrected resampled t) or, False, independent draws of fresh data
+        (t over the replicates).
+    bootstrap_over : str, optional
+        The intervals are instead a percentile bootstrap that redraws these units (e.g. ``"examples"``, ``"groups
+        of linked items"``) of one evaluation; ``resamples`` is its number of resamples.
 
     Examples
     --------
     >>> interval_note(0.95, shared_items=False)
     '95% intervals are t intervals over the replicates: each replicate draws fresh data, so replicates are independent.'
+    >>> interval_note(0.9, bootstrap_over="examples", resamples=2000)[:74]
+    '90% intervals are percentile bootstraps over the examples (2000 resamples)'
     """
     level = f"{confidence * 100:g}%"
+    if bootstrap_over is not None:
+        count = f" ({resamples} resamples)" if resamples else ""
+        return (
+            f"{level} intervals are percentile bootstraps over the {bootstrap_over}{count}: each resample redraws the "
+            f"{bootstrap_over} the estimate averages over, so the width is that of the data, not of a replicate count."
+        )
     if not shared_items:
         return (
             f"{level} intervals are t intervals over the replicates: each replicate draws fresh data, so replicates "

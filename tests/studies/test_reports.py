@@ -20,7 +20,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.studies.base import StudyResult
+from judgecal_dist.studies.base import StudyResult, interval_note
 from judgecal_dist.studies.recommendation import preview
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -204,6 +204,29 @@ def test_report_opens_with_the_recommendation(rendered, study):
     assert rec["support"] and set(rec["keys"]) <= set(rec["support"][0])
     keyed = [tuple(r[k] for k in rec["keys"]) for r in rec["support"]]
     assert len(set(keyed)) == len(keyed), f"{study}: supporting rows that look alike: {keyed}"
+
+
+#: What interval_note (studies.base) says for each study: splits of one dataset, independent replicates, or a
+#: bootstrap over the items of one evaluation.
+INTERVALS = {
+    "inclusion": {},
+    "inclusion_scale": {},
+    "budget": {},
+    "budget_fraction": {},
+    "narrowband": {"shared_items": False},
+    "regime_map": {"shared_items": False},  # generated data here; real data: splits (tests/studies/regime_map)
+    "itc": {},
+    "ensemble": {"bootstrap_over": "examples", "resamples": 5},
+    "continuous": {},
+}
+
+
+@pytest.mark.parametrize("study", STUDIES)
+def test_report_says_which_interval_and_why(rendered, study):
+    """The one sentence of studies.base.interval_note, in the Recommendation block and so in report.md."""
+    result, _ = _result(rendered, study)
+    note = interval_note(0.95, **INTERVALS[study])
+    assert result.extra["recommendation"]["interval"] == note and f"**Intervals:** {note}" in result.report
 
 
 @pytest.mark.parametrize("study", STUDIES)

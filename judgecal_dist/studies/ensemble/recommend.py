@@ -6,6 +6,7 @@ from typing import Any
 
 import pandas as pd
 
+from judgecal_dist.studies.base import interval_note
 from judgecal_dist.studies.recommendation import Recommendation, estimate, overlap
 
 __all__ = ["recommend"]
@@ -52,7 +53,7 @@ def recommend(config: Any, overall: pd.DataFrame) -> Recommendation:
         runner_up=f"{_name(second)}: {estimate(second, 'accuracy', 'accuracy', '.2%')}"
         + (" (intervals overlap)" if overlap(best, second, "accuracy") else " (intervals separate)"),
         changes=changes,
-        interval=f"95% bootstrap intervals over examples ({config.replicates} resamples)",
+        interval=interval_note(config.ci_level, bootstrap_over="examples", resamples=config.replicates),
         support=support,
         keys=KEYS,
         metrics=("accuracy", "cost_per_example"),

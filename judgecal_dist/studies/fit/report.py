@@ -13,6 +13,7 @@ from judgecal_dist.engine.panel import Panel
 from judgecal_dist.io.figures import png, pyplot
 from judgecal_dist.methods.aggregation.votes import count_judge_votes
 from judgecal_dist.stats.metrics import brier, ece_positive, nll, reliability_bins
+from judgecal_dist.studies.base import interval_note
 from judgecal_dist.studies.recommendation import Recommendation, estimate
 
 __all__ = ["Card", "card", "judge_weights"]
@@ -182,7 +183,7 @@ def card(
         + " (cross-fitted)",
         runner_up="none" if second is None else f"{second['candidate']}: {estimate(second, 'nll', 'NLL')}",
         changes=[f"--set export=aggregator+calibrator@panel exports another candidate (rule: {config.rule})"],
-        interval=f"{level} percentile bootstrap over groups, {config.resamples} resamples",
+        interval=interval_note(config.ci_level, bootstrap_over="groups of linked items", resamples=config.resamples),
         support=support,
         keys=["role", "candidate", "n_judges"],
         metrics=["nll", "brier", "ece"],

@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 
+from judgecal_dist.studies.base import interval_note
 from judgecal_dist.studies.recommendation import Recommendation, estimate
 
 __all__ = ["recommend"]
@@ -60,7 +61,7 @@ def recommend(config: Any, summary: pd.DataFrame) -> Recommendation:
             f"{estimate(top, pruned, 'accuracy')}"
         ),
         changes=changes,
-        interval=f"{int(config.ci_level * 100)}% intervals over {config.replicates} simulated panels per spread",
+        interval=interval_note(config.ci_level, shared_items=False),
         support=rows,
         keys=("spread",),
         metrics=("acc_log_odds", "acc_majority", "lo_vs_majority", "gap"),

@@ -67,7 +67,7 @@ from judgecal_dist.settings import (
 )
 from judgecal_dist.stats.inference import summarise_over_splits
 from judgecal_dist.stats.metrics import accuracy
-from judgecal_dist.studies.base import StudyResult
+from judgecal_dist.studies.base import StudyResult, interval_note
 from judgecal_dist.studies.narrowband.recommend import recommend
 
 __all__ = [
@@ -251,9 +251,14 @@ def run_replicate(data: NarrowbandInput, rep: Replicate) -> pd.DataFrame:
 
 
 def summarise(config: Config, parts: pd.DataFrame, data: NarrowbandInput) -> StudyResult:
-    """Per spread: mean accuracies and gap over replicates with bootstrap CIs, the figure and the report."""
-    summary = summarise_over_splits(
-        parts, by=["spread"], metrics=list(METRICS), confidence=config.ci_level, rng=np.random.default_rng(config.seed)
+    """Per spread: mean accuracies and gap over replicates with t intervals, the figure and the report."""
+    summary = summarise_over_splits(  # every replicate simulates a fresh panel: independent, so n_2/n_1 = 0
+        parts,
+        by=["spread"],
+        metrics=list(METRICS),
+        confidence=config.ci_level,
+        rng=np.random.default_rng(config.seed),
+        split_sizes=0.0,
     )
     summary = summary.rename(columns={f"{m}_mean": m for m in METRICS} | {"n_splits": "replicates"})
     summary["exponent_gap_nominal"] = 2.0 * config.n_judges * summary["spread"] ** 2  # 2 J sigma_p^2
@@ -292,6 +297,8 @@ def _report(config: Config, summary: pd.DataFrame) -> str:
         f"{config.n_judges} simulated judges with mean accuracy {config.mean_accuracy}, {config.n_items} items "
         f"({config.calib_fraction:.0%} used to estimate each judge's accuracy), {config.replicates} simulated panels "
         "per spread; evaluation accuracy (ties count half), mean [95% interval over panels].",
+        "",
+        f"Intervals: {interval_note(config.ci_level, shared_items=False)}",
         "",
         "| accuracy spread | weighted (estimated) | top-half vote | top-third vote | weighted (true accuracies) | "
         "majority vote (all) | weighted − majority vote | weighted − best pruned | share of panels where "

@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from judgecal_dist.cli import cli
+from judgecal_dist.studies.base import interval_note
 from judgecal_dist.studies.fit.study import choose
 
 #: A fast candidate grid that still holds a log-odds model, stacking, isotonic breakpoints and a curated panel.
@@ -54,6 +55,7 @@ def test_card_names_the_exported_pipeline(fitted):
     assert (model["aggregator"]["name"], model["calibrator"]["name"], model["panel"]) == (agg, *cal_panel.split("@"))
     report = (run / "report.md").read_text()
     assert f"# Model card: `{exported}`" in report and "## Recommendation" in report
+    assert interval_note(0.95, bootstrap_over="groups of linked items", resamples=200) in report
     assert "| bin | items |" in report and "| judge | weight |" in report and (run / "figures/reliability.png").exists()
     assert summary["choice"]["runner_up"] and summary["choice"]["runner_up"] != exported
 
