@@ -170,11 +170,12 @@ def test_llmbar_study_on_ray_scalar_wins_at_every_budget(_registered, llmbar_roo
     # Paper (Table 11, LLMBar 5/5): the scalar selector beats the table at every budget. Measured once: scalar
     # minus table -0.010 / -0.013 / -0.010 / -0.009 / -0.006 test MSE at 20 / 50 / 100 / 200 / 300 labels, split
     # sds 0.008-0.013, the scalar ahead in 23-26 of the 30 splits: each mean is 4.2-5.9 sds of the mean below 0
-    # and a naive t interval would exclude 0. The splits share the 838 rows, so the report's corrected resampled t
-    # (Nadeau and Bengio) is only -0.8 to -1.3: the scalar leads at every budget on average, no budget decides it.
-    assert all(p["delta"] < 0 for p in summary["table_vs_scalar"])
-    assert all(p["ci_low"] < 0 < p["ci_high"] for p in summary["table_vs_scalar"])
-    assert {w["winner"] for w in summary["winners"]} == {"no clear winner"}
+    # and a naive t interval would exclude 0. The splits share the 838 rows (200 test rows each), so the report's
+    # interval is the corrected resampled t (ratio 200 / 638): measured once, -0.026..+0.006, -0.026..+0.001,
+    # -0.026..+0.006, -0.021..+0.002, -0.015..+0.003, every one containing 0 but only just (0.2-0.5 of its
+    # standard error). What holds with margin: the scalar leads at every budget, and no interval favours the table.
+    assert all(p["delta"] < 0 and p["ci_low"] < 0 for p in summary["table_vs_scalar"])
+    assert "table" not in {w["winner"] for w in summary["winners"]}
     assert interval_note(0.95) in (out / "report.md").read_text()
 
 
