@@ -11,7 +11,7 @@
 * the H.7 matched-calibrator sweep keeps the all-judges one-coin aggregator and swaps the calibrator
   (``calibrators``: beta, Platt, temperature).
 
-Metrics are computed on :math:`\\mathcal E_s`. ``summarise`` averages over splits with bootstrap CIs and runs the
+Metrics are computed on :math:`\\mathcal E_s`. ``summarise`` averages over splits with corrected resampled t intervals and runs the
 joint max-:math:`t` test of spec §5.5(d) on :math:`\\Delta_{s,k}` = NLL(top-:math:`k'` + beta) - NLL(all + beta)
 across the budgets (:func:`~judgecal_dist.stats.resampling.multiplier_max_t`).
 
@@ -254,7 +254,7 @@ def run_replicate(data: BudgetInput, rep: Replicate) -> pd.DataFrame:
 
 
 def summarise(config: Config, parts: pd.DataFrame, data: BudgetInput) -> StudyResult:
-    """Means over splits with bootstrap CIs, the max-t test across budgets, figures and the report."""
+    """Means over splits with corrected resampled t intervals, the max-t test across budgets, figures, report."""
     if config.mode == "fraction":
         return budget_report.summarise_fractions(config, parts, data)
     return budget_report.summarise_budgets(config, parts, data)
