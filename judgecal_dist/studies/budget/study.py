@@ -11,9 +11,9 @@
 * the H.7 matched-calibrator sweep keeps the all-judges one-coin aggregator and swaps the calibrator
   (``calibrators``: beta, Platt, temperature).
 
-Metrics are computed on :math:`\\mathcal E_s`. ``summarise`` averages over splits with corrected resampled t intervals and runs the
-joint max-:math:`t` test of spec §5.5(d) on :math:`\\Delta_{s,k}` = NLL(top-:math:`k'` + beta) - NLL(all + beta)
-across the budgets (:func:`~judgecal_dist.stats.resampling.multiplier_max_t`).
+Metrics are computed on :math:`\\mathcal E_s`. ``summarise`` averages over splits with corrected resampled t
+intervals and runs the joint max-:math:`t` test of spec §5.5(d) on :math:`\\Delta_{s,k}` = NLL(top-:math:`k'` +
+beta) - NLL(all + beta) across the budgets (:func:`~judgecal_dist.stats.resampling.multiplier_max_t`).
 
 ``mode: fraction``. Per split and calibration fraction :math:`f` (``fractions``), the calibration part is every
 group whose split uniform is below :math:`f` (nested in :math:`f` within a split) and the evaluation part is the

@@ -198,5 +198,5 @@ def run_replicate(data: ItcInput, rep: Replicate) -> pd.DataFrame:
 
 
 def summarise(config: Config, parts: pd.DataFrame, data: ItcInput) -> StudyResult:
-    """Means over splits with corrected resampled t intervals, top clusters, the spec's findings, report, figures, model."""
+    """Means over splits with corrected resampled t intervals, top clusters, findings, report, figures, model."""
     return itc_report.summarise(config, parts, data)
