@@ -30,7 +30,7 @@ MAX_T_CAVEAT = (
 )
 
 
-def test_train_ratio(parts: pd.DataFrame, n_items: int) -> float:
+def split_overlap_ratio(parts: pd.DataFrame, n_items: int) -> float:
     """:math:`n_2/n_1` of the splits: evaluation items over the panel's other items (the corrected t's overlap).
 
     Every split evaluates on about half of one fixed panel, so evaluation halves overlap; what a split fits on (a
@@ -102,7 +102,7 @@ def _max_t_section(
 def summarise_budgets(config: Config, parts: pd.DataFrame, data: BudgetInput) -> StudyResult:
     """Records per (budget, panel, calibrator), the max-t section, figures and the report (budget mode)."""
     by = ["budget_index", "panel", "calibrator"]
-    ratio = test_train_ratio(parts, data.panel.n_items)
+    ratio = split_overlap_ratio(parts, data.panel.n_items)
     summary = _over_splits(config, parts, by, ratio)
     sizes = parts.groupby(by)["budget"].agg(n_labels_mean="mean", n_labels_min="min", n_labels_max="max")
     extra_cols = parts.groupby(by).agg(
@@ -154,7 +154,7 @@ def summarise_budgets(config: Config, parts: pd.DataFrame, data: BudgetInput) ->
 def summarise_fractions(config: Config, parts: pd.DataFrame, data: BudgetInput) -> StudyResult:
     """Records per (fraction, calibrator), the NLL-vs-fraction figure and the report (fraction mode)."""
     by = ["fraction", "panel", "calibrator"]
-    summary = _over_splits(config, parts, by, test_train_ratio(parts, data.panel.n_items))
+    summary = _over_splits(config, parts, by, split_overlap_ratio(parts, data.panel.n_items))
     counts = parts.groupby(by).agg(
         n_cal_mean=("n_cal", "mean"),
         n_eval_mean=("n_eval", "mean"),

@@ -47,7 +47,7 @@ def _expand_raw(parts: pd.DataFrame, budgets: list[int]) -> pd.DataFrame:
     return pd.concat([parts[~free], *copies], ignore_index=True)
 
 
-def test_train_ratio(rows: pd.DataFrame) -> float:
+def split_overlap_ratio(rows: pd.DataFrame) -> float:
     """:math:`n_2/n_1` of the corrected t: a seed's test items over the rubric's other items (every seed draws its
     test set from the same items); 1 (half splits) for parts written before ``n_items`` was recorded."""
     if "n_items" not in rows or not rows["n_items"].notna().all():
@@ -60,7 +60,7 @@ def seed_interval(values: np.ndarray, rows: pd.DataFrame, level: float) -> Corre
     """Corrected resampled t over seeds (None with one seed: no spread over seeds to read)."""
     if len(values) < 2:
         return None
-    return corrected_resampled_t(values, test_train_ratio=test_train_ratio(rows), confidence=level)
+    return corrected_resampled_t(values, test_train_ratio=split_overlap_ratio(rows), confidence=level)
 
 
 def summary_table(config: Config, parts: pd.DataFrame) -> pd.DataFrame:

@@ -20,7 +20,7 @@ from judgecal_dist.studies.regime_map.recommend import recommend, verdict
 if TYPE_CHECKING:
     from judgecal_dist.studies.regime_map.config import Config
 
-__all__ = ["summarise", "t_interval", "test_train_ratio"]
+__all__ = ["summarise", "t_interval", "split_overlap_ratio"]
 
 _DIAGNOSTICS = ("effective_support", "seen_term", "unseen_rate", "cell_pressure")
 
@@ -36,7 +36,7 @@ def t_interval(values: np.ndarray, level: float, test_train_ratio: float = 0.0) 
     return mean, res.low, res.high
 
 
-def test_train_ratio(config: Config, parts: pd.DataFrame, data: Any) -> float:
+def split_overlap_ratio(config: Config, parts: pd.DataFrame, data: Any) -> float:
     """:math:`n_2/n_1` for :func:`t_interval`: 0 on generated data (fresh rows every replicate); on real data the
     test rows over the dataset's other rows (every split draws its test block from the same rows)."""
     if config.synthetic:
@@ -317,7 +317,7 @@ def summarise(config: Config, parts: pd.DataFrame, data: Any) -> StudyResult:
     if parts.empty:
         raise RunError("regime_map: no replicate rows to summarise")
     sweep = None
-    ratio = test_train_ratio(config, parts, data)
+    ratio = split_overlap_ratio(config, parts, data)
     if "interaction_weight" in parts:
         sweep = _sweep(config, parts, ratio)
         parts = parts[parts["interaction_weight"] == (config.interaction_weights or (1.0,))[-1]]

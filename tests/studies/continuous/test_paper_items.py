@@ -181,4 +181,4 @@ def test_seed_intervals_keep_the_width_of_the_data_as_seeds_grow():
         width[seeds] = row["mae_ci_high"] - row["mae_ci_low"]
     assert width[400] / width[25] > 0.7  # the bootstrap over seed means: about 0.25
     assert width[400] == pytest.approx(2 * 1.96 * err.std() / np.sqrt(160), rel=0.25)  # the 160 items' own width
-    assert report.test_train_ratio(parts) == pytest.approx(40 / 120)
+    assert report.split_overlap_ratio(parts) == pytest.approx(40 / 120)

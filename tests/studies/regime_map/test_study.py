@@ -18,7 +18,7 @@ from judgecal_dist.io.dataset import write_dataset
 from judgecal_dist.studies import STUDIES
 from judgecal_dist.studies.base import interval_note
 from judgecal_dist.studies.regime_map import study as regime_map
-from judgecal_dist.studies.regime_map.report import summarise, t_interval, test_train_ratio
+from judgecal_dist.studies.regime_map.report import split_overlap_ratio, summarise, t_interval
 from judgecal_dist.studies.runner import execute, prepare
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -103,13 +103,13 @@ def test_real_data_intervals_keep_the_width_of_the_data_as_splits_grow():
     loss = rng.normal(0.2, 0.3, rows)  # one fixed dataset's per-row squared-error differences
     means = np.array([loss[rng.permutation(rows)[:test]].mean() for _ in range(400)])
     real = regime_map.Config(data="/some/panel", budgets=(20,))
-    ratio = test_train_ratio(real, pd.DataFrame({"test_rows": [test]}), SimpleNamespace(info={"rows": rows}))
+    ratio = split_overlap_ratio(real, pd.DataFrame({"test_rows": [test]}), SimpleNamespace(info={"rows": rows}))
     assert ratio == pytest.approx(test / (rows - test))
     width = {s: np.subtract(*t_interval(means[:s], 0.95, ratio)[2:0:-1]) for s in (25, 400)}
     assert width[400] / width[25] > 0.7  # the old t over split means: 0.24
     assert width[400] == pytest.approx(2 * 1.96 * loss.std() / np.sqrt(rows), rel=0.25)  # the full data's own width
     synthetic = regime_map.Config(data="synthetic:parity", budgets=(64,))
-    assert test_train_ratio(synthetic, pd.DataFrame({"test_rows": [test]}), None) == 0.0
+    assert split_overlap_ratio(synthetic, pd.DataFrame({"test_rows": [test]}), None) == 0.0
 
 
 @pytest.fixture()
