@@ -28,6 +28,7 @@ from judgecal_dist.models.continuous import (
     flow_from_estimator,
     linear_from_conjugate,
     linear_from_hb,
+    linear_from_moments,
     ot_from_estimators,
 )
 from judgecal_dist.models.documents import KINDS, schemas
@@ -44,6 +45,7 @@ __all__ = [
     "TransportCorrector",
     "FlowCorrector",
     "linear_from_hb",
+    "linear_from_moments",
     "linear_from_conjugate",
     "ot_from_estimators",
     "flow_from_estimator",

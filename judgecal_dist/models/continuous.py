@@ -51,6 +51,7 @@ __all__ = [
     "LinearCorrector",
     "TransportCorrector",
     "FlowCorrector",
+    "linear_from_moments",
     "linear_from_hb",
     "linear_from_conjugate",
     "ot_from_estimators",
@@ -297,7 +298,7 @@ def _linear_doc(
     sigma: Array,
     cov: Array,
     sigma2: Array,
-    n_anchors: Sequence[int],
+    n_anchors: Array,
     canary: npt.ArrayLike | None,
 ) -> list[dict[str, Any]]:
     out = []
@@ -319,6 +320,44 @@ def _linear_doc(
     return out
 
 
+def linear_from_moments(
+    *,
+    rubrics: Sequence[str],
+    alpha: npt.ArrayLike,
+    beta: npt.ArrayLike,
+    sigma: npt.ArrayLike,
+    cov: npt.ArrayLike,
+    sigma2: npt.ArrayLike,
+    n_anchors: npt.ArrayLike,
+    canary_prob: npt.ArrayLike | None,
+    fit: str,
+    judge_id: str,
+    input_range: Sequence[float] = (1.0, 5.0),
+    score_range: Sequence[float] = (1.0, 5.0),
+    interval_level: float = 0.9,
+    fitted_on: dict[str, Any] | None = None,
+) -> LinearCorrector:
+    """The ``judgecal.linear-corrector/v1`` model of per-rubric posterior moments (arrays in ``rubrics`` order;
+    ``cov`` of shape (R, 2, 2)): what :func:`linear_from_hb` and :func:`linear_from_conjugate` read off a fit, and
+    what a study that kept the moments of its fits exports without refitting."""
+    doc = _common(LINEAR_FORMAT, judge_id, input_range, score_range, fitted_on, f"linear_hb for {judge_id}")
+    doc |= {
+        "fit": fit,
+        "rubrics": _linear_doc(
+            rubrics,
+            np.ravel(alpha),
+            np.ravel(beta),
+            np.ravel(sigma),
+            np.reshape(np.asarray(cov, dtype=np.float64), (-1, 2, 2)),
+            np.ravel(sigma2),
+            np.ravel(n_anchors),
+            canary_prob,
+        ),
+        "interval_level": float(interval_level),
+    }
+    return linear_from_document(LinearCorrectorDoc.model_validate(doc), doc)
+
+
 def linear_from_hb(
     model: Any,
     *,
@@ -327,27 +366,25 @@ def linear_from_hb(
     interval_level: float = 0.9,
     fitted_on: dict[str, Any] | None = None,
 ) -> LinearCorrector:
-    """The summary of a fitted :class:`HierarchicalLinear`: its posterior means (``alpha_``, ``beta_``,
-    ``sigma_``), and from its draws the covariance of :math:`(\\alpha_r, \\beta_r)` and :math:`E[\\sigma_r^2]`."""
-    R = len(model.rubrics_)
-    a, b, s = (np.asarray(model.draws_[k], dtype=np.float64).reshape(-1, R) for k in ("alpha", "beta", "sigma"))
-    cov = np.stack([np.cov(np.stack([a[:, i], b[:, i]]), ddof=0) for i in range(R)])
-    doc = _common(LINEAR_FORMAT, judge_id, input_range, model.score_range, fitted_on, f"linear_hb for {judge_id}")
-    doc |= {
-        "fit": "nuts",
-        "rubrics": _linear_doc(
-            model.rubrics_,
-            model.alpha_,
-            model.beta_,
-            model.sigma_,
-            cov,
-            (s * s).mean(0),
-            model.n_anchors_,
-            model.canary_prob_,
-        ),
-        "interval_level": float(interval_level),
-    }
-    return linear_from_document(LinearCorrectorDoc.model_validate(doc), doc)
+    r"""The summary of a fitted :class:`HierarchicalLinear`: its posterior means (``alpha_``, ``beta_``,
+    ``sigma_``), and from its draws the covariance of :math:`(\alpha_r, \beta_r)` and :math:`E[\sigma_r^2]`."""
+    cov, sigma2 = model.posterior_moments()
+    return linear_from_moments(
+        rubrics=model.rubrics_,
+        alpha=model.alpha_,
+        beta=model.beta_,
+        sigma=model.sigma_,
+        cov=cov,
+        sigma2=sigma2,
+        n_anchors=model.n_anchors_,
+        canary_prob=model.canary_prob_,
+        fit="nuts",
+        judge_id=judge_id,
+        input_range=input_range,
+        score_range=model.score_range,
+        interval_level=interval_level,
+        fitted_on=fitted_on,
+    )
 
 
 def linear_from_conjugate(
@@ -364,22 +401,22 @@ def linear_from_conjugate(
     """The summary of a :class:`ConjugateLinear` fitted on one cell per rubric (stats of shape (R, 6))."""
     mean = np.asarray(model.mean_, dtype=np.float64).reshape(len(rubrics), 2)
     cov, sigma2 = model.posterior_moments()
-    doc = _common(LINEAR_FORMAT, judge_id, input_range, score_range, fitted_on, f"linear_hb for {judge_id}")
-    doc |= {
-        "fit": "conjugate",
-        "rubrics": _linear_doc(
-            rubrics,
-            mean[:, 0],
-            mean[:, 1],
-            np.ravel(model.sigma_mean_),
-            np.reshape(cov, (-1, 2, 2)),
-            np.ravel(sigma2),
-            n_anchors,
-            np.ravel(model.canary_prob_),
-        ),
-        "interval_level": float(interval_level),
-    }
-    return linear_from_document(LinearCorrectorDoc.model_validate(doc), doc)
+    return linear_from_moments(
+        rubrics=rubrics,
+        alpha=mean[:, 0],
+        beta=mean[:, 1],
+        sigma=model.sigma_mean_,
+        cov=cov,
+        sigma2=sigma2,
+        n_anchors=n_anchors,
+        canary_prob=model.canary_prob_,
+        fit="conjugate",
+        judge_id=judge_id,
+        input_range=input_range,
+        score_range=score_range,
+        interval_level=interval_level,
+        fitted_on=fitted_on,
+    )
 
 
 def ot_from_estimators(

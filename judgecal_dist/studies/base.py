@@ -38,8 +38,9 @@ class StudyResult:
         ``report.md`` (Markdown).
     figures : dict of str to bytes
         PNG files for ``figures/``.
-    model : dict of str to dict
-        JSON documents for ``model/`` (fitted calibration as data; never a pickle).
+    model : dict of str to dict or bytes
+        JSON documents for ``model/`` (fitted models as data; never a pickle), and the files a document names
+        beside it (bytes: a flow corrector's weights).
     extra : dict
         Further top-level sections of ``summary.json``.
     recommendation : Recommendation, optional
@@ -51,7 +52,7 @@ class StudyResult:
     summary: pd.DataFrame
     report: str
     figures: dict[str, bytes] = field(default_factory=dict)
-    model: dict[str, dict[str, Any]] = field(default_factory=dict)
+    model: dict[str, dict[str, Any] | bytes] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     recommendation: Recommendation | None = None

@@ -326,8 +326,11 @@ def _summarise(module: Any, config: Any, data: Any, store: RunStore, seeds: list
     store.write_text("report.md", result.report)
     for name, png in result.figures.items():
         store.write_bytes(f"figures/{name}", png)
-    for name, doc in result.model.items():
-        store.write_json(f"model/{name}", doc)
+    for name, doc in result.model.items():  # JSON documents, and the files they name beside them (a flow's weights)
+        if isinstance(doc, bytes):
+            store.write_bytes(f"model/{name}", doc)
+        else:
+            store.write_json(f"model/{name}", doc)
     for name, table in result.tables.items():
         store.write_table(name, table)
 

@@ -337,6 +337,15 @@ class HierarchicalLinear(BaseEstimator):
         r = self._index(rubric, j.size)
         return self.alpha_[r] + self.beta_[r] * j
 
+    def posterior_moments(self) -> tuple[Array, Array]:
+        r"""Posterior covariance of :math:`(\alpha_r, \beta_r)` (shape ``(R, 2, 2)``) and :math:`E[\sigma_r^2]`
+        (shape ``(R,)``) over the draws: with the means, the first two moments of the posterior predictive."""
+        check_is_fitted(self)
+        n = len(self.rubrics_)
+        a, b, s = (np.asarray(self.draws_[k], dtype=np.float64).reshape(-1, n) for k in ("alpha", "beta", "sigma"))
+        cov = np.stack([np.cov(np.stack([a[:, i], b[:, i]]), ddof=0) for i in range(n)])
+        return cov, (s * s).mean(axis=0)
+
     def predict_interval(
         self,
         j: npt.ArrayLike,

@@ -26,6 +26,9 @@ from judgecal_dist.settings import (
 #: Flow variants: one shared flow with a learned rubric embedding, or one plain flow per rubric (the paper's fit).
 FLOW_RUBRICS = ("shared", "per_rubric")
 
+#: Correctors that export as a model (``raw`` is the judge's own score).
+EXPORTABLE = ("linear_hb", "ot", "flow")
+
 
 class Config(TypedSettings):
     """Settings of the continuous study (``studies/configs/continuous.yaml``); every key can be ``--set``."""
@@ -58,11 +61,21 @@ class Config(TypedSettings):
     interval_level: CiLevel = 0.95
     item_seed_figures: bool = True
     ci_level: CiLevel = 0.95
+    #: ``auto`` (the recommended corrector) or ``<corrector>@<judge>``: what ``model/model.json`` holds.
+    export: str = "auto"
 
     @model_validator(mode="after")
     def _check(self) -> Config:
         if not self.judges and not self.synthetic:
             raise refuse("judges", [], "must name a judge when synthetic is false (no arm to run)")
+        corrector, _, judge = self.export.partition("@")
+        if self.export != "auto" and (corrector not in EXPORTABLE or judge not in self.judges):
+            raise refuse(
+                "export",
+                self.export,
+                f"must be auto or <corrector>@<judge> with a corrector of {list(EXPORTABLE)} and a judge of "
+                f"{list(self.judges)}",
+            )
         return self
 
 

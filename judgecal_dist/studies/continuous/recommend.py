@@ -27,8 +27,9 @@ def _per_rubric(rows: pd.DataFrame, corrector: str) -> str:
     return "; ".join(f"{r['rubric']} {estimate(r, 'mae', '', '.3f')}" for _, r in mine.iterrows())
 
 
-def recommend(config: Any, table: pd.DataFrame, cross: list[dict[str, Any]]) -> Recommendation:
-    """At the largest anchor budget, for the real judge(s): the corrector with the lowest rubric-mean MAE."""
+def recommend(config: Any, table: pd.DataFrame, cross: list[dict[str, Any]], exported: str = "") -> Recommendation:
+    """At the largest anchor budget, for the real judge(s): the corrector with the lowest rubric-mean MAE;
+    ``exported`` (what the run wrote as ``model/model.json``) is appended to the answer."""
     judges = [j for j in table["judge"].unique() if j != "synthetic"] or list(table["judge"].unique())
     rows = table[table["judge"].isin(judges) & (table["corrector"] != "ot_oracle")]  # it sees the test labels
     hi, lo = int(rows["budget"].max()), int(rows["budget"].min())
@@ -53,7 +54,8 @@ def recommend(config: Any, table: pd.DataFrame, cross: list[dict[str, Any]]) -> 
     judge = ", ".join(judges)
     return Recommendation(
         use=f"the {best} corrector for {judge}'s scores with {hi} human-scored anchors per rubric "
-        f"(lowest MAE in {int(rank.loc[best, 'wins'])} of {int(rank.loc[best, 'rubrics'])} rubrics)",
+        f"(lowest MAE in {int(rank.loc[best, 'wins'])} of {int(rank.loc[best, 'rubrics'])} rubrics)"
+        + (f"; {exported}" if exported else ""),
         expected=f"rubric-mean MAE {rank.loc[best, 'mae']:.3f}"
         + (f" (raw scores {raw:.3f})" if raw is not None else "")
         + f"; per rubric: {_per_rubric(at_hi, best)}",

@@ -19,6 +19,7 @@ from judgecal_dist.stats.continuous_metrics import kde_on_grid
 from judgecal_dist.stats.inference import CorrectedT, corrected_resampled_t
 from judgecal_dist.studies.base import StudyResult, interval_note
 from judgecal_dist.studies.continuous.data import SYNTHETIC, arm_scores
+from judgecal_dist.studies.continuous.export import export_corrector, exported_choice
 from judgecal_dist.studies.continuous.recommend import recommend
 
 if TYPE_CHECKING:
@@ -545,6 +546,14 @@ def summarise(config: Config, parts: pd.DataFrame, data: ContinuousInput) -> Stu
         "",
         *_extra_sections(config, parts, table, data),
     ]
+    corrector, judge = exported_choice(config, table)
+    model = export_corrector(config, data, corrector, judge, parts)
+    fmt = model.document["format"]
+    exported = (
+        f"exported: `{corrector}` for {judge} as `model/model.json` ({fmt}, fitted on the {len(model.fitted_items or [])} "
+        f"anchors of seed {config.seed} at {max(config.budgets)} per rubric; `judgecal score --model <this run>` "
+        "corrects that judge's 1-10 scores onto 1-5; `--set export=<corrector>@<judge>` exports another)"
+    )
     crosses = _crossovers(config, parts)
     extra = {
         "crossover": cross,
@@ -554,6 +563,7 @@ def summarise(config: Config, parts: pd.DataFrame, data: ContinuousInput) -> Stu
         "paper_tanh_leftover": paper_tanh_leftover(),
         "canary": canaries,
         "failed_nuts_fits": failed,
+        "exported_model": {"corrector": corrector, "judge": judge, "format": fmt, "export": config.export},
     }
     figs = figures(config, parts, table, data) | {"judge_vs_reference.png": figure_one(config, data)}
     return StudyResult(
@@ -561,6 +571,7 @@ def summarise(config: Config, parts: pd.DataFrame, data: ContinuousInput) -> Stu
         summary=table,
         report="\n".join(report) + "\n",
         figures=figs,
+        model={"model.json": model.document, **model.files},
         extra=extra,
-        recommendation=recommend(config, table, cross),
+        recommendation=recommend(config, table, cross, exported=exported),
     )

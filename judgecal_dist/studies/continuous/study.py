@@ -202,6 +202,7 @@ def _linear_rows(data: ContinuousInput, rep: Replicate, seed: int) -> list[dict[
         diag = {"converged": model.converged_, "rhat_max": max(model.rhat_.values()), "divergences": model.divergences_}
         diag["ess_min"] = min(min(model.ess_bulk_.values()), min(model.ess_tail_.values()))
         diag |= {"retried": model.retried_, "leapfrog_steps": model.mean_steps_}
+        cov, sigma2 = model.posterior_moments()
     else:
         masks = np.stack([(anchors["rubric"] == r).to_numpy() for r in rubrics])
         j, y = anchors["j"].to_numpy(), anchors["y"].to_numpy()
@@ -210,6 +211,12 @@ def _linear_rows(data: ContinuousInput, rep: Replicate, seed: int) -> list[dict[
         diag = {"converged": True, "rhat_max": np.nan, "divergences": 0, "ess_min": np.nan}
         diag |= {"retried": False, "leapfrog_steps": np.nan}
         centred = dict.fromkeys(rubrics, -1)  # no sampler
+        cov, sigma2 = conj.posterior_moments()
+    # The predictive's moments per rubric: with alpha, beta and sigma, the exported model of this fit.
+    moments = {
+        r: {"cov_aa": cov[i, 0, 0], "cov_ab": cov[i, 0, 1], "cov_bb": cov[i, 1, 1], "sigma2": sigma2[i]}
+        for i, r in enumerate(rubrics)
+    }
     for rubric in rubrics:
         t, a = tests[tests["rubric"] == rubric], anchors[anchors["rubric"] == rubric]
         y, j = t["y"].to_numpy(), t["j"].to_numpy()
@@ -245,6 +252,7 @@ def _linear_rows(data: ContinuousInput, rep: Replicate, seed: int) -> list[dict[
                 canary_prob=canary,
                 linear_fit="nuts" if use_nuts else "conjugate",
                 centred_params=centred[rubric],
+                **moments[rubric],
                 **diag,
             )
         )

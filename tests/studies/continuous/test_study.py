@@ -13,6 +13,7 @@ import pytest
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.errors import ConfigError, InputError
+from judgecal_dist.models import load_model
 from judgecal_dist.studies.base import interval_note
 from judgecal_dist.studies.continuous import study as continuous
 from judgecal_dist.studies.continuous.data import load_paired_scores
@@ -80,6 +81,8 @@ def test_split_is_grouped_fixed_across_budgets_and_nested(rb2_slice: Path):
         ({"data": "x", "flow_passes": 1}, r"flow_passes=1: must be an integer in \[2, 10000\]"),
         ({"data": "x", "judges": (), "synthetic": False}, "no arm to run"),
         ({"data": "x", "flow_mask_policy": "per-step"}, "flow_mask_policy=per-step: must be one of"),
+        ({"data": "x", "export": "raw@mini"}, r"export=raw@mini: must be auto or <corrector>@<judge>"),
+        ({"data": "x", "export": "flow@synthetic"}, r"export=flow@synthetic: must be auto"),
     ],
 )
 def test_bad_config_is_rejected(overrides, match):
@@ -102,6 +105,7 @@ def test_continuous_study_through_the_runner(rb2_slice: Path, tmp_path: Path, ra
         "budgets=[10,40]",
         "test_groups=10",
         "flow_batch=2",
+        "export=linear_hb@nano",
     ]
     folder = Path(execute(prepare(CONFIG, overrides), EngineConfig(ray_num_cpus=2), output=str(tmp_path)))
     assert (folder / "_SUCCESS").exists()
@@ -134,5 +138,22 @@ def test_continuous_study_through_the_runner(rb2_slice: Path, tmp_path: Path, ra
     for section in ("Findings the paper expects", "Crossover budgets: MAE and KL", "Predictive intervals", "saturates"):
         assert section in text
     assert summary["crossover_kl"] and summary["saturation"]
+    # The exported corrector is the study's own NUTS fit of seed 0 at the largest budget (read off its rows, not
+    # refitted): the same coefficients, and on the 1-10 scores of that seed's test items the study's predictions.
+    model = load_model(str(folder))
+    assert model.kind == "linear-corrector" and model.judge_id == "nano" and model.document["fit"] == "nuts"
+    assert "exported: `linear_hb` for nano as `model/model.json`" in summary["recommendation"]["use"]
+    assert "exported: `linear_hb` for nano" in (folder / "report.md").read_text().split("## Recommendation")[1][:2000]
+    rows40 = lin.xs(("nano", 40, 0), level=("judge", "budget", "seed")).reset_index()
+    for _, row in rows40.iterrows():
+        got = model.document["rubrics"][model.rubrics.index(row["rubric"])]
+        assert (got["alpha"], got["beta"], got["sigma"]) == (row["alpha"], row["beta"], row["sigma"])
+    first = rows40.iloc[0]
+    test0 = rows.iloc[continuous.split(rows, 0, 10)[0]]
+    mine = test0[test0["rubric"] == first["rubric"]]
+    raw10 = 1 + 9 * (mine["j"].to_numpy() - 1) / 4  # back onto RewardBench 2's 1-10
+    np.testing.assert_allclose(
+        model.correct(raw10, [first["rubric"]] * len(mine))["corrected"], first["y_hat_items"], rtol=1e-12
+    )
     again = execute(prepare(CONFIG, overrides), EngineConfig(ray_num_cpus=2), output=str(tmp_path))
     assert Path(again) == folder  # a finished run is returned as is
