@@ -77,6 +77,7 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
     "run-id-other-config": lambda t: _reused_run_id(t, change="config"),
     "run-id-other-inputs": lambda t: _reused_run_id(t, change="inputs"),
     "run-missing-bucket": _missing_bucket,
+    "run-judge-grain-no-orders": lambda t: _run(t, _generate(t / "D", 1), "--set", "judge_grain=one_order"),
     "submit-run-id-invalid": lambda t: _submit(t, "--set", "data=x", run_id="a/b"),
     "submit-credentials-in-spark-conf": _spark_secret,
     "submit-inputs-unreachable": lambda t: [

@@ -26,11 +26,16 @@ from judgecal_dist.settings import (
     number,
     one_of,
 )
-from judgecal_dist.studies.inclusion.search import SEARCHES, SearchSettings
+from judgecal_dist.studies.inclusion.controls import CONTROLS
+from judgecal_dist.studies.inclusion.grain import GRAINS
+from judgecal_dist.studies.inclusion.search import SEARCHES, SearchSettings, is_search
 
 #: Diagnostic panels (spec §3.6): ``oracleK`` = top-K by evaluation accuracy (a ceiling, not deployable),
-#: ``randomK`` = K random judges (a floor, seeded per split), ``l1`` = support of the L1 logistic fit at ``l1_c``.
-DIAGNOSTIC_PANEL = re.compile(r"(oracle|random)[1-9][0-9]*|l1")
+#: ``randomK`` = K random judges (a floor, seeded per split), ``l1`` = support of the L1 logistic fit at ``l1_c``;
+#: the scope arms of §3.8: ``operating`` = all judges less those P1 filters (parse rate <= 0.60) or that are reliably
+#: below chance, ``no_p3`` = all judges less those P3 flags (partial or label-dependent missingness), both judged on
+#: the calibration half.
+DIAGNOSTIC_PANEL = re.compile(r"(oracle|random)[1-9][0-9]*|l1|operating|no_p3")
 
 
 #: Item features Platt scaling can add to the aggregator's score (spec 000 eq. (3)), computed from the votes.
@@ -71,6 +76,16 @@ class Config(PipelineFields, AggregationFields):
     l1_c: number(gt=0.0) = Field(default=0.1, description="inverse L1 strength of the l1 panel (spec §3.6 grid)")
     selective_tau: number(ge=0.5, le=1.0) = Field(default=0.9, description="confidence threshold of Cov @ conf")
     tost_margin: number(gt=0.0) = Field(default=0.01, description="TOST equivalence margin on NLL (nats)")
+    judge_grain: one_of(GRAINS) = Field(
+        default="judge",
+        description="judges in two presentation orders (ids X/ab, X/ba; LLMBar): judge = each order a judge (130), "
+        "one_order = the ab verdict per configuration, both_orders = a verdict only where both orders agree (65)",
+    )
+    controls: listed(one_of(CONTROLS)) = Field(
+        default=CONTROLS,
+        description="sanity controls on one-coin over all judges: random labels, difficulty transfer between "
+        "agreement terciles, score distortions, and the Step 2 -> Step 3 chain; empty = none",
+    )
     platt_item_features: listed(one_of(ITEM_FEATURES)) = Field(
         default=(),
         description="item features of Platt scaling with features (agreement: |2 p_MV - 1| of the item's votes; "
@@ -79,7 +94,7 @@ class Config(PipelineFields, AggregationFields):
 
     @model_validator(mode="after")
     def _check(self) -> Config:
-        named = [p for p in self.panels if not DIAGNOSTIC_PANEL.fullmatch(p)]
+        named = [p for p in self.panels if not DIAGNOSTIC_PANEL.fullmatch(p) and not is_search(p)]
         check_panels(named, (*PANELS, *SEARCHES))
         check_export(self.export, self.aggregators, self.calibrators, self.panels)
         return self
@@ -119,3 +134,4 @@ class Replicate:
     selective_tau: float = 0.9
     tost_margin: float = 0.01
     platt_item_features: tuple[str, ...] = ()
+    controls: tuple[str, ...] = ()

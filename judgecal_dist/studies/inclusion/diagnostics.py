@@ -16,6 +16,7 @@ from judgecal_dist.methods.aggregation.votes import count_judge_votes
 from judgecal_dist.methods.selection.diagnostics import flag_below_chance, flag_missingness, flag_parse_rate
 from judgecal_dist.methods.selection.irt import TwoPLIRT, correctness_matrix
 from judgecal_dist.splits import calibration_mask
+from judgecal_dist.studies.inclusion.grain import configurations, position_consistency, regrain
 
 __all__ = ["diagnose"]
 
@@ -30,6 +31,13 @@ def diagnose(panel: Panel, *, seed: int, calib_fraction: float) -> dict[str, Any
     missing = flag_missingness(votes, y, ids) if len(np.unique(y)) == 2 else None
     # 2PL abilities are standardised over judges: undefined for a single judge (reported as absent, not NaN)
     irt = TwoPLIRT().fit(correctness_matrix(votes, y)) if votes.shape[1] >= 2 else None
+    # Judges in two orders (LLMBar): the orders of one configuration are near-duplicates, so IRT is also fitted at
+    # the configuration level (a verdict where both orders agree) as the sensitivity check of spec §7.13.
+    pairs = configurations(panel.judge_ids)
+    by_config = None
+    if len(pairs) >= 2:
+        collapsed = regrain(panel, "both_orders").votes[in_cal]
+        by_config = TwoPLIRT().fit(correctness_matrix(collapsed, y))
     return {
         "split_seed": seed,
         "p1_review": parse.loc[parse["review"], "judge_id"].tolist(),
@@ -38,4 +46,12 @@ def diagnose(panel: Panel, *, seed: int, calib_fraction: float) -> dict[str, Any
         "p3_flagged": [] if missing is None else missing.loc[missing["p3_flag"], "judge_id"].tolist(),
         "irt_variance_shares": {} if irt is None else {k: float(v) for k, v in irt.variance_shares_.items()},
         "irt_ability_accuracy_spearman": None if irt is None else float(irt.accuracy_spearman_),
+        "irt_configuration": None
+        if by_config is None
+        else {
+            "configurations": len(pairs),
+            "variance_shares": {k: float(v) for k, v in by_config.variance_shares_.items()},
+            "ability_accuracy_spearman": float(by_config.accuracy_spearman_),
+            "position_consistency": position_consistency(panel),
+        },
     }

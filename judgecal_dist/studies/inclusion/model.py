@@ -26,6 +26,7 @@ from judgecal_dist.models import pipeline_from_estimators
 from judgecal_dist.splits import assign_blocks
 from judgecal_dist.stats.inference import summarise_over_splits
 from judgecal_dist.stats.sets import set_metrics
+from judgecal_dist.studies.inclusion.search import is_search
 
 if TYPE_CHECKING:
     from judgecal_dist.studies.inclusion.config import Config, Replicate
@@ -131,14 +132,14 @@ def choices(config: Config) -> dict[str, Any]:
         "intervals": "corrected resampled t over splits (Nadeau and Bengio 2003), variance (1/R + n_eval/n_cal) s^2",
         "terciles": "judge agreement |2 p_MV - 1| of the full panel on the evaluation items",
     }
-    searched = [p for p in config.panels if p in ("beam", "backward", "greedy", "exhaustive")]
+    searched = [p for p in config.panels if is_search(p)]
     if searched:
         choices["search"] = (
             f"{', '.join(searched)}: calibration half cut {config.search_inner_fraction:g}/"
             f"{1 - config.search_inner_fraction:g} (one-coin counts / inner calibration), candidate score = "
             f"{config.search_folds}-fold CV NLL of beta (batched Newton) on the inner part, beam width "
             f"{config.search_beam_width}, <= {config.search_max_additions} additions, greedy = forward with early "
-            "stop, exhaustive only for J <= 12; the chosen subset then runs through every aggregator x calibrator"
+            "stop, greedyK = forward to K judges, exhaustive only for J <= 12; the chosen subset then runs through every aggregator x calibrator"
         )
     if config.orientation == "gold_positive":
         choices["warning"] = (

@@ -15,6 +15,7 @@ inner calibration part), scored on the untouched evaluation half.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,10 +38,19 @@ from judgecal_dist.methods.selection.search import (
 from judgecal_dist.splits import assign_blocks
 from judgecal_dist.stats.metrics import pointwise_nll
 
-__all__ = ["SEARCHES", "SearchSettings", "InnerProblem", "run_searches"]
+__all__ = ["SEARCHES", "GREEDY_TARGET", "is_search", "SearchSettings", "InnerProblem", "run_searches"]
 
 #: Searched panel names; ``exhaustive`` only when the panel has at most ``exhaustive_max`` judges.
 SEARCHES = ("beam", "backward", "greedy", "exhaustive")
+#: Greedy forward search run to a target size (spec §3.6 recommends k in {3, 5, 10}): ``greedy3``, ``greedy5``, ...
+GREEDY_TARGET = re.compile(r"greedy([1-9][0-9]*)")
+
+
+def is_search(name: str) -> bool:
+    """Whether panel ``name`` is chosen by a search (a fixed search or a greedy target size)."""
+    return name in SEARCHES or GREEDY_TARGET.fullmatch(name) is not None
+
+
 #: Seed offsets of the inner 70/30 cut and of the 5 CV folds (independent of the outer split and conformal cut).
 INNER_SEED_OFFSET, FOLD_SEED_OFFSET = 2_000_029, 3_000_017
 
@@ -150,7 +160,7 @@ def run_searches(
     A search that cannot run (inner part with one class, ``exhaustive`` above ``exhaustive_max`` judges) is left
     out, never reported as NaN.
     """
-    wanted = [n for n in names if n in SEARCHES]
+    wanted = [n for n in names if is_search(n)]
     if not wanted:
         return {}, []
     problem = InnerProblem(votes, labels, keys, seed, settings, search)
@@ -158,6 +168,13 @@ def run_searches(
         return {}, []
     n_judges = votes.shape[1]
     results: dict[str, tuple[tuple[int, ...], float, int]] = {}
+    targets = {n: int(m.group(1)) for n in wanted if (m := GREEDY_TARGET.fullmatch(n))}
+    if targets:  # one forward path gives every target size (a size above J is the full panel)
+        path = greedy_forward(problem.scores, n_judges, targets=tuple(targets.values()), early_stop=False, batched=True)
+        scored = dict(zip(path.path["subset"], path.path["score"], strict=True))
+        for name, k in targets.items():
+            subset = path.subsets[k]
+            results[name] = (subset, float(scored[subset]), path.n_evaluations)
     for name in wanted:
         if name == "beam":
             res: SearchResult = beam_search(

@@ -32,6 +32,7 @@ from judgecal_dist.engine.panel import Panel, load_panel
 from judgecal_dist.engine.stats import judge_cells, judge_summary
 from judgecal_dist.errors import ConfigError
 from judgecal_dist.io.records import json_records
+from judgecal_dist.methods.aggregation.votes import count_judge_votes
 from judgecal_dist.methods.calibration.platt import PlattCalibrator
 from judgecal_dist.methods.pipeline import (
     AGGREGATORS,
@@ -44,7 +45,12 @@ from judgecal_dist.methods.pipeline import (
     protocol_scores,
 )
 from judgecal_dist.methods.selection.curate import l1_logistic_support, oracle_top_k, random_k
-from judgecal_dist.methods.selection.diagnostics import flag_saturation
+from judgecal_dist.methods.selection.diagnostics import (
+    flag_below_chance,
+    flag_missingness,
+    flag_parse_rate,
+    flag_saturation,
+)
 from judgecal_dist.models.binary import FORMAT
 from judgecal_dist.splits import calibration_mask
 from judgecal_dist.stats.equivalence import TOSTResult, tost_paired
@@ -56,7 +62,9 @@ from judgecal_dist.stats.strata import nll_by_agreement_tercile
 from judgecal_dist.studies.base import StudyResult
 from judgecal_dist.studies.inclusion import report as inclusion_report
 from judgecal_dist.studies.inclusion.config import DIAGNOSTIC_PANEL, Config, Replicate
+from judgecal_dist.studies.inclusion.controls import control_lines, control_rows, scope_lines
 from judgecal_dist.studies.inclusion.diagnostics import diagnose
+from judgecal_dist.studies.inclusion.grain import grain_lines, regrain
 from judgecal_dist.studies.inclusion.model import (
     DEFAULT_AGGREGATOR,
     DEFAULT_CALIBRATOR,
@@ -69,7 +77,7 @@ from judgecal_dist.studies.inclusion.model import (
     summarise_conformal,
 )
 from judgecal_dist.studies.inclusion.recommend import recommend
-from judgecal_dist.studies.inclusion.search import SEARCHES, run_searches
+from judgecal_dist.studies.inclusion.search import SEARCHES, is_search, run_searches
 
 __all__ = [
     "NAME",
@@ -118,18 +126,35 @@ def load(config: Config, engine: EngineConfig) -> InclusionInput:
         dataset=config.dataset,
         storage_options=dict(engine.storage_options),
     )
+    panel = regrain(panel, config.judge_grain, source=str(config.data))
     if len(np.unique(panel.labels)) < 2 and config.orientation != "gold_positive":
         raise ConfigError(
             f"{config.data}: labels: label: every labelled item has the same label; calibration needs "
             "both classes (or orientation=gold_positive, with penalised calibrators only)"
         )
     seeds = [config.seed + i for i in range(config.replicates)]
+    if config.judge_grain != "judge":  # the engine's counts are per stored judge: count the regrained panel here
+        return InclusionInput(panel=panel, judges=_panel_judges(panel, seeds, config.calib_fraction))
     per_split = judge_summary(judge_cells(config.data, seeds, config.calib_fraction, config=engine))
     cal = per_split[per_split["side"] == "calibration"]
     judges = cal.groupby("judge_id", as_index=False)[["rows", "votes", "correct"]].mean()
     judges["parse_rate"] = cal.groupby("judge_id")["parse_rate"].mean().to_numpy()
     judges["accuracy"] = judges["correct"] / judges["votes"].where(judges["votes"] > 0)
     return InclusionInput(panel=panel, judges=judges.sort_values("accuracy", ascending=False, kind="stable"))
+
+
+def _panel_judges(panel: Panel, seeds: list[int], calib_fraction: float) -> pd.DataFrame:
+    """Per-judge calibration-side means over splits, as :func:`load` reports them, from the dense panel."""
+    masks = calibration_mask(panel.group_keys, seeds, calib_fraction)
+    counts = [count_judge_votes(panel.votes[m], panel.labels[m]) for m in masks]
+    votes = np.mean([n for n, _ in counts], axis=0)
+    correct = np.mean([c for _, c in counts], axis=0)
+    rows = float(np.mean([m.sum() for m in masks]))
+    judges = pd.DataFrame(
+        {"judge_id": panel.judge_ids, "rows": rows, "votes": votes, "correct": correct, "parse_rate": votes / rows}
+    )
+    judges["accuracy"] = judges["correct"] / judges["votes"].where(judges["votes"] > 0)
+    return judges.sort_values("accuracy", ascending=False, kind="stable")
 
 
 def plan(config: Config, data: InclusionInput) -> list[Replicate]:
@@ -152,6 +177,7 @@ def plan(config: Config, data: InclusionInput) -> list[Replicate]:
             selective_tau=config.selective_tau,
             platt_item_features=tuple(config.platt_item_features),
             tost_margin=config.tost_margin,
+            controls=tuple(config.controls),
         )
         for i in range(config.replicates)
     ]
@@ -173,7 +199,7 @@ def run_replicate(data: InclusionInput, rep: Replicate) -> pd.DataFrame:
         rep.calib_scores, keys_cal, rep.seed, nested_fraction=rep.nested_fraction, folds=rep.crossfit_folds
     )
     rank = roles == 0 if rep.calib_scores == "nested" else slice(None)  # counts of the aggregator's items
-    curated = tuple(p for p in rep.panels if p not in SEARCHES and not DIAGNOSTIC_PANEL.fullmatch(p))
+    curated = tuple(p for p in rep.panels if not is_search(p) and not DIAGNOSTIC_PANEL.fullmatch(p))
     panels = choose_panels(curated, v_cal[rank], y_cal[rank], panel.judge_ids, panel.families, settings)
     panels |= _diagnostic_panels(rep, v_cal[rank], y_cal[rank], v_eval, y_eval, panel.judge_ids, settings)
     searched, search_rows = run_searches(
@@ -209,6 +235,15 @@ def run_replicate(data: InclusionInput, rep: Replicate) -> pd.DataFrame:
     _attach_paired_tests(table, losses, rep)
     extra = [base | row for row in (*_tercile_rows(full_p, v_eval, y_eval, settings.eps), *search_rows)]
     extra += [base | row for row in conformal_rows(panel, in_cal, v_eval, y_eval, rep)]
+    extra += [
+        base | row
+        for row in control_rows(rep.controls, rep.seed, settings, v_cal, y_cal, v_eval, y_eval, rep.calib_scores, roles)
+    ]
+    extra += [
+        base | {"kind": "scope_arm", "panel": name, "dropped": panel.n_judges - len(panels.get(name, panel.judge_ids))}
+        for name in ("operating", "no_p3")
+        if name in rep.panels
+    ]
     if rep.platt_item_features:
         extra += [base | row for row in _platt_feature_rows(rep, settings, v_cal, y_cal, v_eval, y_eval, roles)]
     return pd.concat([table, pd.DataFrame(extra)], ignore_index=True)
@@ -273,7 +308,9 @@ def _diagnostic_panels(
     for name in rep.panels:
         if not DIAGNOSTIC_PANEL.fullmatch(name):
             continue
-        if name == "l1":
+        if name in ("operating", "no_p3"):
+            cols = _scope_arm(name, v_cal, y_cal)
+        elif name == "l1":
             support = l1_logistic_support(v_cal, y_cal, Cs=(rep.l1_c,))["support"].iloc[0]
             cols = np.asarray(support, dtype=np.intp)
         elif name.startswith("oracle"):
@@ -286,6 +323,20 @@ def _diagnostic_panels(
         if 0 < cols.size < n_judges:
             out[name] = cols
     return out
+
+
+def _scope_arm(name: str, v_cal: np.ndarray, y_cal: np.ndarray) -> np.ndarray:
+    """Judges kept by the operating rule (P1 filter and the Bayesian below-chance flag as actions) or by dropping
+    the P3-flagged judges, judged on the calibration items the aggregator sees (spec §3.8)."""
+    n_votes, n_correct = count_judge_votes(v_cal, y_cal)
+    if name == "operating":
+        drop = flag_parse_rate(n_votes, v_cal.shape[0])["filter"].to_numpy()
+        drop |= flag_below_chance(n_votes, n_correct, method="bayes")["below_chance"].to_numpy()
+    else:
+        drop = flag_missingness(v_cal, y_cal)["p3_flag"].to_numpy() if len(np.unique(y_cal)) == 2 else None
+        if drop is None:
+            return np.arange(v_cal.shape[1])
+    return np.flatnonzero(~drop)
 
 
 def _selective_metrics(y: np.ndarray, p: np.ndarray, rep: Replicate) -> dict[str, float]:
@@ -430,6 +481,8 @@ def summarise(config: Config, parts: pd.DataFrame, data: InclusionInput) -> Stud
         gammas = [f"gamma_{f}" for f in config.platt_item_features]
         mean = parts[parts["kind"] == "platt_features"].groupby(["aggregator", "calibrator"])[gammas].mean()
         featured = featured.merge(mean.reset_index(), on=["aggregator", "calibrator"], how="left")
+    controls = _summarise_kind(parts, "control", ["control", "variant", "calibrator"], ["nll"], config, rng)
+    scope = parts[parts["kind"] == "scope_arm"] if "kind" in parts else parts.iloc[:0]
     records = json_records(summary)
     reliability = parts[parts["kind"] == "reliability"]
     diagnostics = diagnose(panel, seed=config.seed, calib_fraction=config.calib_fraction)
@@ -449,7 +502,11 @@ def summarise(config: Config, parts: pd.DataFrame, data: InclusionInput) -> Stud
     return StudyResult(
         records=records,
         summary=summary,
-        report=f"{title}\n\n{note}\n{body}" + _platt_feature_lines(featured, config),
+        report=f"{title}\n\n{note}\n{body}"
+        + _platt_feature_lines(featured, config)
+        + grain_lines(diagnostics, config.judge_grain, panel.n_judges)
+        + scope_lines(summary, scope, config)
+        + control_lines(controls, config),
         figures=inclusion_report.figures(metrics, summary, reliability, config),
         model={"calibration.json": fit_model(config, panel), "model.json": exported.document},
         extra={
@@ -460,6 +517,7 @@ def summarise(config: Config, parts: pd.DataFrame, data: InclusionInput) -> Stud
             "terciles": json_records(terciles),
             "search": json_records(search),
             "platt_item_features": json_records(featured),
+            "controls": json_records(controls),
             "judges": json_records(data.judges),
         },
         recommendation=recommend(config, summary, panel.n_judges, panel.n_items),

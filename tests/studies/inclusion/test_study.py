@@ -19,6 +19,7 @@ from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.panel import load_panel
 from judgecal_dist.engine.ray import single_threaded_blas
 from judgecal_dist.engine.stats import judge_cells, judge_summary
+from judgecal_dist.errors import ConfigError
 from judgecal_dist.splits import calibration_mask
 from judgecal_dist.studies.inclusion import study as inclusion
 from judgecal_dist.studies.runner import execute, prepare
@@ -246,6 +247,7 @@ def test_llmbar_calibrated_full_panel_beats_top_k(llmbar_url):
         calibrators=("beta",),
         panels=("all", "top3", "top5", "top10"),
         permutation_resamples=200,  # the per-split p-values are not part of the claim
+        controls=(),  # the sanity controls are tested in test_controls.py
     )
     data = inclusion.load(config, _engine())
     with single_threaded_blas():  # as on Ray: threaded BLAS makes the small fits several times slower
@@ -310,3 +312,39 @@ def test_orientations_preserve_correctness(panel_url):
     assert (gold.labels == 1).all()
     randomized = load_panel(panel_url, orientation="randomized", orientation_seed=4)
     assert 0.4 < randomized.info["orientation_flipped_items"] / natural.n_items < 0.6
+
+
+def test_llmbar_65_judge_variants_and_configuration_level_irt(llmbar_url):
+    """The 65-judge LLMBar panels (one order; both orders agreeing) against the raw verdict rows, and the
+    configuration-level 2PL fit of the diagnostics against a fit on a hand-collapsed correctness matrix."""
+    from judgecal_dist.io.dataset import read_dataset_table
+    from judgecal_dist.methods.selection.irt import TwoPLIRT, correctness_matrix
+    from judgecal_dist.studies.inclusion.diagnostics import diagnose
+
+    raw = read_dataset_table(llmbar_url, "verdicts", columns=["item_id", "judge_id", "verdict"]).to_pandas()
+    code = raw["verdict"].map({"A": 1, "B": 0}).fillna(-1).astype(int)
+    wide = raw.assign(v=code).pivot(index="item_id", columns="judge_id", values="v").fillna(-1).astype(int)
+    panels = {}
+    for grain in ("judge", "one_order", "both_orders"):
+        cfg = inclusion.Config(data=llmbar_url, replicates=2, judge_grain=grain)
+        panels[grain] = inclusion.load(cfg, _engine())
+    full, one, both = (panels[g].panel for g in ("judge", "one_order", "both_orders"))
+    assert full.n_judges == 130 and one.n_judges == both.n_judges == 65
+    assert len(panels["both_orders"].judges) == 65
+    ab = wide.loc[one.item_ids, [f"{c}/ab" for c in one.judge_ids]].to_numpy()
+    ba = wide.loc[one.item_ids, [f"{c}/ba" for c in one.judge_ids]].to_numpy()
+    np.testing.assert_array_equal(one.votes, ab)
+    np.testing.assert_array_equal(both.votes, np.where(ab == ba, ab, -1))
+    diag = diagnose(full, seed=0, calib_fraction=0.5)["irt_configuration"]
+    in_cal = calibration_mask(full.group_keys, [0], 0.5)[0]
+    ref = TwoPLIRT().fit(correctness_matrix(np.where(ab == ba, ab, -1)[in_cal], full.labels[in_cal]))
+    assert diag["configurations"] == 65
+    for k, v in ref.variance_shares_.items():
+        assert diag["variance_shares"][k] == pytest.approx(v, abs=1e-9)
+    agree = [(a[(a >= 0) & (b >= 0)] == b[(a >= 0) & (b >= 0)]).mean() for a, b in zip(ab.T, ba.T, strict=True)]
+    assert diag["position_consistency"] == pytest.approx(np.mean(agree), abs=1e-12)
+
+
+def test_judge_grain_is_refused_without_two_orders(panel_url):
+    with pytest.raises(ConfigError, match="judge_grain=one_order: no judge comes in two orders"):
+        inclusion.load(inclusion.Config(data=panel_url, judge_grain="one_order"), _engine())

@@ -1,0 +1,163 @@
+"""Spec 000's sanity controls, pipeline ablation, greedy targets and scope arms in the inclusion study.
+
+References are computed here, independently of the study's code paths: scikit-learn's unpenalised logistic
+regression for Platt, the Beta posterior's CDF from scipy for the below-chance flag, a plain greedy loop over
+single-subset scores, log 2 for random labels, and Proposition 3's invariances (a calibrator that allows a negative
+slope undoes an inversion exactly; isotonic regression is unchanged by a monotone map of its scores).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+from scipy.special import expit, logit
+from sklearn.linear_model import LogisticRegression
+
+from judgecal_dist.config import EngineConfig
+from judgecal_dist.errors import ConfigError
+from judgecal_dist.methods.pipeline import aggregate, calibrate
+from judgecal_dist.splits import calibration_mask
+from judgecal_dist.studies.inclusion import study as inclusion
+from judgecal_dist.studies.inclusion.controls import flip_votes
+from judgecal_dist.studies.inclusion.search import InnerProblem
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    from judgecal_dist.io.synthetic import generate_panel
+
+    url = str(tmp_path_factory.mktemp("synthetic") / "panel")
+    generate_panel(url, n_items=600, n_judges=9, seed=5)
+    cfg = inclusion.Config(
+        data=url,
+        replicates=2,
+        aggregators=("one_coin", "dawid_skene"),
+        calibrators=("beta",),
+        panels=("all", "greedy3", "greedy5", "operating", "no_p3"),
+        permutation_resamples=100,
+    )
+    data = inclusion.load(cfg, EngineConfig(ray_num_cpus=1))
+    parts = pd.concat([inclusion.run_replicate(data, rep) for rep in inclusion.plan(cfg, data)])
+    return cfg, data, parts
+
+
+def _split(data, cfg, seed):
+    panel = data.panel
+    in_cal = calibration_mask(panel.group_keys, [seed], cfg.calib_fraction)[0]
+    return (
+        panel.votes[in_cal],
+        panel.labels[in_cal],
+        panel.group_keys[in_cal],
+        panel.votes[~in_cal],
+        panel.labels[~in_cal],
+    )
+
+
+def _nll(y, p):
+    p = np.clip(p, 1e-6, 1 - 1e-6)
+    return float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
+
+
+def _controls(parts, seed):
+    rows = parts[(parts["kind"] == "control") & (parts["seed"] == seed)]
+    return rows.set_index(["control", "variant", "calibrator"])["nll"].sort_index()
+
+
+def test_random_labels_score_log_2(run):
+    _, _, parts = run
+    rows = parts[(parts["kind"] == "control") & (parts["control"] == "random_labels")]
+    calibrated = rows[rows["calibrator"].isin(["platt", "beta"])]["nll"]
+    # A fair coin cannot be predicted: calibrated NLL is log 2 plus the small overfit of a 2-parameter fit.
+    assert np.all(np.abs(calibrated - np.log(2)) < 0.04), calibrated.tolist()
+
+
+def test_difficulty_transfer_and_chaining_equal_sklearn_platt(run):
+    cfg, data, parts = run
+    settings = inclusion.plan(cfg, data)[0].settings
+    for seed in (0, 1):
+        v_cal, y_cal, _, v_eval, y_eval = _split(data, cfg, seed)
+        s_cal, s_eval, _ = aggregate("one_coin", settings, v_cal, y_cal, v_eval)  # log-odds (insample protocol)
+        got = _controls(parts, seed)
+
+        def g(v):
+            voted = (v >= 0).sum(1)
+            return np.abs(2 * np.where(voted > 0, (v == 1).sum(1) / np.maximum(voted, 1), 0.5) - 1)
+
+        strata = {}
+        for side, v in (("fit", v_cal), ("eval", v_eval)):
+            lo, hi = np.quantile(g(v), [1 / 3, 2 / 3])
+            strata[side] = {"hard": g(v) <= lo, "easy": g(v) >= hi}
+        for fit_on, eval_on in (("hard", "easy"), ("easy", "hard")):
+            m, e = strata["fit"][fit_on], strata["eval"][eval_on]
+            ref = LogisticRegression(C=np.inf, tol=1e-10, max_iter=10_000).fit(s_cal[m, None], y_cal[m])
+            want = _nll(y_eval[e], ref.predict_proba(s_eval[e, None])[:, 1])
+            assert got["difficulty_transfer", f"{fit_on}->{eval_on}", "platt"] == pytest.approx(want, abs=1e-5)
+        # Step 2 -> Step 3: beta fitted on sklearn-Platt's output equals the study's chained row.
+        platt = LogisticRegression(C=np.inf, tol=1e-10, max_iter=10_000).fit(s_cal[:, None], y_cal)
+        p_fit, p_eval = (platt.predict_proba(s[:, None])[:, 1] for s in (s_cal, s_eval))
+        chained = calibrate("beta", settings, logit(p_fit), y_cal, {"e": logit(p_eval)})["e"]
+        assert got["chaining", "platt>beta", "platt>beta"] == pytest.approx(_nll(y_eval, chained), abs=1e-4)
+        assert got["chaining", "none", "none"] == pytest.approx(_nll(y_eval, expit(s_eval)), abs=1e-9)
+
+
+def test_distortions_follow_proposition_3(run):
+    _, _, parts = run
+    for seed in (0, 1):
+        got = _controls(parts, seed)
+        clean = got["distortions", "clean"]
+        # A calibrator with a free slope sign undoes an inversion exactly; beta (a, b >= 0) cannot.
+        assert got["distortions", "invert", "platt"] == pytest.approx(clean["platt"], abs=1e-6)
+        assert got["distortions", "invert", "beta"] > clean["beta"] + 0.2
+        # Isotonic regression sees only the order of its scores: a monotone map changes its fitted steps not at all
+        # and evaluation scores only through the interpolation between two steps.
+        for name in ("square", "sqrt"):
+            assert got["distortions", name, "isotonic"] == pytest.approx(clean["isotonic"], abs=1e-3)
+            assert got["distortions", name, "platt"] == pytest.approx(clean["platt"], abs=0.02)
+        # A shuffled score carries no information: about the entropy of a balanced label.
+        assert got["distortions", "shuffle", "platt"] > 0.66
+    votes = np.random.default_rng(0).integers(-1, 2, size=(400, 10)).astype(np.int8)
+    flipped = flip_votes(votes, np.random.default_rng(1))
+    changed = (flipped != votes).sum(0)
+    assert (changed > 0).sum() == 4  # 40% of the judges
+    for j in np.flatnonzero(changed):
+        assert changed[j] == round(0.2 * (votes[:, j] >= 0).sum())  # 20% of that judge's votes
+    assert ((flipped >= 0) == (votes >= 0)).all()  # missing votes stay missing
+
+
+def test_greedy_targets_equal_a_plain_greedy_loop(run):
+    cfg, data, parts = run
+    rep = inclusion.plan(cfg, data)[0]
+    v_cal, y_cal, keys, _, _ = _split(data, cfg, rep.seed)
+    problem = InnerProblem(v_cal, y_cal, keys, rep.seed, rep.settings, rep.search)
+    current: tuple[int, ...] = ()
+    want = {}
+    while len(current) < 5:
+        cand = [tuple(sorted((*current, j))) for j in range(v_cal.shape[1]) if j not in current]
+        scores = [float(problem.scores([c])[0]) for c in cand]
+        current = cand[int(np.argmin(scores))]
+        want[len(current)] = min(scores)
+    search = parts[(parts["kind"] == "search") & (parts["seed"] == rep.seed)].set_index("panel")
+    for k in (3, 5):
+        assert search.loc[f"greedy{k}", "panel_size"] == k
+        assert search.loc[f"greedy{k}", "inner_nll"] == pytest.approx(want[k], abs=1e-9)
+
+
+def test_scope_arms_drop_the_flagged_judges(run):
+    cfg, data, parts = run
+    for seed in (0, 1):
+        v_cal, y_cal, _, _, _ = _split(data, cfg, seed)
+        n = (v_cal >= 0).sum(0)
+        c = ((v_cal == y_cal[:, None]) & (v_cal >= 0)).sum(0)
+        # Operating rule: P1 filter (parse rate <= 0.60) or P(theta < 1/2) > 0.975 under Beta(1 + c, 1 + n - c).
+        drop = (n / v_cal.shape[0] <= 0.60) | (sps.beta.cdf(0.5, 1 + c, 1 + n - c) > 0.975)
+        scope = parts[(parts["kind"] == "scope_arm") & (parts["seed"] == seed)].set_index("panel")
+        assert scope.loc["operating", "dropped"] == drop.sum()
+        metrics = parts[(parts["kind"] == "metrics") & (parts["seed"] == seed)].set_index(["aggregator", "panel"])
+        if drop.sum() > 0:
+            assert metrics.loc[("one_coin", "operating"), "panel_size"] == (~drop).sum()
+    report = inclusion.summarise(cfg, parts, data).report
+    assert "## Scope arms" in report and "## Sanity controls" in report and "platt>beta" in report
+    with pytest.raises(ConfigError, match="controls"):
+        inclusion.Config(data="x", controls=("nonsense",))
