@@ -76,6 +76,11 @@ class Config(PipelineFields, AggregationFields):
     l1_c: number(gt=0.0) = Field(default=0.1, description="inverse L1 strength of the l1 panel (spec §3.6 grid)")
     selective_tau: number(ge=0.5, le=1.0) = Field(default=0.9, description="confidence threshold of Cov @ conf")
     tost_margin: number(gt=0.0) = Field(default=0.01, description="TOST equivalence margin on NLL (nats)")
+    item_bootstrap_resamples: integer(0, 100_000) = Field(
+        default=1000,
+        description="item-level paired bootstrap (resamples per split) of the default pipeline against every other "
+        "aggregator with the same calibrator on all judges, with TOST on its SE; 0 = off",
+    )
     judge_grain: one_of(GRAINS) = Field(
         default="judge",
         description="judges in two presentation orders (ids X/ab, X/ba; LLMBar): judge = each order a judge (130), "
@@ -135,3 +140,4 @@ class Replicate:
     tost_margin: float = 0.01
     platt_item_features: tuple[str, ...] = ()
     controls: tuple[str, ...] = ()
+    item_bootstrap_resamples: int = 0

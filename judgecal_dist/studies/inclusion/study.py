@@ -53,10 +53,11 @@ from judgecal_dist.methods.selection.diagnostics import (
 )
 from judgecal_dist.models.binary import FORMAT
 from judgecal_dist.splits import calibration_mask
-from judgecal_dist.stats.equivalence import TOSTResult, tost_paired
+from judgecal_dist.stats.equivalence import TOSTResult, tost, tost_paired
 from judgecal_dist.stats.inference import summarise_over_splits
 from judgecal_dist.stats.metrics import ece_positive, metric_table, pointwise_nll, reliability_bins
 from judgecal_dist.stats.permutation import paired_permutation_test_many
+from judgecal_dist.stats.resampling import paired_bootstrap_ci
 from judgecal_dist.stats.selective import accuracy_at_confidence, auac
 from judgecal_dist.stats.strata import nll_by_agreement_tercile
 from judgecal_dist.studies.base import StudyResult
@@ -178,6 +179,7 @@ def plan(config: Config, data: InclusionInput) -> list[Replicate]:
             platt_item_features=tuple(config.platt_item_features),
             tost_margin=config.tost_margin,
             controls=tuple(config.controls),
+            item_bootstrap_resamples=config.item_bootstrap_resamples,
         )
         for i in range(config.replicates)
     ]
@@ -235,6 +237,7 @@ def run_replicate(data: InclusionInput, rep: Replicate) -> pd.DataFrame:
     _attach_paired_tests(table, losses, rep)
     extra = [base | row for row in (*_tercile_rows(full_p, v_eval, y_eval, settings.eps), *search_rows)]
     extra += [base | row for row in conformal_rows(panel, in_cal, v_eval, y_eval, rep)]
+    extra += [base | row for row in _item_pair_rows(losses, rep)]
     extra += [
         base | row
         for row in control_rows(rep.controls, rep.seed, settings, v_cal, y_cal, v_eval, y_eval, rep.calib_scores, roles)
@@ -411,6 +414,89 @@ def _attach_paired_tests(table: pd.DataFrame, losses: dict, rep: Replicate) -> N
     table.loc[rows, "perm_p"] = perm.pvalue[order]
 
 
+def _item_pair_rows(losses: dict, rep: Replicate) -> list[dict]:
+    """Per-item loss differences, default pipeline minus each other aggregator with the default calibrator on all
+    judges, for the item-level paired bootstrap of spec §5.5(c) (H.9) in ``summarise``."""
+    ref = (DEFAULT_AGGREGATOR, DEFAULT_CALIBRATOR, "all")
+    if not rep.item_bootstrap_resamples or ref not in losses:
+        return []
+    return [
+        {
+            "kind": "item_pairs",
+            "aggregator": agg,
+            "calibrator": DEFAULT_CALIBRATOR,
+            "panel": "all",
+            "d": losses[ref] - loss,
+        }
+        for (agg, cal, panel_name), loss in losses.items()
+        if panel_name == "all" and cal == DEFAULT_CALIBRATOR and agg != DEFAULT_AGGREGATOR
+    ]
+
+
+def item_bootstrap(parts: pd.DataFrame, config: Config) -> pd.DataFrame:
+    """Item-level paired bootstrap CI (splits held fixed) and TOST on its SE, per compared aggregator."""
+    rows = parts[parts["kind"] == "item_pairs"] if "kind" in parts else parts.iloc[:0]
+    out = []
+    for agg, group in rows.groupby("aggregator", sort=False):
+        ds = [np.asarray(d, dtype=np.float64) for d in group.sort_values("seed")["d"]]
+        ci = paired_bootstrap_ci(
+            ds,
+            confidence=config.ci_level,
+            n_resamples=config.item_bootstrap_resamples,
+            rng=np.random.default_rng(config.seed),
+        )
+        test = tost(ci.estimate, ci.standard_error, margin=config.tost_margin) if ci.standard_error > 0 else None
+        out.append(
+            {
+                "aggregator": agg,
+                "calibrator": DEFAULT_CALIBRATOR,
+                "delta_nll": ci.estimate,
+                "ci_low": ci.low,
+                "ci_high": ci.high,
+                "se": ci.standard_error,
+                "tost_p": np.nan if test is None else test.pvalue,
+                "tost_equivalent": test is not None and test.equivalent,
+                "splits": len(ds),
+            }
+        )
+    return pd.DataFrame(out)
+
+
+def _item_bootstrap_lines(table: pd.DataFrame, config: Config) -> str:
+    """Report section: the item-level paired bootstrap (H.9) and TOST (H.13) against the default pipeline."""
+    if table.empty:
+        return ""
+    lines = [
+        "",
+        f"## Item-level paired bootstrap and equivalence ({DEFAULT_AGGREGATOR} + {DEFAULT_CALIBRATOR} vs the others)",
+        "",
+        f"Evaluation items resampled within each split ({config.item_bootstrap_resamples} resamples, the splits held "
+        f"fixed, so the interval shows item sampling only); ΔNLL = {DEFAULT_AGGREGATOR} minus the other aggregator, "
+        f"both with {DEFAULT_CALIBRATOR} on all judges (negative favours {DEFAULT_AGGREGATOR}). TOST on the bootstrap "
+        f"SE, margin ±{config.tost_margin:g} nats.",
+        "",
+        f"| other aggregator | ΔNLL | {config.ci_level:.0%} interval | TOST p | equivalent |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for r in table.itertuples():
+        lines.append(
+            f"| {r.aggregator} | {r.delta_nll:+.4f} | [{r.ci_low:+.4f}, {r.ci_high:+.4f}] | {r.tost_p:.4g} | "
+            f"{'yes' if r.tost_equivalent else 'no'} |"
+        )
+    paper = {"majority": "excludes 0 in favour of one-coin", "dawid_skene": "contains 0"}
+    for agg, claim in paper.items():
+        row = table[table["aggregator"] == agg]
+        if not row.empty:
+            low, high = float(row["ci_low"].iloc[0]), float(row["ci_high"].iloc[0])
+            found = (
+                "excludes 0 in favour of one-coin"
+                if high < 0
+                else ("contains 0" if low <= 0 <= high else "excludes 0 against one-coin")
+            )
+            lines.append(f"- vs {agg}: the paper's interval {claim} (H.9); here it {found}.")
+    return "\n".join(lines) + "\n"
+
+
 def _tost_or_none(d: np.ndarray, margin: float) -> TOSTResult | None:
     """TOST of one split's item differences; None when they are all equal (identical predictions: no SE)."""
     return None if np.ptp(d) == 0.0 else tost_paired(d, margin=margin)
@@ -481,6 +567,7 @@ def summarise(config: Config, parts: pd.DataFrame, data: InclusionInput) -> Stud
         gammas = [f"gamma_{f}" for f in config.platt_item_features]
         mean = parts[parts["kind"] == "platt_features"].groupby(["aggregator", "calibrator"])[gammas].mean()
         featured = featured.merge(mean.reset_index(), on=["aggregator", "calibrator"], how="left")
+    paired_items = item_bootstrap(parts, config)
     controls = _summarise_kind(parts, "control", ["control", "variant", "calibrator"], ["nll"], config, rng)
     scope = parts[parts["kind"] == "scope_arm"] if "kind" in parts else parts.iloc[:0]
     records = json_records(summary)
@@ -504,6 +591,7 @@ def summarise(config: Config, parts: pd.DataFrame, data: InclusionInput) -> Stud
         summary=summary,
         report=f"{title}\n\n{note}\n{body}"
         + _platt_feature_lines(featured, config)
+        + _item_bootstrap_lines(paired_items, config)
         + grain_lines(diagnostics, config.judge_grain, panel.n_judges)
         + scope_lines(summary, scope, config)
         + control_lines(controls, config),
@@ -518,6 +606,7 @@ def summarise(config: Config, parts: pd.DataFrame, data: InclusionInput) -> Stud
             "search": json_records(search),
             "platt_item_features": json_records(featured),
             "controls": json_records(controls),
+            "item_bootstrap": json_records(paired_items),
             "judges": json_records(data.judges),
         },
         recommendation=recommend(config, summary, panel.n_judges, panel.n_items),
