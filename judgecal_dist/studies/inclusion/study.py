@@ -483,6 +483,7 @@ def _item_bootstrap_lines(table: pd.DataFrame, config: Config) -> str:
             f"| {r.aggregator} | {r.delta_nll:+.4f} | [{r.ci_low:+.4f}, {r.ci_high:+.4f}] | {r.tost_p:.4g} | "
             f"{'yes' if r.tost_equivalent else 'no'} |"
         )
+    lines.append("")
     paper = {"majority": "excludes 0 in favour of one-coin", "dawid_skene": "contains 0"}
     for agg, claim in paper.items():
         row = table[table["aggregator"] == agg]
