@@ -427,7 +427,9 @@ def _crossover_table(crosses: dict[str, list[dict[str, Any]]]) -> pd.DataFrame:
     out = frames[0]
     for f in frames[1:]:
         out = out.merge(f, on=keys, how="outer")
-    return out.fillna("not reached").sort_values(keys).reset_index(drop=True)
+    for col in out.columns.difference(keys):  # an outer merge turns the budgets into floats; show whole anchors
+        out[col] = out[col].map(lambda b: "not reached" if pd.isna(b) else str(int(b)))
+    return out.sort_values(keys).reset_index(drop=True)
 
 
 def _extra_sections(config: Config, parts: pd.DataFrame, table: pd.DataFrame, data: ContinuousInput) -> list[str]:
