@@ -23,6 +23,7 @@ __all__ = [
     "TransportCorrectorDoc",
     "FlowCorrectorDoc",
     "DavidsonDoc",
+    "EscalationDoc",
     "KINDS",
     "schemas",
     "describe",
@@ -402,6 +403,47 @@ class DavidsonDoc(Document):
         return self
 
 
+# -- the ensemble study's escalation policy -----------------------------------------------------------------------
+class EscalationCollectionDoc(Document):
+    """One collection's threshold on the cheap tier's dispersion, with what it gave on the study's data."""
+
+    dataset: Annotated[str, Field(min_length=1)]
+    prompt_variant: Annotated[str, Field(min_length=1)]
+    theta: NonNeg
+    accuracy: Prob | None = None
+    p_escalate: Prob | None = None
+    cost: NonNeg | None = None
+
+
+class EscalationDoc(Document):
+    """``judgecal.escalation/v2``: hard variance routing from ``cheap_tier`` to ``full_tier`` per collection, with
+    the tiers' prices ($ per million input and output tokens)."""
+
+    format: Literal["judgecal.escalation/v2"]
+    name: str = ""
+    policy: Literal["hard_variance"] = "hard_variance"
+    rule: Literal["auto", "most_accurate", "cheapest"] = "auto"
+    cheap_tier: Annotated[str, Field(min_length=1)]
+    full_tier: Annotated[str, Field(min_length=1)]
+    prices: dict[str, Annotated[list[NonNeg], Field(min_length=2, max_length=2)]]
+    score_range: Annotated[list[Finite], Field(min_length=2, max_length=2)] = [1.0, 10.0]
+    collections: Annotated[list[EscalationCollectionDoc], Field(min_length=1)]
+    fitted_on: FittedOn = FittedOn()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> EscalationDoc:
+        if self.cheap_tier == self.full_tier:
+            raise ValueError(f"full_tier: must differ from cheap_tier ({self.cheap_tier!r})")
+        for tier in (self.cheap_tier, self.full_tier):
+            if tier not in self.prices:
+                raise ValueError(f"prices: no [input, output] price for tier {tier!r}")
+        low, high = self.score_range
+        if not low < high:
+            raise ValueError(f"score_range: must be [low, high] with low < high, got {[low, high]}")
+        _unique([f"{c.dataset}/{c.prompt_variant}" for c in self.collections], "collections")
+        return self
+
+
 #: Kind name -> (current format string, document model).
 KINDS: dict[str, tuple[str, type[Document]]] = {
     "binary-pipeline": ("judgecal.binary-pipeline/v1", BinaryPipelineDoc),
@@ -409,6 +451,7 @@ KINDS: dict[str, tuple[str, type[Document]]] = {
     "ot-corrector": ("judgecal.ot-corrector/v1", TransportCorrectorDoc),
     "flow-corrector": ("judgecal.flow-corrector/v1", FlowCorrectorDoc),
     "davidson": ("judgecal.davidson/v2", DavidsonDoc),
+    "escalation": ("judgecal.escalation/v2", EscalationDoc),
 }
 
 

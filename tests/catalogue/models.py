@@ -38,9 +38,18 @@ DAVIDSON: dict[str, Any] = {
 }
 
 
-def _davidson(tmp: Path) -> list[str]:
+ESCALATION: dict[str, Any] = {
+    "format": "judgecal.escalation/v2",
+    "cheap_tier": "mini",
+    "full_tier": "full",
+    "prices": {"mini": [0.75, 4.5]},
+    "collections": [{"dataset": "rb2k8", "prompt_variant": "base", "theta": 1.0}],
+}
+
+
+def _davidson(tmp: Path, doc: dict[str, Any] = DAVIDSON) -> list[str]:
     path = tmp / "model.json"
-    path.write_text(json.dumps(DAVIDSON))
+    path.write_text(json.dumps(doc))
     data = write_arena(str(tmp / "arena"))
     return ["score", "--model", str(path), "--data", data, "--output", str(tmp / "out"), "--engine", "local"]
 
@@ -59,5 +68,6 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
     "models-unknown-format": lambda t: _score(t, format="judgecal.binary-pipeline/v9"),
     "models-retired-format": lambda t: _score(t, format="judgecal.escalation/v1"),
     "models-davidson-tie-parameters": _davidson,
+    "models-escalation-price": lambda t: _davidson(t, ESCALATION),
     "fit-export-unknown": lambda t: _fit(t, "--set", "export=borda+none@all"),
 }

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from judgecal_dist.engine.panel import ORIENTATIONS, Panel
 from judgecal_dist.methods.pipeline import CALIBRATOR_INPUTS
@@ -20,6 +20,7 @@ from judgecal_dist.settings import (
     Resamples,
     Seed,
     Url,
+    check_export,
     integer,
     listed,
     one_of,
@@ -60,9 +61,15 @@ class Config(PipelineFields):
     max_t_alpha: Fraction = 0.05
     max_t_resamples: Resamples = 10_000
     max_t_alternative: one_of(("greater", "two-sided")) = "greater"
+    export: str = Field(
+        default="auto",
+        description="the pipeline exported as model/model.json, fitted on every labelled item: auto (the "
+        "recommended arm) or one_coin+<calibrator>@<all or topK>",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Config:
+        check_export(self.export, ("one_coin",), ("beta", *self.calibrators), ("all", f"top{self.top_k}"))
         if self.mode == "budget" and self.replicates < 2:
             raise refuse("replicates", self.replicates, "must be an integer >= 2 in budget mode (the max-t test)")
         return self

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -14,7 +15,7 @@ from judgecal_dist.stats.inference import corrected_resampled_t, summarise_over_
 from judgecal_dist.stats.resampling import MaxTResult, multiplier_max_t
 from judgecal_dist.studies.base import StudyResult, interval_note
 from judgecal_dist.studies.budget.recommend import recommend
-from judgecal_dist.studies.recommendation import words
+from judgecal_dist.studies.recommendation import Recommendation, exported_model, words
 
 if TYPE_CHECKING:
     from judgecal_dist.studies.budget.config import BudgetInput, Config
@@ -147,7 +148,7 @@ def summarise_budgets(config: Config, parts: pd.DataFrame, data: BudgetInput) ->
             "max_t": max_t,
             "choices": _choices(config),
         },
-        recommendation=recommend(config, summary),
+        **_exported(config, data, recommend(config, summary)),
     )
 
 
@@ -176,7 +177,7 @@ def summarise_fractions(config: Config, parts: pd.DataFrame, data: BudgetInput) 
             "panel": {"dataset": panel.dataset, "items": panel.n_items, "judges": panel.n_judges} | panel.info,
             "choices": _choices(config),
         },
-        recommendation=recommend(config, summary, x="fraction"),
+        **_exported(config, data, recommend(config, summary, x="fraction")),
     )
 
 
@@ -378,3 +379,20 @@ def _fraction_figure(summary: pd.DataFrame) -> bytes:
     fig.suptitle("All judges, one-coin: uncalibrated vs beta over the calibration share")
     fig.tight_layout()
     return png(fig)
+
+
+def _exported(config: Config, data: BudgetInput, recommendation: Recommendation) -> dict[str, Any]:
+    """``model`` and ``recommendation`` of the StudyResult: the recommended arm (or ``export``) fitted on every
+    labelled item as a ``judgecal.binary-pipeline/v1`` model, named in the Recommendation."""
+    from judgecal_dist.models.binary import FORMAT
+    from judgecal_dist.studies.inclusion.model import export_model
+
+    if config.export != "auto":
+        agg, _, rest = config.export.partition("+")
+        cal, _, panel = rest.partition("@")
+    else:
+        best = recommendation.support.iloc[0]
+        agg, cal, panel = "one_coin", str(best["calibrator"]), str(best["panel"])
+    model = export_model(config, data.panel, (agg, cal, panel), study="budget", alphas=())
+    line = exported_model(model.name, FORMAT, "one_coin+<calibrator>@<all or topK>") + ", fitted on every labelled item"
+    return {"model": {"model.json": model.document}, "recommendation": replace(recommendation, exported=line)}

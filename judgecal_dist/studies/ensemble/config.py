@@ -57,6 +57,11 @@ class Config(TypedSettings):
     blend_steepness: Positive = 10.0
     varinf_budget: Positive = 2.0
     varinf_n_max: integer(1, 1_000) = 8
+    export: one_of(("auto", "most_accurate", "cheapest")) = Field(
+        default="auto",
+        description="the threshold each collection's exported escalation policy takes on its cost-accuracy "
+        "frontier: auto the cheapest within one accuracy point of the best, most_accurate, or cheapest",
+    )
     engine_curve: bool = Field(
         default=True,
         description="also count accuracy vs k with the engine's one-pass job (Spark on tables above local_max_rows) "

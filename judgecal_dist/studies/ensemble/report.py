@@ -8,6 +8,7 @@ convergence analyses; ``statistics`` the correlations of spec 004 §3.13; ``inte
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -16,9 +17,10 @@ from scipy.stats import pearsonr
 
 from judgecal_dist.io.records import json_records, plain
 from judgecal_dist.methods.repeated import ensemble as ens
+from judgecal_dist.models.escalation import FORMAT, EscalationPolicy, policy_from_frontier
 from judgecal_dist.studies.base import StudyResult
 from judgecal_dist.studies.ensemble.recommend import recommend
-from judgecal_dist.studies.recommendation import words
+from judgecal_dist.studies.recommendation import exported_model, words
 from judgecal_dist.studies.score_collections import attach_tier
 
 if TYPE_CHECKING:
@@ -301,6 +303,12 @@ def summarise(config: Config, parts: pd.DataFrame, data: EnsembleInput) -> Study
     routing = _routing_sections(parts)
     agreement = _section(parts, "agreement")
     engine_check = _engine_curve(overall, data)
+    policy = export_policy(config, routing)
+    exported = (
+        exported_model(policy.name, FORMAT, "<rule> (auto, most_accurate or cheapest)")
+        if policy is not None
+        else "none (no collection has both the cheap and the full tier, so no escalation policy was fitted)"
+    )
     extra = {
         "by_subset": json_records(by_subset),
         **routing,
@@ -326,31 +334,27 @@ def summarise(config: Config, parts: pd.DataFrame, data: EnsembleInput) -> Study
         summary=overall,
         report=_report(config, overall, by_subset, extra) + _engine_curve_lines(config, engine_check),
         figures=ensemble_figures.figures(config, overall, parts, data),
-        model={"escalation.json": _model(routing)},
+        model={"model.json": policy.document} if policy is not None else {},
         extra=extra,
-        recommendation=recommend(config, overall),
+        recommendation=replace(recommend(config, overall), exported=exported),
     )
 
 
-def _model(routing: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """The tuned escalation policies as data (``judgecal.escalation/v1``)."""
-    return {
-        "format": "judgecal.escalation/v1",
-        "blend": [
-            {k: b[k] for k in ("dataset", "prompt_variant", "cheap_tier", "full_tier")}
-            | {"midpoint": b["train"]["midpoint"]}
-            for b in routing["blend"]
-        ],
-        "variance_informed": [
-            {k: v[k] for k in ("dataset", "prompt_variant", "cheap_tier", "full_tier")}
-            | {"sigma1": v["constrained"]["sigma1"], "sigma2": v["constrained"]["sigma2"]}
-            for v in routing["variance_informed"]
-        ],
-        "hard_routing_frontier": [
-            {k: e[k] for k in ("dataset", "prompt_variant")} | {"frontier": e["frontier"]}
-            for e in routing["escalation"]
-        ],
-    }
+def export_policy(config: Config, routing: dict[str, list[dict[str, Any]]]) -> EscalationPolicy | None:
+    """The hard-routing policy the run exports (``judgecal.escalation/v2``): on each collection's frontier, the
+    threshold of the ``export`` rule (None when no collection was routed)."""
+    frontiers = [e for e in routing["escalation"] if e["frontier"]]
+    if not frontiers:
+        return None
+    return policy_from_frontier(
+        frontiers,
+        cheap_tier=config.cheap_tier,
+        full_tier=config.reference_tier,
+        prices=dict(config.prices),
+        rule=config.export,
+        score_range=(config.score_low, config.score_high),
+        fitted_on={"dataset": frontiers[0]["dataset"] if len(frontiers) == 1 else None, "study": "ensemble"},
+    )
 
 
 def _pct(x: Any) -> str:

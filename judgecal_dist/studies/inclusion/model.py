@@ -6,6 +6,7 @@ Split out of :mod:`judgecal_dist.studies.inclusion.study` by concept: everything
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -16,6 +17,7 @@ from judgecal_dist.io.schema import VOTE_CODING
 from judgecal_dist.methods.calibration.conformal import SplitConformal
 from judgecal_dist.methods.pipeline import (
     PANELS,
+    Settings,
     aggregate,
     apply_calibrator,
     calibrator,
@@ -211,18 +213,32 @@ def exported_candidate(config: Config, summary: pd.DataFrame) -> tuple[str, str,
     return str(best["aggregator"]), str(best["calibrator"]), str(best["panel"])
 
 
-def export_model(config: Config, panel: Panel, candidate: tuple[str, str, str]) -> Any:
+def export_model(
+    config: Any,
+    panel: Panel,
+    candidate: tuple[str, str, str],
+    *,
+    study: str = "inclusion",
+    alphas: Sequence[float] | None = None,
+) -> Any:
     """The candidate pipeline fitted on every labelled item, as a ``judgecal.binary-pipeline/v1`` model: panel
-    chosen, aggregator and calibrator fitted on 80% of the groups, conformal thresholds on the other 20%."""
+    chosen, aggregator and calibrator fitted on 80% of the groups, conformal thresholds on the other 20% (with no
+    conformal levels, ``alphas=()``, everything is fitted on every labelled item). Any study whose settings are
+    :class:`~judgecal_dist.settings.PipelineFields` with ``seed``, ``orientation`` and ``sample`` exports this way."""
     agg_name, cal_name, panel_name = candidate
-    settings = config.settings
-    blocks = assign_blocks(panel.group_keys, config.seed + CONFORMAL_SEED_OFFSET, [0.8, 0.2])
-    fit, slice_ = blocks == 0, blocks == 1
+    settings = Settings.of(config)
+    alphas = tuple(config.conformal_alphas if alphas is None else alphas)
+    if alphas:
+        blocks = assign_blocks(panel.group_keys, config.seed + CONFORMAL_SEED_OFFSET, [0.8, 0.2])
+        fit, slice_ = blocks == 0, blocks == 1
+    else:
+        fit, slice_ = np.ones(panel.n_items, bool), np.zeros(panel.n_items, bool)
     V, y = panel.votes, panel.labels
     cols = choose_panels((panel_name,), V[fit], y[fit], panel.judge_ids, panel.families, settings).get(
         panel_name, np.arange(panel.n_judges)
     )
-    s_fit, s_slice, agg = aggregate(agg_name, settings, V[fit][:, cols], y[fit], V[slice_][:, cols])
+    held = slice_ if alphas else fit  # the conformal part (none without levels: its scores are unused)
+    s_fit, s_slice, agg = aggregate(agg_name, settings, V[fit][:, cols], y[fit], V[held][:, cols])
     fitted = calibrator(cal_name, settings)
     if fitted is not None:
         fitted.fit(s_fit, y[fit])
@@ -235,7 +251,7 @@ def export_model(config: Config, panel: Panel, candidate: tuple[str, str, str]) 
         calibrator_name=cal_name,
         calibrator=fitted,
         settings=settings,
-        conformal=[SplitConformal(alpha=a).fit(p_slice, y[slice_]) for a in config.conformal_alphas],
+        conformal=[SplitConformal(alpha=a).fit(p_slice, y[slice_]) for a in alphas],
         panel=panel_name,
         ignored_judges=sorted(set(map(str, panel.judge_ids)) - set(judges)),
         fitted_on={
@@ -245,6 +261,6 @@ def export_model(config: Config, panel: Panel, candidate: tuple[str, str, str]) 
             "conformal_items": int(slice_.sum()),
             "orientation": config.orientation,
             "sample": config.sample,
-            "study": "inclusion",
+            "study": study,
         },
     )

@@ -186,6 +186,16 @@ def test_fraction_mode_through_the_runner(panel_url, tmp_path, ray_local):
     assert part.loc[(0.3, "none"), "nll"] == pytest.approx(raw, rel=1e-9)
     assert part.loc[(0.3, "beta"), "nll"] == pytest.approx(calibrated, rel=1e-6)
     assert (folder / "figures" / "nll_vs_fraction.png").is_file()
+    # The recommended arm is exported, fitted on every labelled item: one-coin weights equal a direct fit.
+    from judgecal_dist.models import load_model
+
+    model = load_model(str(folder))
+    best = summary["recommendation"]["support"][0]
+    assert model.name == f"one_coin + {best['calibrator']} @ {best['panel']}" and best["panel"] == "all"
+    assert summary["recommendation"]["exported"].startswith(f"`{model.name}` as `model/model.json`")
+    direct = OneCoin().fit(panel.votes, panel.labels)
+    np.testing.assert_allclose(model.aggregator.weights_, direct.weights_, rtol=0, atol=1e-12)
+    assert model.fitted_items is not None and len(model.fitted_items) == panel.n_items
 
 
 def test_split_intervals_keep_the_width_of_the_data_as_splits_grow(panel_url):

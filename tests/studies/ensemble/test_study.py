@@ -364,8 +364,10 @@ def test_outputs_and_bad_input_report(default_run):
     assert (folder / "_SUCCESS").is_file()
     for name in ("accuracy_vs_k.png", "pareto_frontier.png", "variance_vs_error.png"):
         assert (folder / "figures" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    model = json.loads((folder / "model" / "escalation.json").read_text())
-    assert model["format"] == "judgecal.escalation/v1" and round(model["blend"][0]["midpoint"], 5) == 0.59948
+    model = json.loads((folder / "model" / "model.json").read_text())
+    assert model["format"] == "judgecal.escalation/v2" and model["rule"] == "auto"
+    assert summary["recommendation"]["exported"].startswith(f"`{model['name']}` as `model/model.json`")
+    assert round(summary["blend"][0]["train"]["midpoint"], 5) == 0.59948
     assert set(summary["results"][0]) >= {
         "tier",
         "prompt_variant",
@@ -509,3 +511,41 @@ def test_study_checks_the_spark_accuracy_job_against_its_curve(rb2_url, tmp_path
     assert np.round([100 * r["accuracy"] for r in full], 2).tolist() == accuracy  # the paper's Table 8 column
     assert [r["n"] for r in full] == n
     assert "counts of evaluable, correct and tied examples equal" in (folder / "report.md").read_text()
+
+
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_exported_policy_scores_as_hard_routing_at_its_threshold(default_run, rb2_url, tmp_path, engine):
+    """``judgecal score`` with the exported policy equals HardVarianceRouting swept at the chosen threshold, and
+    the threshold is the frontier point the rule names (the cheapest within one accuracy point of the best)."""
+    from judgecal_dist.methods.repeated.routing import HardVarianceRouting
+    from judgecal_dist.scoring.apply import score_dataset
+    from judgecal_dist.studies.score_collections import load_collections
+
+    summary, folder = default_run
+    model = json.loads((folder / "model" / "model.json").read_text())
+    record = score_dataset(str(folder), rb2_url, str(tmp_path / "out"), engine=EngineConfig(stats_engine=engine))
+    got = pd.DataFrame(record["collections"]).set_index(["dataset", "prompt_variant"])
+    collections, _ = load_collections(rb2_url)
+    frontiers = {(e["dataset"], e["prompt_variant"]): e for e in summary["escalation"]}
+    for entry in model["collections"]:
+        key = (entry["dataset"], entry["prompt_variant"])
+        c = next(c for c in collections if (c.dataset, c.prompt_variant) == key)
+        cheap, full = c.tiers["mini"], c.tiers["full"]
+        both = cheap.present & full.present
+        front = pd.DataFrame(frontiers[key]["frontier"]).sort_values("cost", kind="stable")
+        assert entry["theta"] == front[front["accuracy"] >= front["accuracy"].max() - 0.01]["theta"].iloc[0]
+        ref = (
+            HardVarianceRouting(thresholds=[entry["theta"]])
+            .fit(
+                cheap.scores[both],
+                full.scores[both],
+                c.chosen[both],
+                cost_cheap=frontiers[key]["cost_cheap"],
+                cost_full=frontiers[key]["cost_full"],
+            )
+            .sweep_.iloc[0]
+        )
+        row = got.loc[key]
+        assert int(row["n"]) == ref["n"]
+        for column in ("accuracy", "p_escalate", "cost"):
+            assert abs(row[column] - ref[column]) <= 1e-12, column
