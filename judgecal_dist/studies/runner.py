@@ -332,7 +332,10 @@ def _summarise(module: Any, config: Any, data: Any, store: RunStore, seeds: list
         else:
             store.write_json(f"model/{name}", doc)
     for name, table in result.tables.items():
-        store.write_table(name, table)
+        if name.endswith(".csv"):  # a table a reader opens beside report.md
+            store.write_text(name, table.to_csv(index=False))
+        else:
+            store.write_table(name, table)
 
 
 def _record_failure(store: RunStore, failed: Callable[[str], dict[str, Any]], err: BaseException) -> dict[str, Any]:

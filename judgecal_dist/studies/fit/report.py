@@ -16,7 +16,10 @@ from judgecal_dist.stats.metrics import brier, ece_positive, nll, reliability_bi
 from judgecal_dist.studies.base import interval_note
 from judgecal_dist.studies.recommendation import Recommendation, estimate
 
-__all__ = ["Card", "card", "judge_weights"]
+__all__ = ["Card", "card", "judge_weights", "WEIGHTS_FILE"]
+
+#: The exported model's weight of every judge, next to ``report.md``.
+WEIGHTS_FILE = "judge_weights.csv"
 
 
 @dataclass
@@ -25,6 +28,7 @@ class Card:
     records: list[dict[str, Any]] = field(default_factory=list)
     figures: dict[str, bytes] = field(default_factory=dict)
     recommendation: Recommendation | None = None
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
 
 
 def _metrics(y: np.ndarray, p: np.ndarray, config: Any) -> dict[str, float]:
@@ -70,6 +74,44 @@ def judge_weights(model: Any, panel: Panel, cols: np.ndarray | None = None) -> p
     return pd.DataFrame(
         {"judge_id": model.judge_ids, "weight": weights, "votes": n, "accuracy": c / np.maximum(n, 1)}
     ).sort_values("weight", ascending=False, kind="stable")
+
+
+#: Judges listed in the card at each end of the weight order when the panel is larger than twice this.
+SHOWN_JUDGES = 5
+
+
+def _weight_lines(weights: pd.DataFrame) -> list[str]:
+    """The weight table: every judge of a small panel, else the top and bottom :data:`SHOWN_JUDGES` by weight."""
+    shown = weights
+    head = f"All {len(weights)} judges, by weight (also in `{WEIGHTS_FILE}`)."
+    if len(weights) > 2 * SHOWN_JUDGES:
+        shown = pd.concat([weights.head(SHOWN_JUDGES), weights.tail(SHOWN_JUDGES)])
+        head = (
+            f"The {SHOWN_JUDGES} highest and {SHOWN_JUDGES} lowest of {len(weights)} judges by weight; every judge "
+            f"is in `{WEIGHTS_FILE}`."
+        )
+    rows = [f"| {w.judge_id} | {w.weight:.4f} | {int(w.votes)} | {w.accuracy:.3f} |" for w in shown.itertuples()]
+    if len(shown) < len(weights):
+        rows.insert(SHOWN_JUDGES, f"| ({len(weights) - len(shown)} more) | | | |")
+    return [head, "", "| judge | weight | votes | accuracy |", "| --- | --- | --- | --- |", *rows]
+
+
+def _warning_lines(table: pd.DataFrame) -> list[str]:
+    """Candidates whose fits raised ConvergenceWarnings during cross-fitting (counted, not printed)."""
+    warned = table[table["convergence_warnings"] > 0]
+    if warned.empty:
+        return []
+    return [
+        "## Convergence warnings during cross-fitting",
+        "",
+        f"{len(warned)} of {len(table)} candidates had fits that stopped without converging (an optimiser or EM "
+        "at its iteration limit, a temperature at its bound); their NLL is that of the fit they stopped at.",
+        "",
+        "| candidate | warnings (all folds) |",
+        "| --- | --- |",
+        *(f"| `{r.candidate}` | {int(r.convergence_warnings)} |" for r in warned.itertuples()),
+        "",
+    ]
 
 
 def _reliability_png(bins: pd.DataFrame, title: str) -> bytes:
@@ -159,10 +201,9 @@ def card(
         "",
         "## Per-judge weights of the exported model (fitted on all labelled items)",
         "",
-        "| judge | weight | votes | accuracy |",
-        "| --- | --- | --- | --- |",
-        *(f"| {w.judge_id} | {w.weight:.4f} | {int(w.votes)} | {w.accuracy:.3f} |" for w in weights.itertuples()),
+        *_weight_lines(weights),
         "",
+        *_warning_lines(table),
         "## Every candidate (cross-fitted NLL, lowest first)",
         "",
         "| candidate | judges | NLL | SE |",
@@ -189,4 +230,10 @@ def card(
         metrics=["nll", "brier", "ece"],
     )
     figures = {"reliability.png": _reliability_png(bins, title)}
-    return Card(text="\n".join(lines), records=records, figures=figures, recommendation=recommendation)
+    return Card(
+        text="\n".join(lines),
+        records=records,
+        figures=figures,
+        recommendation=recommendation,
+        tables={WEIGHTS_FILE: weights},
+    )

@@ -29,11 +29,14 @@ References
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
+from sklearn.exceptions import ConvergenceWarning
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.dawid_skene import fit_dawid_skene
@@ -59,6 +62,7 @@ from judgecal_dist.studies.fit.config import (
 __all__ = ["NAME", "Config", "load", "plan", "run_replicate", "summarise", "choose"]
 
 NAME = "fit"
+T = TypeVar("T")
 #: Seed offset of the fold assignment (apart from every study's split seeds).
 FOLD_SEED_OFFSET = 7_000_003
 
@@ -77,15 +81,14 @@ class FitInput:
     engine: EngineConfig
     ds_engine: str = "local"
     ds: dict[tuple[int, str], DawidSkene] = field(default_factory=dict)
+    ds_warnings: dict[tuple[int, str], int] = field(default_factory=dict)
 
 
 def load(config: Config, engine: EngineConfig) -> FitInput:
     """The dense labelled panel of ``config.data`` (natural orientation: the exported model reads A/B verdicts)."""
     url = config.data
     assert url is not None  # the runner requires it (Config.data_required)
-    panel = load_panel(
-        url, sample=config.sample, dataset=config.dataset, storage_options=dict(engine.storage_options)
-    )
+    panel = load_panel(url, sample=config.sample, dataset=config.dataset, storage_options=dict(engine.storage_options))
     if len(np.unique(panel.labels)) < 2:
         raise ConfigError(f"{config.data}: labels: label: every labelled item has the same label; fit needs both")
     roles = assign_blocks(panel.group_keys, config.seed + FOLD_SEED_OFFSET, [1.0 / config.folds] * config.folds)
@@ -109,7 +112,9 @@ def load(config: Config, engine: EngineConfig) -> FitInput:
             config.settings,
         )
         for panel_name, cols in chosen.items():
-            data.ds[fold, panel_name] = _dawid_skene(data, cols, panel.item_ids[held])
+            data.ds[fold, panel_name], data.ds_warnings[fold, panel_name] = counting_warnings(
+                _dawid_skene, data, cols, panel.item_ids[held]
+            )
     return data
 
 
@@ -165,11 +170,12 @@ def run_replicate(data: FitInput, rep: Replicate) -> pd.DataFrame:
     rows = []
     for panel_name, cols in panels.items():
         for agg in config.aggregators:
-            s_fit, s_new, _ = _aggregate(
-                data, agg, rep.fold, panel_name, cols, V_tr[:, cols], y_tr, panel.votes[held][:, cols]
+            (s_fit, s_new, _), agg_warnings = counting_warnings(
+                _aggregate, data, agg, rep.fold, panel_name, cols, V_tr[:, cols], y_tr, panel.votes[held][:, cols]
             )
-            probs = calibrate_all(config.calibrators, settings, s_fit, y_tr, s_new)
-            for cal, p in probs.items():
+            agg_warnings += data.ds_warnings.get((rep.fold, panel_name), 0) if agg == "dawid_skene" else 0
+            for cal in config.calibrators:
+                p, cal_warnings = counting_warnings(calibrate_all, (cal,), settings, s_fit, y_tr, s_new)
                 rows.append(
                     pd.DataFrame(
                         {
@@ -178,11 +184,25 @@ def run_replicate(data: FitInput, rep: Replicate) -> pd.DataFrame:
                             "calibrator": cal,
                             "panel": panel_name,
                             "n_judges": len(cols),
-                            "p": p,
+                            "p": p[cal],
+                            "warnings": agg_warnings + cal_warnings,
                         }
                     )
                 )
     return pd.concat(rows, ignore_index=True).assign(fold=rep.fold)
+
+
+def counting_warnings(fn: Callable[..., T], *args: Any) -> tuple[T, int]:
+    """``fn(*args)`` and the number of ConvergenceWarnings it raised (recorded for the card, not printed); other
+    warnings are raised again."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = fn(*args)
+    converge = [w for w in caught if issubclass(w.category, ConvergenceWarning)]
+    for w in caught:
+        if not issubclass(w.category, ConvergenceWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return out, len(converge)
 
 
 def calibrate_all(
@@ -200,6 +220,9 @@ def candidate_table(config: Config, parts: pd.DataFrame, labels: np.ndarray) -> 
     table = parts.groupby(keys, as_index=False).agg(
         n=("loss", "size"), nll=("loss", "mean"), sd=("loss", "std"), n_judges=("n_judges", "max")
     )
+    # Every row of a (candidate, fold) carries that fit's count: one per fold, summed over the folds.
+    fold_warnings = parts.groupby([*keys, "fold"])["warnings"].first().groupby(keys).sum()
+    table = table.merge(fold_warnings.rename("convergence_warnings").reset_index(), on=keys, how="left")
     table = table[table["n"] == len(labels)].copy()  # a panel skipped in some fold is not comparable
     table["se"] = table["sd"] / np.sqrt(table["n"])
     table["candidate"] = [candidate_name(*k) for k in table[keys].itertuples(index=False)]
@@ -290,7 +313,7 @@ def summarise(config: Config, parts: pd.DataFrame, data: FitInput) -> StudyResul
         report=card.text,
         figures=card.figures,
         model={"model.json": model.document},
-        tables={"predictions.parquet": predictions},
+        tables={"predictions.parquet": predictions, **card.tables},
         recommendation=card.recommendation,
         extra={"choice": {"rule": config.rule, "chosen": chosen, "runner_up": runner_up, "exported": exported_name}},
     )

@@ -58,6 +58,9 @@ def test_card_names_the_exported_pipeline(fitted):
     assert interval_note(0.95, bootstrap_over="groups of linked items", resamples=200) in report
     assert "| bin | items |" in report and "| judge | weight |" in report and (run / "figures/reliability.png").exists()
     assert summary["choice"]["runner_up"] and summary["choice"]["runner_up"] != exported
+    weights = pd.read_csv(run / "judge_weights.csv")
+    assert sorted(weights["judge_id"].astype(str)) == sorted(model["judge_ids"])
+    assert "convergence_warnings" in pd.read_parquet(run / "summary.parquet").columns
 
 
 @pytest.mark.parametrize("engine", ["local", "spark"])
@@ -69,6 +72,20 @@ def test_score_reproduces_the_card_predictions_exactly(fitted, llmbar_url, tmp_p
     scored = pd.read_parquet(out / "items").set_index("item_id").loc[card["item_id"]]
     np.testing.assert_array_equal(scored["p"].to_numpy(), card["p"].to_numpy())
     assert (scored["verdict"].to_numpy() == card["verdict"].to_numpy()).all() and scored["in_calibration"].all()
+
+
+def test_card_lists_the_extreme_weights_of_a_large_panel():
+    from judgecal_dist.studies.fit.report import SHOWN_JUDGES, _weight_lines
+
+    weights = pd.DataFrame(
+        {"judge_id": [f"j{k}" for k in range(30)], "weight": np.linspace(2, -1, 30), "votes": 10, "accuracy": 0.7}
+    )
+    lines = _weight_lines(weights)
+    assert (
+        sum(line.startswith("| j") and "judge" not in line for line in lines) == 2 * SHOWN_JUDGES
+        and "| (20 more) | | | |" in lines
+    )
+    assert "| j0 |" in lines[4] and lines[-1].startswith("| j29 |")
 
 
 def test_one_standard_error_rule_prefers_fewer_judges_then_simpler_calibrators():
