@@ -59,6 +59,9 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
     "settings-yaml-alias-bomb": lambda t: run_with(t, config=_write(t, "bomb.yaml", BOMB)),
     "settings-engine-range": lambda t: [*run_with(t), "--conf", _write(t, "e.yaml", "ray_num_cpus: 0\n")],
     "settings-synthetic-unread": lambda t: run_with(t, "data=synthetic:parity", "lam=0.5", config=REGIME_MAP),
+    "settings-main-families": lambda t: run_with(
+        t, "families=[ridge_iso,logistic]", "main_families=[mean_iso]", config=REGIME_MAP
+    ),
     "settings-real-unread": lambda t: run_with(t, "growth_noise=0.1", config=REGIME_MAP),
     "settings-itc-pool-orders-synthetic": lambda t: run_with(t, "data=synthetic:g2", "pool_orders=true", config=ITC),
     "settings-itc-pool-orders-no-orders": lambda t: run_with(t, f"data={_panel(t)}", "pool_orders=true", config=ITC),

@@ -19,6 +19,7 @@ References
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Self
@@ -27,9 +28,11 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
 from judgecal_dist.errors import ConfigError, InputError
+from judgecal_dist.methods.aggregation.dawid_skene import DawidSkene
 from judgecal_dist.methods.fcps.joint_table import JointTableCalibrator, pattern_keys
 from judgecal_dist.methods.fcps.paths import PATH_RULES, JudgePath
 from judgecal_dist.methods.fcps.scalar_families import SCALAR_FAMILIES, make_family
@@ -37,9 +40,13 @@ from judgecal_dist.stats.support import cell_pressure, effective_support
 
 __all__ = [
     "FAMILY_LADDER",
+    "EXTRA_FAMILIES",
+    "CANDIDATE_LADDER",
+    "NLL_EPS",
     "MENUS",
     "Cells",
     "menu_families",
+    "agreement",
     "evaluate_candidates",
     "select_candidate",
     "selection_penalty",
@@ -48,6 +55,14 @@ __all__ = [
 
 #: Families in the "simpler first" order that breaks validation ties (spec 002 §4.4).
 FAMILY_LADDER = (*SCALAR_FAMILIES, "table")
+#: Study-only candidate families: the table with the lower-prefix and hierarchical fallbacks (Tables 15, 18), the
+#: hybrid residual shrinkage over each scalar base and tau (Eq. 13, Table 19; from ``hybrid_taus``) and the
+#: unsupervised Dawid-Skene jury (labels unused, Table 13).
+EXTRA_FAMILIES = ("table_lower_prefix", "table_hierarchical", "hybrid", "jury")
+#: Tie-break order over every candidate family.
+CANDIDATE_LADDER = (*FAMILY_LADDER, *EXTRA_FAMILIES)
+#: Clipping of the predicted probability inside the NLL (spec 002 §6.6: isotonic maps emit exact 0 and 1).
+NLL_EPS = 1e-3
 #: Restricted menus of Eq. 2: table-only, scalar-only (all configured scalar families), and their union.
 MENUS = ("table", "scalar", "union")
 
@@ -86,6 +101,39 @@ class Cells:
         p = np.clip(p, 0.0, 1.0)
         return float(max((self.q - 2.0 * p * self.s + p * p * self.n).sum(), 0.0) / self.rows)
 
+    def nll(self, p: npt.NDArray[np.float64], eps: float = NLL_EPS) -> float:
+        """Mean cross-entropy :math:`-\\frac1n\\sum_c [S_c \\log\\tilde p_c + (n_c - S_c)\\log(1-\\tilde p_c)]`,
+        :math:`\\tilde p = \\mathrm{clip}(p, \\varepsilon, 1-\\varepsilon)` (soft labels allowed)."""
+        p = np.clip(p, eps, 1.0 - eps)
+        return float(-(self.s * np.log(p) + (self.n - self.s) * np.log1p(-p)).sum() / self.rows)
+
+
+def agreement(cells: Cells, p: npt.NDArray[np.float64]) -> tuple[float, float, float]:
+    """Accuracy, Pearson and Spearman of per-pattern predictions ``p`` with binary labels (spec 002 §6.6).
+
+    Accuracy scores :math:`1[(p > 1/2) = (Y = 1)]` with :math:`p = 1/2` scored 1/2; Spearman uses average ranks
+    for ties over rows (a cell's rows share its prediction). NaN where a side is constant.
+    """
+    n, s = cells.n, cells.s
+    total = n.sum()
+    correct = np.where(p > 0.5, s, np.where(p < 0.5, n - s, 0.5 * n)).sum() / total
+
+    def pearson(x: npt.NDArray[np.float64], y1: float, y0: float) -> float:
+        # x per cell; y takes y1 on the S_c positive rows and y0 on the n_c - S_c others.
+        ey = (s * y1 + (n - s) * y0).sum() / total
+        ex = (n * x).sum() / total
+        cov = (x * (s * y1 + (n - s) * y0)).sum() / total - ex * ey
+        vx = (n * x * x).sum() / total - ex * ex
+        vy = (s * y1 * y1 + (n - s) * y0 * y0).sum() / total - ey * ey
+        return float(cov / math.sqrt(vx * vy)) if vx > 1e-15 and vy > 1e-15 else math.nan
+
+    uniq, inverse = np.unique(p, return_inverse=True)
+    counts = np.bincount(inverse, weights=n, minlength=len(uniq))
+    rank = (np.cumsum(counts) - counts + (counts + 1.0) / 2.0)[inverse]
+    ones = s.sum()
+    zeros = total - ones
+    return float(correct), pearson(p, 1.0, 0.0), pearson(rank, zeros + (ones + 1.0) / 2.0, (zeros + 1.0) / 2.0)
+
 
 def menu_families(menu: str, scalar: Sequence[str]) -> tuple[str, ...]:
     """Families of ``menu`` (one of :data:`MENUS`) given the configured scalar families."""
@@ -109,11 +157,63 @@ def _prefix_cells(cells: Cells, prefix: npt.NDArray[np.int64]) -> tuple[npt.NDAr
 
 def _fit_family(family: str, codes: npt.NDArray[np.int64], n: Any, s: Any, options: dict[str, Any]) -> Any:
     y = np.divide(s, n, out=np.zeros_like(s), where=n > 0)
-    if family == "table":
-        model = JointTableCalibrator(alpha=options.get("alpha", 1.0), fallback=options.get("fallback", "global"))
+    if family == "jury":
+        return _fit_jury(codes, n)
+    if family.startswith("table"):
+        fallback = family.removeprefix("table_") if family != "table" else options.get("fallback", "global")
+        model = JointTableCalibrator(alpha=options.get("alpha", 1.0), fallback=fallback)
     else:
         model = make_family(family, lam=options.get("ridge_lam", 1.0), C=options.get("C", 1.0))
     return model.fit(codes, y, sample_weight=n)
+
+
+class _Jury:
+    """Unsupervised Dawid-Skene jury on prefix codes: A = 1, B = 0, tie/err missing; predicts P(Y = 1 | votes)."""
+
+    def __init__(self, model: DawidSkene) -> None:
+        self.model = model
+
+    def predict(self, codes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        return self.model.predict_proba(_jury_votes(codes))[:, 1]
+
+
+def _jury_votes(codes: npt.NDArray[np.int64]) -> npt.NDArray[np.int8]:
+    return np.where(codes == 1, 1, np.where(codes == 0, 0, -1)).astype(np.int8)
+
+
+def _fit_jury(codes: npt.NDArray[np.int64], n: npt.NDArray[np.float64]) -> _Jury:
+    # The calibration rows' votes only (labels unused, spec 002 §3.6): each pattern repeated by its row count.
+    rows = np.repeat(codes, np.rint(n).astype(np.int64), axis=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # a few EM steps short of tolerance changes nothing here
+        return _Jury(DawidSkene().fit(_jury_votes(rows)))
+
+
+def _hybrid_rows(
+    model: Any,
+    prefix: npt.NDArray[np.int64],
+    keys: npt.NDArray[np.int64],
+    n: Any,
+    s: Any,
+    blocks: dict[str, Cells],
+    taus: Sequence[float],
+) -> dict[float, dict[str, float]]:
+    """Val/test MSE and NLL of Eq. 13 for every tau from one fitted base: :math:`f_s + (S_c - n_c f_s)/(n_c+\\tau)`."""
+    out: dict[float, dict[str, float]] = {float(t): {} for t in taus}
+    for name, block in blocks.items():
+        codes = block.codes[:, prefix]
+        base = model.predict(codes)
+        cal_n, cal_s = _lookup_cells(keys, pattern_keys(codes, 4), n, s)
+        for tau in taus:
+            p = np.clip(base + (cal_s - cal_n * base) / (cal_n + tau), 0.0, 1.0)
+            out[float(tau)] |= {f"{name}_mse": block.mse(p), f"{name}_nll": block.nll(p)}
+    return out
+
+
+def _lookup_cells(keys: npt.NDArray[np.int64], query: npt.NDArray[np.int64], *values: Any) -> list[Any]:
+    pos = np.clip(np.searchsorted(keys, query), 0, len(keys) - 1)
+    found = keys[pos] == query
+    return [np.where(found, v[pos], 0.0) for v in values]
 
 
 def evaluate_candidates(
@@ -139,12 +239,14 @@ def evaluate_candidates(
     max_k : int, optional
         Largest prefix (default: the panel size).
     **options
-        ``alpha``, ``fallback`` (table), ``ridge_lam``, ``C`` (stackers).
+        ``alpha``, ``fallback`` (table), ``ridge_lam``, ``C`` (stackers), ``hybrid_taus`` (a sequence of
+        :math:`\tau`; with ``hybrid`` in ``families`` one hybrid row per scalar family in ``families`` and tau).
 
     Returns
     -------
     DataFrame
-        One row per candidate: ``path, k, family, val_mse, test_mse`` and, for the candidate's prefix,
+        One row per candidate: ``path, k, family, val_mse, test_mse, val_nll, test_nll`` (``base`` and ``tau``
+        name a hybrid's scalar base and shrinkage; empty and NaN otherwise) and, for the candidate's prefix,
         ``effective_support`` (calibration :math:`S_{\mathrm{eff}}`), ``occupied`` (:math:`|\mathcal S|`),
         ``seen_term``, ``unseen_rate`` and ``cell_pressure`` (test-block frequencies; NaN-free: without a test
         block the validation block is used).
@@ -158,9 +260,12 @@ def evaluate_candidates(
     max_k = m if max_k is None else int(max_k)
     if not 1 <= max_k <= m:
         raise ConfigError(f"max_k: a prefix of {max_k} judges is longer than the panel ({m} judges)")
-    unknown = sorted(set(families) - set(FAMILY_LADDER))
+    unknown = sorted(set(families) - set(CANDIDATE_LADDER))
     if unknown:
-        raise ConfigError(f"families: unknown {unknown}; known: {FAMILY_LADDER}")
+        raise ConfigError(f"families: unknown {unknown}; known: {CANDIDATE_LADDER}")
+    taus = tuple(options.get("hybrid_taus", ())) if "hybrid" in families else ()
+    fitted = [f for f in families if f != "hybrid"]
+    blocks = {"val": val} | ({"test": test} if test is not None else {})
     report = test if test is not None else val
     rows = []
     for rule, path in paths.items():
@@ -173,16 +278,28 @@ def evaluate_candidates(
             seen_term, unseen, pressure = cell_pressure(cal_at_report, report.n)
             diag = {"effective_support": effective_support(n), "occupied": int((n > 0).sum())}
             diag |= {"seen_term": seen_term, "unseen_rate": unseen, "cell_pressure": pressure}
-            for family in families:
+            for family in fitted:
                 model = _fit_family(family, codes, n, s, options)
-                row = {"path": rule, "k": k, "family": family, "val_mse": val.mse(model.predict(val.codes[:, prefix]))}
-                row["test_mse"] = test.mse(model.predict(test.codes[:, prefix])) if test is not None else math.nan
+                row: dict[str, Any] = {"path": rule, "k": k, "family": family, "base": "", "tau": math.nan}
+                row |= {"test_mse": math.nan, "test_nll": math.nan}
+                for name, block in blocks.items():
+                    p = model.predict(block.codes[:, prefix])
+                    row |= {f"{name}_mse": block.mse(p), f"{name}_nll": block.nll(p)}
+                    if name == "test":
+                        accuracy, pearson, spearman = agreement(block, np.clip(p, 0.0, 1.0))
+                        row |= {"test_accuracy": accuracy, "test_pearson": pearson, "test_spearman": spearman}
                 rows.append(row | diag)
+                if taus and family in SCALAR_FAMILIES:
+                    for tau, scores in _hybrid_rows(model, prefix, keys, n, s, blocks, taus).items():
+                        hybrid = {"path": rule, "k": k, "family": "hybrid", "base": family, "tau": tau}
+                        rows.append(hybrid | {"test_mse": math.nan, "test_nll": math.nan} | scores | diag)
     return pd.DataFrame(rows)
 
 
-def select_candidate(candidates: pd.DataFrame, families: Sequence[str]) -> pd.Series:
+def select_candidate(candidates: pd.DataFrame, families: Sequence[str], metric: str = "val_mse") -> pd.Series:
     """The validation-selected row among ``families`` with FCPS's deterministic tie-breaking.
+
+    ``metric`` is the validation criterion: ``val_mse`` (Eq. 2) or ``val_nll`` (the Table 14 ablation).
 
     Raises
     ------
@@ -193,9 +310,9 @@ def select_candidate(candidates: pd.DataFrame, families: Sequence[str]) -> pd.Se
     if pool.empty:
         raise InputError(f"select_candidate: no candidate of families {list(families)}")
     order = pool.assign(
-        _f=pool["family"].map({f: i for i, f in enumerate(FAMILY_LADDER)}),
+        _f=pool["family"].map({f: i for i, f in enumerate(CANDIDATE_LADDER)}),
         _p=pool["path"].map({p: i for i, p in enumerate(PATH_RULES)}),
-    ).sort_values(["val_mse", "k", "_f", "_p"], kind="stable")
+    ).sort_values([metric, "k", "_f", "_p"], kind="stable")
     return order.iloc[0].drop(["_f", "_p"])
 
 

@@ -34,10 +34,16 @@ LLMBAR7 = (
     "Falcon/Vanilla",
     "GPT-4/CoT",
 )
+#: Spec 002 §3.4's tau grid of the hybrid (tau = inf, the pure scalar, is the scalar menu itself).
+HYBRID_TAUS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
+#: Spec 002 §3.5's main low-dimensional alternatives.
+SCALAR_MAIN = ("mean_iso", "ridge_iso", "logistic")
 #: Prefix of a `data` value that names a simulated regime instead of a dataset URL (`synthetic:<regime>`).
 SYNTHETIC = "synthetic:"
+#: Prefix of the ``path`` of the single-judge rows (Table 3's best single judge); no menu selects among them.
+SINGLE = "single:"
 #: Settings that synthetic data never reads (its blocks are drawn fresh and its path is the pool order) ...
-_SYNTHETIC_UNREAD = ("paths", "lam", "selection_rows", "validation_rows", "test_rows")
+_SYNTHETIC_UNREAD = ("paths", "lam", "selection_rows", "validation_rows", "test_rows", "single_judges")
 #: ... and settings it reads only to resample real patterns (semi_real_source).
 _SEMI_REAL_ONLY = ("pool", "position_balance", "sample")
 #: Settings that real data never reads.
@@ -79,6 +85,20 @@ class Config(TypedSettings):
     max_k: integer(1) | None = None
     alpha: NonNegative = 1.0
     fallback: one_of(FALLBACKS) = "global"
+    fallbacks: listed(one_of(FALLBACKS[1:])) = Field(
+        default=FALLBACKS[1:],
+        description="extra table menus with these unseen-pattern fallbacks (Tables 15, 18); [] for none",
+    )
+    hybrid_taus: listed(number(gt=0.0)) = Field(
+        default=HYBRID_TAUS,
+        description="hybrid residual shrinkage taus (Eq. 13, Table 19; tau = inf is the scalar menu); [] for none",
+    )
+    jury: bool = Field(default=True, description="the unsupervised Dawid-Skene jury menu (Table 13)")
+    nll_selection: bool = Field(default=True, description="also select the scalar menu on validation NLL (Table 14)")
+    main_families: listed(one_of(SCALAR_FAMILIES), min_length=1) = Field(
+        default=SCALAR_MAIN, description="the scalar_main menu (spec 002 §3.5; Tables 2, 10)"
+    )
+    single_judges: bool = Field(default=True, description="the best-single-judge comparator of Table 3 (real data)")
     lam: NonNegative = 0.25
     ridge_lam: NonNegative = 1.0
     logistic_c: Positive = 1.0
@@ -113,6 +133,8 @@ class Config(TypedSettings):
             raise refuse("pool", list(self.pool), f"must name {N_JUDGES} judges with semi_real_source")
         self._refuse_what_does_not_apply()
         panel = N_JUDGES if self.synthetic else len(self.pool)
+        if not set(self.main_families) <= set(self.families):
+            raise refuse("main_families", list(self.main_families), f"must be among families {list(self.families)}")
         if self.max_k is not None and self.max_k > panel:
             raise refuse("max_k", self.max_k, f"must be at most the panel's {panel} judges (or null)")
         return self
@@ -146,3 +168,17 @@ class Config(TypedSettings):
     @property
     def synthetic(self) -> bool:
         return bool(self.data and self.data.startswith(SYNTHETIC))
+
+
+def extra_menus(config: Config) -> dict[str, tuple[tuple[str, ...], str]]:
+    """Menus beside table/scalar/union: name -> (families, validation criterion) (spec 002 §6.5)."""
+    main = tuple(config.main_families)
+    menus = {"scalar_main": (main, "val_mse"), "full": (("table", *main), "val_mse")}
+    menus |= {f"table_{f}": ((f"table_{f}",), "val_mse") for f in config.fallbacks}
+    if config.hybrid_taus:
+        menus["hybrid"] = (("hybrid", *config.families), "val_mse")  # tau = inf is the scalar itself
+    if config.jury:
+        menus["jury"] = (("jury",), "val_mse")
+    if config.nll_selection:
+        menus["scalar_nll"] = (tuple(config.families), "val_nll")
+    return menus

@@ -15,6 +15,8 @@ from judgecal_dist.methods.fcps.paths import PATH_RULES
 from judgecal_dist.methods.fcps.select import FAMILY_LADDER, MENUS, menu_families, selection_penalty
 from judgecal_dist.stats.inference import corrected_resampled_t
 from judgecal_dist.studies.base import StudyResult, interval_note
+from judgecal_dist.studies.regime_map.config import SINGLE, extra_menus
+from judgecal_dist.studies.regime_map.extended import extended
 from judgecal_dist.studies.regime_map.recommend import recommend, verdict
 
 if TYPE_CHECKING:
@@ -316,6 +318,8 @@ def summarise(config: Config, parts: pd.DataFrame, data: Any) -> StudyResult:
     """Records per (budget, menu), paired table-vs-scalar differences, the winners, figures and the report."""
     if parts.empty:
         raise RunError("regime_map: no replicate rows to summarise")
+    singles = parts[parts["path"].str.startswith(SINGLE)]
+    parts = parts[~parts["path"].str.startswith(SINGLE)]
     sweep = None
     ratio = split_overlap_ratio(config, parts, data)
     if "interaction_weight" in parts:
@@ -327,11 +331,13 @@ def summarise(config: Config, parts: pd.DataFrame, data: Any) -> StudyResult:
     extra = {"table_vs_scalar": paired, "winners": winners, "input": getattr(data, "info", None) or {}}
     if sweep is not None:
         extra["interaction_sweep"] = sweep
+    further, lines, figures = extended(config, parts, singles, extra_menus(config))
+    extra |= further
     return StudyResult(
         records=records,
         summary=pd.DataFrame(records),
-        report=_report(config, records, paired, winners, sweep),
-        figures=_figures(config, parts, paired),
+        report=_report(config, records, paired, winners, sweep) + "\n".join(lines) + "\n",
+        figures=_figures(config, parts, paired) | figures,
         extra=extra,
         recommendation=recommend(config, records, paired),
     )

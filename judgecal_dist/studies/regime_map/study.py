@@ -44,10 +44,22 @@ from judgecal_dist.methods.fcps.paths import JudgePath
 from judgecal_dist.methods.fcps.select import MENUS, Cells, evaluate_candidates, menu_families, select_candidate
 from judgecal_dist.studies.base import StudyResult
 from judgecal_dist.studies.regime_map import report as regime_map_report
-from judgecal_dist.studies.regime_map.config import LLMBAR7, SYNTHETIC, Config
+from judgecal_dist.studies.regime_map.config import LLMBAR7, SINGLE, SYNTHETIC, Config, extra_menus
 from judgecal_dist.studies.regime_map.data import RealInput, balanced_cells, load_real
 
-__all__ = ["NAME", "LLMBAR7", "Config", "Replicate", "SyntheticInput", "load", "plan", "run_replicate", "summarise"]
+__all__ = [
+    "NAME",
+    "SINGLE",
+    "extra_menus",
+    "LLMBAR7",
+    "Config",
+    "Replicate",
+    "SyntheticInput",
+    "load",
+    "plan",
+    "run_replicate",
+    "summarise",
+]
 
 NAME = "regime_map"
 
@@ -149,6 +161,17 @@ def _blocks(
     return paths, split.cal[budget], split.val, split.test
 
 
+def _families(config: Config) -> tuple[str, ...]:
+    extra = tuple(f"table_{f}" for f in config.fallbacks)
+    return (
+        "table",
+        *config.families,
+        *extra,
+        *(("hybrid",) if config.hybrid_taus else ()),
+        *(("jury",) if config.jury else ()),
+    )
+
+
 def run_replicate(data: Any, rep: Replicate) -> pd.DataFrame:
     """Every candidate's validation/test MSE and diagnostics at every budget, with each menu's selection flag."""
     config = rep.config
@@ -157,18 +180,24 @@ def run_replicate(data: Any, rep: Replicate) -> pd.DataFrame:
         "fallback": config.fallback,
         "ridge_lam": config.ridge_lam,
         "C": config.logistic_c,
+        "hybrid_taus": config.hybrid_taus,
     }
+    extra = extra_menus(config)
     frames = []
     weights = config.interaction_weights or (None,)
     for budget, weight in ((b, w) for w in weights for b in config.budgets):
         paths, cal, val, test = _blocks(data, rep, budget, 1.0 if weight is None else weight)
-        frame = evaluate_candidates(
-            paths, cal, val, test, families=("table", *config.families), max_k=config.max_k, **options
-        )
-        for menu in MENUS:
-            chosen = select_candidate(frame, menu_families(menu, config.families))
-            frame[f"selected_{menu}"] = (
-                (frame["path"] == chosen["path"]) & (frame["k"] == chosen["k"]) & (frame["family"] == chosen["family"])
+        frame = evaluate_candidates(paths, cal, val, test, families=_families(config), max_k=config.max_k, **options)
+        menus = {m: (menu_families(m, config.families), "val_mse") for m in MENUS} | extra
+        for menu, (families, metric) in menus.items():
+            chosen = select_candidate(frame, families, metric)
+            frame[f"selected_{menu}"] = frame.index == chosen.name
+        if config.single_judges and not isinstance(data, SyntheticInput):
+            m = cal.codes.shape[1]
+            singles = {f"{SINGLE}{config.pool[j]}": np.array([j]) for j in range(m)}
+            single = evaluate_candidates(singles, cal, val, test, families=("table",), max_k=1, **options)
+            frame = pd.concat(
+                [frame, single.assign(**{f"selected_{menu}": False for menu in menus})], ignore_index=True
             )
         frame.insert(0, "budget", int(budget))
         if weight is not None:
