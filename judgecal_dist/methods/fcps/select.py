@@ -190,7 +190,7 @@ def _fit_jury(codes: npt.NDArray[np.int64], n: npt.NDArray[np.float64]) -> _Jury
 
 
 def _hybrid_rows(
-    model: Any,
+    base: dict[str, npt.NDArray[np.float64]],
     prefix: npt.NDArray[np.int64],
     keys: npt.NDArray[np.int64],
     n: Any,
@@ -198,14 +198,13 @@ def _hybrid_rows(
     blocks: dict[str, Cells],
     taus: Sequence[float],
 ) -> dict[float, dict[str, float]]:
-    """Val/test MSE and NLL of Eq. 13 for every tau from one fitted base: :math:`f_s + (S_c - n_c f_s)/(n_c+\\tau)`."""
+    """Val/test MSE and NLL of Eq. 13 for every tau from the base's block predictions ``base``:
+    :math:`f_s + (S_c - n_c f_s)/(n_c + \\tau)` (:math:`S_c, n_c` from calibration; 0 where unseen)."""
     out: dict[float, dict[str, float]] = {float(t): {} for t in taus}
     for name, block in blocks.items():
-        codes = block.codes[:, prefix]
-        base = model.predict(codes)
-        cal_n, cal_s = _lookup_cells(keys, pattern_keys(codes, 4), n, s)
+        cal_n, cal_s = _lookup_cells(keys, pattern_keys(block.codes[:, prefix], 4), n, s)
         for tau in taus:
-            p = np.clip(base + (cal_s - cal_n * base) / (cal_n + tau), 0.0, 1.0)
+            p = np.clip(base[name] + (cal_s - cal_n * base[name]) / (cal_n + tau), 0.0, 1.0)
             out[float(tau)] |= {f"{name}_mse": block.mse(p), f"{name}_nll": block.nll(p)}
     return out
 
@@ -282,15 +281,16 @@ def evaluate_candidates(
                 model = _fit_family(family, codes, n, s, options)
                 row: dict[str, Any] = {"path": rule, "k": k, "family": family, "base": "", "tau": math.nan}
                 row |= {"test_mse": math.nan, "test_nll": math.nan}
+                predictions = {name: model.predict(block.codes[:, prefix]) for name, block in blocks.items()}
                 for name, block in blocks.items():
-                    p = model.predict(block.codes[:, prefix])
+                    p = predictions[name]
                     row |= {f"{name}_mse": block.mse(p), f"{name}_nll": block.nll(p)}
                     if name == "test":
                         accuracy, pearson, spearman = agreement(block, np.clip(p, 0.0, 1.0))
                         row |= {"test_accuracy": accuracy, "test_pearson": pearson, "test_spearman": spearman}
                 rows.append(row | diag)
                 if taus and family in SCALAR_FAMILIES:
-                    for tau, scores in _hybrid_rows(model, prefix, keys, n, s, blocks, taus).items():
+                    for tau, scores in _hybrid_rows(predictions, prefix, keys, n, s, blocks, taus).items():
                         hybrid = {"path": rule, "k": k, "family": "hybrid", "base": family, "tau": tau}
                         rows.append(hybrid | {"test_mse": math.nan, "test_nll": math.nan} | scores | diag)
     return pd.DataFrame(rows)
