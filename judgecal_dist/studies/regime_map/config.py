@@ -133,7 +133,7 @@ class Config(TypedSettings):
             raise refuse("pool", list(self.pool), f"must name {N_JUDGES} judges with semi_real_source")
         self._refuse_what_does_not_apply()
         panel = N_JUDGES if self.synthetic else len(self.pool)
-        if not set(self.main_families) <= set(self.families):
+        if self.main_families != SCALAR_MAIN and not set(self.main_families) <= set(self.families):
             raise refuse("main_families", list(self.main_families), f"must be among families {list(self.families)}")
         if self.max_k is not None and self.max_k > panel:
             raise refuse("max_k", self.max_k, f"must be at most the panel's {panel} judges (or null)")
@@ -172,8 +172,9 @@ class Config(TypedSettings):
 
 def extra_menus(config: Config) -> dict[str, tuple[tuple[str, ...], str]]:
     """Menus beside table/scalar/union: name -> (families, validation criterion) (spec 002 §6.5)."""
-    main = tuple(config.main_families)
-    menus = {"scalar_main": (main, "val_mse"), "full": (("table", *main), "val_mse")}
+    # The default scalar_main keeps the configured families it names (none: no scalar_main/full menus).
+    main = tuple(f for f in config.main_families if f in config.families)
+    menus = {"scalar_main": (main, "val_mse"), "full": (("table", *main), "val_mse")} if main else {}
     menus |= {f"table_{f}": ((f"table_{f}",), "val_mse") for f in config.fallbacks}
     if config.hybrid_taus:
         menus["hybrid"] = (("hybrid", *config.families), "val_mse")  # tau = inf is the scalar itself

@@ -75,7 +75,8 @@ def _families(parts: pd.DataFrame, main: tuple[str, ...]) -> list[dict[str, Any]
     kmax = int(parts["k"].max())
     first = parts[parts["path"] == parts["path"].iloc[0]]
     menus: dict[str, tuple[str, ...]] = {f: (f,) for f in parts["family"].unique() if f != "hybrid"}
-    menus |= {"scalar_main": main, "full": ("table", *main)}
+    if main:
+        menus |= {"scalar_main": main, "full": ("table", *main)}
     rows = []
     for name, fams in menus.items():
         sel = _pick(parts[parts["family"].isin(fams)])
@@ -227,7 +228,7 @@ def extended(
         ]
         for name, rows in _comparators(parts, singles).items()
     }
-    families = _families(parts, tuple(config.main_families))
+    families = _families(parts, tuple(f for f in config.main_families if f in config.families))
     menu_rows = _menus(config, parts, menus)
     rule = _hard_rule(parts)
     assoc = pressure_association(parts)
