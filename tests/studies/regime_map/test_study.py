@@ -137,10 +137,20 @@ def test_runner_writes_the_issue_summary_and_resumes(_registered, tmp_path):
     for r in summary["results"]:
         assert all(np.isfinite(r[k]) for k in RESULT_KEYS - {"menu", "selected_path", "selected_family"})
     assert not pd.read_parquet(out / "summary.parquet").isna().any().any()  # no NaN in a report
-    assert {p.name for p in (out / "figures").iterdir()} == {"regime_map.png", "risk_vs_k.png", "unseen_rate.png"}
+    assert {p.name for p in (out / "figures").iterdir()} == {
+        *("regime_map.png", "risk_vs_k.png", "unseen_rate.png", "pressure_risk.png", "marginal_stopping.png")
+    }
     manifest = json.loads((out / "manifest.json").read_text())
     constants = {k: manifest["config"][k] for k in ("alpha", "lam", "ridge_lam", "logistic_c", "growth_a")}
     assert constants == {"alpha": 1.0, "lam": 0.25, "ridge_lam": 1.0, "logistic_c": 1.0, "growth_a": 0.8}
+    menus = {k: manifest["config"][k] for k in ("fallbacks", "hybrid_taus", "jury", "nll_selection", "main_families")}
+    assert menus == {
+        "fallbacks": ["lower_prefix", "hierarchical"],
+        "hybrid_taus": [0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0],
+        "jury": True,
+        "nll_selection": True,
+        "main_families": ["mean_iso", "ridge_iso", "logistic"],
+    }
     assert interval_note(0.95, shared_items=False) in (out / "report.md").read_text()  # fresh rows per replicate
     assert (out / "_SUCCESS").exists() and execute(run, EngineConfig(), output=str(tmp_path), serial=True) == url
     # The paired delta is scalar - table over the same splits.
