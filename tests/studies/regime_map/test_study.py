@@ -36,7 +36,7 @@ def _assert_selections_by_brute_force(parts: pd.DataFrame, summary: dict, scalar
     for menu, families in {"table": {"table"}, "scalar": set(scalar), "union": {"table", *scalar}}.items():
         picks = []
         for _, block in parts.groupby(["seed", "budget"]):
-            pool = block[block["family"].isin(families)]
+            pool = block[block["family"].isin(families) & ~block["path"].str.startswith(regime_map.SINGLE)]
             picked = block[block[f"selected_{menu}"]]
             assert len(picked) == 1 and picked["val_mse"].iloc[0] == pool["val_mse"].min(), menu
             assert picked["family"].iloc[0] in families, menu
