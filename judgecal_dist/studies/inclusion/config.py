@@ -73,7 +73,7 @@ class Config(PipelineFields, AggregationFields):
     permutation_resamples: Resamples = 10_000
     ci_level: CiLevel = 0.95
     export: str = "auto"
-    l1_c: number(gt=0.0) = Field(default=0.1, description="inverse L1 strength of the l1 panel (spec §3.6 grid)")
+    l1_c: number(gt=0.0) = Field(default=0.1, description="inverse L1 strength of the l1 panel (the paper's grid)")
     selective_tau: number(ge=0.5, le=1.0) = Field(default=0.9, description="confidence threshold of Cov @ conf")
     tost_margin: number(gt=0.0) = Field(default=0.01, description="TOST equivalence margin on NLL (nats)")
     item_bootstrap_resamples: integer(0, 100_000) = Field(

@@ -191,14 +191,14 @@ def control_lines(controls: pd.DataFrame, config: Any) -> str:
         ]
         out += ["| calibrator | NLL |", "| --- | --- |"]
         out += [f"| {r.calibrator} | {cell(r)} |" for r in by["random_labels"].itertuples()]
-        out += ["", "The paper reports 0.69 on every dataset (H.11); the upper end of its range is lost."]
+        out += ["", "The paper reports 0.69 on every dataset; the upper end of its range is lost."]
     if "difficulty_transfer" in by:
         out += ["", "**Difficulty transfer** (Platt fitted on one agreement tercile, evaluated on another):", ""]
         out += ["| fitted on -> evaluated on | NLL |", "| --- | --- |"]
         out += [f"| {r.variant} | {cell(r)} |" for r in by["difficulty_transfer"].itertuples()]
         out += [
             "",
-            "Expected (H.8): hard -> easy transfers (close to easy -> easy), easy -> hard only partly (above "
+            "Expected: hard -> easy transfers (close to easy -> easy), easy -> hard only partly (above "
             "hard -> hard)." + _transfer_verdict(by["difficulty_transfer"]) + " The paper's hard-tercile numbers "
             "(JudgeBench 3.47 -> 0.038) are on data the project does not have.",
         ]
@@ -211,7 +211,7 @@ def control_lines(controls: pd.DataFrame, config: Any) -> str:
         out += [f"| {v} | " + " | ".join(f"{table.loc[v, c]:.4f}" for c in cols) + " |" for v in table.index]
         out += [
             "",
-            "Monotone maps (square, sqrt) should come back to the clean NLL (Proposition 3; isotonic exactly on "
+            "Monotone maps (square, sqrt) should come back to the clean NLL (calibration is invariant to increasing maps; isotonic exactly on "
             "the fitted scores), inversion only under Platt. The paper ran these on Chatbot Arena (not in the "
             "project's data); its numbers are lost.",
         ]
@@ -221,7 +221,7 @@ def control_lines(controls: pd.DataFrame, config: Any) -> str:
         out += [f"| {r.variant} | {cell(r)} |" for r in by["chaining"].itertuples()]
         out += [
             "",
-            "The paper's Table 10 (nested protocol: `--set calib_scores=nested`) is on JudgeBench and "
+            "The paper's ablation (nested protocol: `--set calib_scores=nested`) is on JudgeBench and "
             "RewardBench (NLL 1.22 -> 0.084 and 0.41 -> 0.046), which the project does not have.",
         ]
     return "\n".join(out) + "\n"

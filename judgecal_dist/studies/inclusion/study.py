@@ -494,7 +494,7 @@ def _item_bootstrap_lines(table: pd.DataFrame, config: Config) -> str:
                 if high < 0
                 else ("contains 0" if low <= 0 <= high else "excludes 0 against one-coin")
             )
-            lines.append(f"- vs {agg}: the paper's interval {claim} (H.9); here it {found}.")
+            lines.append(f"- vs {agg}: the paper's interval {claim}; here it {found}.")
     return "\n".join(lines) + "\n"
 
 

@@ -87,18 +87,18 @@ class Config(TypedSettings):
     fallback: one_of(FALLBACKS) = "global"
     fallbacks: listed(one_of(FALLBACKS[1:])) = Field(
         default=FALLBACKS[1:],
-        description="extra table menus with these unseen-pattern fallbacks (Tables 15, 18); [] for none",
+        description="extra table menus with these unseen-pattern fallbacks ; [] for none",
     )
     hybrid_taus: listed(number(gt=0.0)) = Field(
         default=HYBRID_TAUS,
-        description="hybrid residual shrinkage taus (Eq. 13, Table 19; tau = inf is the scalar menu); [] for none",
+        description="hybrid residual shrinkage taus (tau = inf is the scalar menu); [] for none",
     )
-    jury: bool = Field(default=True, description="the unsupervised Dawid-Skene jury menu (Table 13)")
-    nll_selection: bool = Field(default=True, description="also select the scalar menu on validation NLL (Table 14)")
+    jury: bool = Field(default=True, description="the unsupervised Dawid-Skene jury menu")
+    nll_selection: bool = Field(default=True, description="also select the scalar menu on validation NLL")
     main_families: listed(one_of(SCALAR_FAMILIES), min_length=1) = Field(
-        default=SCALAR_MAIN, description="the scalar_main menu (spec 002 §3.5; Tables 2, 10)"
+        default=SCALAR_MAIN, description="the scalar_main menu (the main scalar families)"
     )
-    single_judges: bool = Field(default=True, description="the best-single-judge comparator of Table 3 (real data)")
+    single_judges: bool = Field(default=True, description="the best-single-judge comparator (real data)")
     lam: NonNegative = 0.25
     ridge_lam: NonNegative = 1.0
     logistic_c: Positive = 1.0
@@ -108,11 +108,11 @@ class Config(TypedSettings):
     growth_w: number() = 0.5
     growth_noise: NonNegative = 0.0
     growth_gamma: number() = 0.0
-    growth_b: NonNegative = Field(default=2.0, description="XOR interaction strength b (spec 002 §7.2)")
-    growth_c: NonNegative = Field(default=2.0, description="AND interaction strength c (spec 002 §7.2)")
+    growth_b: NonNegative = Field(default=2.0, description="XOR interaction strength b")
+    growth_c: NonNegative = Field(default=2.0, description="AND interaction strength c")
     interaction_weights: listed(number(ge=0.0, le=1.0), min_length=1) | None = Field(
         default=None,
-        description="with synthetic:xor|and|parity, the sweep eta_w = (1-w) eta_add + w eta_regime (Table 25)",
+        description="with synthetic:xor|and|parity, the sweep eta_w = (1-w) eta_add + w eta_regime",
     )
     semi_real_source: str | None = None
     ci_level: number(gt=0.5, lt=1.0) = 0.95
@@ -161,7 +161,7 @@ class Config(TypedSettings):
             elif key in _SEMI_REAL_ONLY:
                 why = "does not apply to synthetic data without semi_real_source (the generator draws the judges)"
             else:
-                why = "does not apply to synthetic data (fresh blocks; the pool order is the only path, spec 002 §7.1)"
+                why = "does not apply to synthetic data (fresh blocks; the pool order is the only path)"
             more = f" (nor do {', '.join(changed[1:])})" if len(changed) > 1 else ""
             raise refuse(key, getattr(self, key), f"{why}{more}; remove it")
 

@@ -233,7 +233,7 @@ def extended(
     rule = _hard_rule(parts)
     assoc = pressure_association(parts)
     budgets = sorted(parts["budget"].unique())
-    lines = ["", "## Named comparators (spec 002 §4.4, Table 3; joint table, global fallback)", ""]
+    lines = ["", "## Named comparators (joint table, global fallback)", ""]
     lines += ["| comparator | " + " | ".join(f"B={b}" for b in budgets) + " |", "|---|" + "---|" * len(budgets)]
     for name, rows in comparators.items():
         lines.append(f"| {name} | " + " | ".join(f"{r['test_mse']:.4f} ± {r['se']:.4f}" for r in rows) + " |")
@@ -242,7 +242,7 @@ def extended(
         "Test MSE ± SE over splits. Paper, LLMBar at B = 300: single 0.219, all seven 0.211, information-first 0.204, "
         "complexity-penalised 0.204, random 0.207, envelope 0.203, test oracle 0.194.",
         "",
-        "## Families at k = m and with (path, k) validated (Tables 8, 10)",
+        "## Families at k = m and with (path, k) validated",
         "",
         "| family or menu | B | k = m | validated | mean k |",
         "|---|---|---|---|---|",
@@ -254,13 +254,13 @@ def extended(
         )
     lines += [
         "",
-        "## Further menus (Tables 12-15, 18, 19)",
+        "## Further menus",
         "",
-        "scalar = scalar_ext on validation MSE; scalar_nll = the same menu on validation NLL (Table 14); "
-        "table_lower_prefix / table_hierarchical = the table with that fallback (Tables 15, 18); hybrid = Eq. 13 "
-        f"over taus {list(config.hybrid_taus)} and each scalar base, with the scalar menu as tau = inf (Table 19); "
+        "scalar = scalar_ext on validation MSE; scalar_nll = the same menu on validation NLL; "
+        "table_lower_prefix / table_hierarchical = the table with that fallback; hybrid = residual shrinkage "
+        f"over taus {list(config.hybrid_taus)} and each scalar base, with the scalar menu as tau = inf; "
         "jury = unsupervised two-coin Dawid-Skene on the prefix's calibration votes, labels unused, (path, k) on "
-        "validation (Table 13; the paper's one-coin model is its symmetric case).",
+        "validation (the paper's one-coin model is its symmetric case).",
         "",
         "| menu | B | test MSE ± SE | test NLL | accuracy | Pearson | Spearman | mean k | modal family |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -274,15 +274,15 @@ def extended(
         )
     lines += [
         "",
-        "Paper, LLMBar: scalar_ext at B = 300 MSE 0.183, NLL 0.557, accuracy 0.719, Pearson 0.522 (Table 12); "
-        "jury 0.238 (Table 13); hierarchical table 0.202 (Table 15); lower-prefix 0.205 (Table 18); hybrid 0.1833 "
-        "with modal base logistic (Table 19).",
+        "Paper, LLMBar: scalar_ext at B = 300 MSE 0.183, NLL 0.557, accuracy 0.719, Pearson 0.522; "
+        "jury 0.238; hierarchical table 0.202; lower-prefix 0.205; hybrid 0.1833 "
+        "with modal base logistic.",
         "",
-        "## Hard rule and exact binomial test (spec 002 §5.6, Table 17)",
+        "## Hard rule and exact binomial test",
         "",
         "Per budget: predict scalar iff split-mean S_eff/B + u of the selected table exceeds split-mean max(g, 0), "
         "g = best additive - best pairwise validation MSE; agreement with the sign of table - scalar test MSE. "
-        "u is the test-block unseen rate here (Table 2's), not the validation one.",
+        "u is the test-block unseen rate here (as in the headline table), not the validation one.",
         "",
         "| B | pressure | gain | predicted | table - scalar | agrees |",
         "|---|---|---|---|---|---|",
@@ -298,7 +298,7 @@ def extended(
         f"Agreement {rule['agreement']}/{n_cells}, exact one-sided binomial p = {rule['p_value']:.4f} "
         "(paper, 20 cells over four datasets: 16/20, p = 0.0059).",
         "",
-        "## Pressure-risk association (spec 002 §5.7, Tables 26, 27; Figs. 4, 7, 8)",
+        "## Pressure-risk association",
         "",
         f"{assoc['units']} joint-table units (split, budget, path, k), residualised on budget means: "
         f"S_eff/B vs test MSE r = {assoc['support']['r']:.3f} (SE {assoc['support']['se']:.3f}); unseen rate vs test "
@@ -307,7 +307,7 @@ def extended(
         f"{assoc['groups']['share_positive']:.2f}. Paper: r = 0.178 and 0.199 over all datasets; LLMBar 15 groups, "
         "mean r 0.127, 0.67 positive.",
         "",
-        "Figures: `figures/pressure_risk.png` (Figs. 4, 7), `figures/marginal_stopping.png` (Fig. 8).",
+        "Figures: `figures/pressure_risk.png`, `figures/marginal_stopping.png`.",
     ]
     record = {
         "comparators": comparators,

@@ -151,7 +151,7 @@ def _sweep_report(config: Config, sweep: list[dict[str, Any]]) -> list[str]:
     budgets = sorted({r["budget"] for r in sweep})
     lines = [
         "",
-        "## Interaction-strength sweep (spec 002 §7.2, Table 25)",
+        "## Interaction-strength sweep",
         "",
         f"eta_w = (1 - w) eta_add + w eta_{str(config.data).removeprefix('synthetic:')}; entry = selected scalar MSE - "
         "selected table MSE, mean [paired CI] over splits (positive: the table wins). Bayes = exact "
@@ -168,8 +168,8 @@ def _sweep_report(config: Config, sweep: list[dict[str, Any]]) -> list[str]:
         lines.append(f"| {weight:g} | " + " | ".join(cells) + f" | {'n/a' if bayes is None else f'{bayes:.4f}'} |")
     lines += [
         "",
-        "Paper (Table 25, budgets lost, increasing): w = 0: -0.024 .. +0.000; 0.3: -0.020 .. +0.012; 0.5: +0.046 .. "
-        "+0.056; 0.7: +0.110 .. +0.135; 1.0: +0.171 .. +0.188. The generator's constants were lost (spec 002 §7); "
+        "Paper (budgets lost, increasing): w = 0: -0.024 .. +0.000; 0.3: -0.020 .. +0.012; 0.5: +0.046 .. "
+        "+0.056; 0.7: +0.110 .. +0.135; 1.0: +0.171 .. +0.188. The paper's generator constants are lost; "
         "the expected shape is a gap that grows with w at every budget.",
     ]
     return lines

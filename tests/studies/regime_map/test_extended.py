@@ -143,7 +143,7 @@ def test_study_reports_every_further_menu_and_table():
     for menu in ("scalar_main", "full", "table_lower_prefix", "table_hierarchical", "hybrid", "jury", "scalar_nll"):
         assert parts.groupby(["seed", "budget"])[f"selected_{menu}"].sum().eq(1).all()
         assert f"| {menu} | 64 |" in result.report
-    for heading in ("Named comparators", "Tables 8, 10", "exact binomial", "Pressure-risk association"):
+    for heading in ("Named comparators", "(path, k) validated", "exact binomial", "Pressure-risk association"):
         assert heading in result.report
     assert {"pressure_risk.png", "marginal_stopping.png"} <= set(result.figures)
     assert result.extra["hard_rule"]["p_value"] == pytest.approx(
