@@ -95,6 +95,8 @@ def control_rows(
         rows[-1].update(extra)
 
     s_fit, y_fit, s_eval = protocol_scores(AGGREGATOR, settings, v_cal, y_cal, v_eval, protocol, roles)
+    # Probability -> calibrator input, clipped: Platt saturates to exactly 0 or 1 on well-separated items.
+    back = (lambda p: logit(np.clip(p, eps, 1 - eps))) if settings.calibrator_input == "logit" else np.asarray
     if "random_labels" in controls:
         rng = np.random.default_rng([seed, LABEL_SEED_OFFSET])
         yr_cal = rng.integers(0, 2, y_cal.size).astype(np.int8)
@@ -123,7 +125,6 @@ def control_rows(
         rng = np.random.default_rng([seed, DISTORT_SEED_OFFSET])
         to_p = expit if settings.calibrator_input == "logit" else np.asarray
         p_fit, p_eval = (np.clip(to_p(s), eps, 1 - eps) for s in (s_fit, s_eval))
-        back = (lambda p: logit(np.clip(p, eps, 1 - eps))) if settings.calibrator_input == "logit" else np.asarray
         for name, fn in _probability_maps(rng).items():
             d_fit, d_eval = back(fn(p_fit)), back(fn(p_eval))
             for cal in DISTORTION_CALIBRATORS:
@@ -142,9 +143,8 @@ def control_rows(
     if "chaining" in controls:
         for cal in ("none", "platt", "beta"):
             row("chaining", cal, cal, _nll(y_eval, calibrate(cal, settings, s_fit, y_fit, {"e": s_eval})["e"], eps))
-        # Step 2 -> Step 3: beta fitted on Platt's calibrated output of the same items (spec §3.2, H.10).
+        # Step 2 -> Step 3: beta fitted on Platt's calibrated output of the same items.
         stepped = calibrate("platt", settings, s_fit, y_fit, {"f": s_fit, "e": s_eval})
-        back = logit if settings.calibrator_input == "logit" else np.asarray
         p = calibrate("beta", settings, back(stepped["f"]), y_fit, {"e": back(stepped["e"])})["e"]
         row("chaining", "platt>beta", "platt>beta", _nll(y_eval, p, eps))
     return rows
