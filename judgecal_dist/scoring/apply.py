@@ -76,6 +76,8 @@ __all__ = [
     "score_dataset",
     "score_batch",
     "items_ddl",
+    "ownership_marker",
+    "replace_outputs",
 ]
 
 if TYPE_CHECKING:  # pyspark is the spark extra: in-process scoring never imports it
@@ -183,7 +185,7 @@ def score_dataset(
     checks = _Checks(model, data_url, sample, unknown_judges, float(min_judge_coverage))
     prepared = _prepare_local(model, data_url, engine, sample, checks) if chosen == "local" else None
     if output.marker is None:  # claim the folder: from here on, what is in it is score's
-        store.write_json(MARKER, _marker(None, []))
+        store.write_json(MARKER, ownership_marker(None, []))
     staged = store.stage("items")
     try:
         if prepared is not None:
@@ -201,7 +203,7 @@ def score_dataset(
     names = ["datasets"] + (["subsets"] if "subset" in meta else [])
     names += ["pairs", "models"] if {"model_a", "model_b"} <= set(meta) else []
     others = [f"summary/{n}.parquet" for n in names] + ["summary.json", "figures/win_rates.png"]
-    new_files = _replace(store, output, staged, [f for f, _ in written], others)
+    new_files = replace_outputs(store, output, staged, [f for f, _ in written], others)
     if prepared is not None:
         tables = _summaries_local(
             model, data_url, engine, meta, pa.Table.from_batches(prepared.batches, items_schema(model))
@@ -227,7 +229,7 @@ def score_dataset(
         store.write_table(f"summary/{name}.parquet", table)
     store.write_bytes("figures/win_rates.png", summ.figure(tables["datasets"], tables.get("models")))
     store.write_json("summary.json", record)
-    store.write_json(MARKER, _marker(inputs, new_files))
+    store.write_json(MARKER, ownership_marker(inputs, new_files))
     store.commit_success()
     log.info(
         "score: %d items (%d without votes) of %d dataset(s) on %s -> %s",
@@ -263,7 +265,7 @@ def _score_table_kind(
     )
     options = dict(engine.storage_options)
     if output.marker is None:
-        store.write_json(MARKER, _marker(None, []))
+        store.write_json(MARKER, ownership_marker(None, []))
     staged = store.stage("items")
     try:
         written = write_items(iter(table.to_batches()), table.schema, staged, storage_options=options)
@@ -275,7 +277,7 @@ def _score_table_kind(
         raise
     tables = model.summaries(table)
     others = [f"summary/{n}.parquet" for n in sorted(tables)] + ["summary.json"]
-    new_files = _replace(store, output, staged, [f for f, _ in written], others)
+    new_files = replace_outputs(store, output, staged, [f for f, _ in written], others)
     record = {
         "format": OUTPUT_FORMAT,
         "inputs": inputs,
@@ -288,21 +290,23 @@ def _score_table_kind(
     for name, frame in tables.items():
         store.write_table(f"summary/{name}.parquet", frame)
     store.write_json("summary.json", record)
-    store.write_json(MARKER, _marker(inputs, new_files))
+    store.write_json(MARKER, ownership_marker(inputs, new_files))
     store.commit_success()
     log.info("score: %d rows of a %s model on %s -> %s", table.num_rows, model.kind, chosen, store.url)
     return record
 
 
 # -- the output folder -----------------------------------------------------------------------------------------
-def _replace(store: RunStore, output: _Output, staged: str, written: list[str], others: list[str]) -> list[str]:
+def replace_outputs(store: RunStore, output: _Output, staged: str, written: list[str], others: list[str]) -> list[str]:
     """The first half of the commit: readers stop trusting the folder (``_SUCCESS`` withdrawn), the marker lists
     the old and the new files (staged items, and ``others`` that the caller writes next), the old ones go and the
     staged items come into place; returns the new file list."""
     new_files = {f"items/{f}" for f in written} | set(others)
     old_files = set(output.marker.get("files", [])) if output.marker else set()
     store.reopen()
-    store.write_json(MARKER, _marker(None, sorted(old_files | new_files)))  # a crash from here on leaves it ours
+    store.write_json(
+        MARKER, ownership_marker(None, sorted(old_files | new_files))
+    )  # a crash from here on leaves it ours
     store.remove_files(sorted(old_files - new_files - {MARKER, SUCCESS}))
     store.promote(staged, "items", written)
     return sorted(new_files)
@@ -316,7 +320,7 @@ class _Output:
     marker: dict[str, Any] | None
 
 
-def _marker(inputs: dict[str, Any] | None, files: list[str]) -> dict[str, Any]:
+def ownership_marker(inputs: dict[str, Any] | None, files: list[str]) -> dict[str, Any]:
     # inputs None = a score is being written (or failed): no rerun takes it for committed.
     return {"format": MARKER_FORMAT, "owner": "judgecal score", "inputs": inputs, "files": files}
 

@@ -291,7 +291,7 @@ def score_corrector(
     options = dict(engine.storage_options)
     prepared = prepare_local(model, data_url, engine, sample, unknown) if chosen == "local" else None
     if output.marker is None:
-        store.write_json(apply.MARKER, apply._marker(None, []))
+        store.write_json(apply.MARKER, apply.ownership_marker(None, []))
     staged = store.stage("items")
     try:
         if prepared is not None:
@@ -307,7 +307,7 @@ def score_corrector(
             store.remove_files([apply.MARKER])
         store.abandon(remove_empty=output.new)
         raise
-    new_files = apply._replace(store, output, staged, [f for f, _ in written], [_SUMMARY, "summary.json"])
+    new_files = apply.replace_outputs(store, output, staged, [f for f, _ in written], [_SUMMARY, "summary.json"])
     items = _read_back(store.url_of("items"), [f for f, _ in written], options)
     table = summarise(items, model)
     counts = {
@@ -334,7 +334,7 @@ def score_corrector(
     }
     store.write_table(_SUMMARY, table)
     store.write_json("summary.json", record)
-    store.write_json(apply.MARKER, apply._marker(inputs, new_files))
+    store.write_json(apply.MARKER, apply.ownership_marker(inputs, new_files))
     store.commit_success()
     return record
 

@@ -52,14 +52,14 @@ def table(tmp_path_factory) -> tuple[str, pd.DataFrame]:
     return url, frame
 
 
-def _anchors(frame: pd.DataFrame):
+def draw_anchors(frame: pd.DataFrame):
     a = frame.iloc[:60].dropna(subset=["score"])
     return _to5(a["score"].to_numpy()), _to5(a["human"].to_numpy()), a["rubric"].to_numpy()
 
 
 def _models(frame: pd.DataFrame, folder: Path) -> dict:
     """One model of each kind fitted on the first 60 items, with the estimator that made it."""
-    j, y, rubric = _anchors(frame)
+    j, y, rubric = draw_anchors(frame)
     masks = np.stack([rubric == r for r in RUBRICS])
     conj = ConjugateLinear().fit(sufficient_stats(np.where(masks, j, np.nan), np.where(masks, y, np.nan)))
     linear = linear_from_conjugate(conj, rubrics=RUBRICS, n_anchors=masks.sum(1), judge_id="mini", input_range=(1, 10))

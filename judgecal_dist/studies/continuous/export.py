@@ -51,12 +51,12 @@ def export_corrector(
 ) -> Any:
     """The model of ``corrector`` fitted on ``judge``'s anchors of seed ``config.seed`` at the largest budget
     (``linear_hb``: the study's own fit, read off its rows in ``parts`` when they hold the posterior moments)."""
-    from judgecal_dist.studies.continuous.study import _anchors, _arm_data, split
+    from judgecal_dist.studies.continuous.study import arm_data, draw_anchors, split
 
     seed, budget = config.seed, int(max(config.budgets))
-    rows = _arm_data(data, judge, seed)
+    rows = arm_data(data, judge, seed)
     _, pool = split(rows, seed, config.test_groups)
-    anchors = _anchors(rows, pool, budget)
+    anchors = draw_anchors(rows, pool, budget)
     j, y, rubric = anchors["j"].to_numpy(), anchors["y"].to_numpy(), anchors["rubric"].to_numpy()
     fitted_on = {
         "items": len(anchors),

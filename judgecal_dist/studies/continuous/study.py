@@ -122,7 +122,7 @@ def split(arm_scores: pd.DataFrame, seed: int, test_groups: int) -> tuple[np.nda
     return frame["row"].to_numpy()[is_test], frame["row"].to_numpy()[~is_test]
 
 
-def _arm_data(data: ContinuousInput, arm: str, seed: int) -> pd.DataFrame:
+def arm_data(data: ContinuousInput, arm: str, seed: int) -> pd.DataFrame:
     return arm_scores(data.scores, arm, seed)
 
 
@@ -153,7 +153,7 @@ def conjugate_interval(
     return np.interp(j, at, low), np.interp(j, at, high)
 
 
-def _anchors(rows: pd.DataFrame, pool: np.ndarray, budget: int) -> pd.DataFrame:
+def draw_anchors(rows: pd.DataFrame, pool: np.ndarray, budget: int) -> pd.DataFrame:
     pooled = rows.iloc[pool]
     return pooled.groupby("rubric", sort=False, group_keys=False).head(budget)  # first n of each rubric's pool order
 
@@ -178,9 +178,9 @@ def _row(
 
 def _linear_rows(data: ContinuousInput, rep: Replicate, seed: int) -> list[dict[str, Any]]:
     config = rep.config
-    rows = _arm_data(data, rep.arm, seed)
+    rows = arm_data(data, rep.arm, seed)
     test, pool = split(rows, seed, config.test_groups)
-    anchors, tests = _anchors(rows, pool, rep.budget), rows.iloc[test]
+    anchors, tests = draw_anchors(rows, pool, rep.budget), rows.iloc[test]
     figures = config.item_seed_figures and seed == config.seed
     rubrics = list(data.rubrics)
     out = []
@@ -349,10 +349,10 @@ def _flow_rows(data: ContinuousInput, rep: Replicate) -> list[dict[str, Any]]:
     per_seed = []
     items = pd.Series(dtype=np.int64)
     for seed in rep.seeds:
-        rows = _arm_data(data, rep.arm, seed)
+        rows = arm_data(data, rep.arm, seed)
         items = rows.groupby("rubric").size()
         test, pool = split(rows, seed, config.test_groups)
-        per_seed.append((_anchors(rows, pool, rep.budget), rows.iloc[test]))
+        per_seed.append((draw_anchors(rows, pool, rep.budget), rows.iloc[test]))
     z = float(norm.ppf(0.5 + config.interval_level / 2))
     out = []
     for mode in config.flow_rubrics:

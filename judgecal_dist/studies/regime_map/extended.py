@@ -188,8 +188,7 @@ def _figures(parts: pd.DataFrame) -> dict[str, bytes]:
         for b in budgets:
             gb = g[g["budget"] == b]
             ax.scatter(gb["support"], gb["test_mse"], s=6, alpha=0.5, color=colours[b], label=f"B={b}")
-        ax.set(xscale="log", xlabel="S_eff / B (effective cells per label)", title=title)
-    axes[0][0].set_ylabel("joint-table test MSE")
+        ax.set(xscale="log", xlabel="S_eff / B (effective cells per label)", ylabel="joint-table test MSE", title=title)
     axes[0][0].legend(fontsize=7, markerscale=2)
     figures = {"pressure_risk.png": png(fig, dpi=100, tight_layout=True)}
 

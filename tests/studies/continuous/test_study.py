@@ -67,7 +67,7 @@ def test_split_is_grouped_fixed_across_budgets_and_nested(rb2_slice: Path):
     assert set(test).isdisjoint(pool) and len(test) + len(pool) == len(rows)
     assert set(rows.loc[test, "group_id"]).isdisjoint(rows.loc[pool, "group_id"])
     assert (rows.loc[test].groupby("rubric")["group_id"].nunique() == 10).all()
-    small, big = continuous._anchors(rows, pool, 20), continuous._anchors(rows, pool, 60)
+    small, big = continuous.draw_anchors(rows, pool, 20), continuous.draw_anchors(rows, pool, 60)
     for rubric, g in small.groupby("rubric"):
         assert g.index.tolist() == big[big["rubric"] == rubric].index[: len(g)].tolist()  # nested prefixes
     assert not np.array_equal(continuous.split(rows, 4, 10)[0], test)
