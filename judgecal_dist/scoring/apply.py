@@ -38,9 +38,9 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pandas as pd
 import pyarrow as pa
@@ -77,8 +77,11 @@ __all__ = [
     "score_batch",
     "items_ddl",
     "ownership_marker",
+    "stage_items",
     "replace_outputs",
 ]
+
+_T = TypeVar("_T")
 
 if TYPE_CHECKING:  # pyspark is the spark extra: in-process scoring never imports it
     from judgecal_dist.engine.votes.spark import ScanTally
@@ -184,20 +187,15 @@ def score_dataset(
         )
     checks = _Checks(model, data_url, sample, unknown_judges, float(min_judge_coverage))
     prepared = _prepare_local(model, data_url, engine, sample, checks) if chosen == "local" else None
-    if output.marker is None:  # claim the folder: from here on, what is in it is score's
-        store.write_json(MARKER, ownership_marker(None, []))
-    staged = store.stage("items")
-    try:
-        if prepared is not None:
-            written = write_items(prepared, items_schema(model), staged, storage_options=options)
-        else:
-            written = _stage_spark(model, data_url, staged, engine, checks)
-    except BaseException:
-        store.discard(staged)
-        if output.marker is None:
-            store.remove_files([MARKER])
-        store.abandon(remove_empty=output.new)
-        raise
+    staged, written = stage_items(
+        store,
+        output,
+        lambda staged: (
+            write_items(prepared, items_schema(model), staged, storage_options=options)
+            if prepared is not None
+            else _stage_spark(model, data_url, staged, engine, checks)
+        ),
+    )
 
     meta = _items_meta(data_url, engine)
     names = ["datasets"] + (["subsets"] if "subset" in meta else [])
@@ -264,17 +262,11 @@ def _score_table_kind(
         min_judge_coverage=min_judge_coverage,
     )
     options = dict(engine.storage_options)
-    if output.marker is None:
-        store.write_json(MARKER, ownership_marker(None, []))
-    staged = store.stage("items")
-    try:
-        written = write_items(iter(table.to_batches()), table.schema, staged, storage_options=options)
-    except BaseException:
-        store.discard(staged)
-        if output.marker is None:
-            store.remove_files([MARKER])
-        store.abandon(remove_empty=output.new)
-        raise
+    staged, written = stage_items(
+        store,
+        output,
+        lambda staged: write_items(iter(table.to_batches()), table.schema, staged, storage_options=options),
+    )
     tables = model.summaries(table)
     others = [f"summary/{n}.parquet" for n in sorted(tables)] + ["summary.json"]
     new_files = replace_outputs(store, output, staged, [f for f, _ in written], others)
@@ -297,6 +289,25 @@ def _score_table_kind(
 
 
 # -- the output folder -----------------------------------------------------------------------------------------
+def stage_items(store: RunStore, output: _Output, write: Callable[[str], _T]) -> tuple[str, _T]:
+    """Claim the output folder (score's marker, unless it is already score's), stage ``items`` and ``write`` into it.
+
+    On any failure the staged folder, a marker this call wrote and a folder this call created are removed, so a
+    failed score leaves the output as it found it. Returns the staged folder and what ``write`` returned.
+    """
+    if output.marker is None:  # claim the folder: from here on, what is in it is score's
+        store.write_json(MARKER, ownership_marker(None, []))
+    staged = store.stage("items")
+    try:
+        return staged, write(staged)
+    except BaseException:
+        store.discard(staged)
+        if output.marker is None:
+            store.remove_files([MARKER])
+        store.abandon(remove_empty=output.new)
+        raise
+
+
 def replace_outputs(store: RunStore, output: _Output, staged: str, written: list[str], others: list[str]) -> list[str]:
     """The first half of the commit: readers stop trusting the folder (``_SUCCESS`` withdrawn), the marker lists
     the old and the new files (staged items, and ``others`` that the caller writes next), the old ones go and the

@@ -290,23 +290,14 @@ def score_corrector(
     sample, unknown = int(inputs["sample"]), str(inputs["unknown_judges"])
     options = dict(engine.storage_options)
     prepared = prepare_local(model, data_url, engine, sample, unknown) if chosen == "local" else None
-    if output.marker is None:
-        store.write_json(apply.MARKER, apply.ownership_marker(None, []))
-    staged = store.stage("items")
-    try:
+
+    def write(staged: str) -> tuple[Any, Any]:
         if prepared is not None:
-            written = write_items(
-                _local_batches(model, prepared.table), items_schema(), staged, storage_options=options
-            )
-            extra = prepared.extra
-        else:
-            written, extra = _stage_spark(model, data_url, staged, engine, sample, unknown)
-    except BaseException:
-        store.discard(staged)
-        if output.marker is None:
-            store.remove_files([apply.MARKER])
-        store.abandon(remove_empty=output.new)
-        raise
+            batches = _local_batches(model, prepared.table)
+            return write_items(batches, items_schema(), staged, storage_options=options), prepared.extra
+        return _stage_spark(model, data_url, staged, engine, sample, unknown)
+
+    staged, (written, extra) = apply.stage_items(store, output, write)
     new_files = apply.replace_outputs(store, output, staged, [f for f, _ in written], [_SUMMARY, "summary.json"])
     items = _read_back(store.url_of("items"), [f for f, _ in written], options)
     table = summarise(items, model)
