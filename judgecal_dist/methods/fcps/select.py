@@ -48,6 +48,8 @@ __all__ = [
     "menu_families",
     "agreement",
     "evaluate_candidates",
+    "fit_family",
+    "prefix_cells",
     "select_candidate",
     "selection_penalty",
     "FCPSSelector",
@@ -146,8 +148,8 @@ def menu_families(menu: str, scalar: Sequence[str]) -> tuple[str, ...]:
     raise ConfigError(f"menu: must be one of {MENUS}, got {menu!r}")
 
 
-def _prefix_cells(cells: Cells, prefix: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], ...]:
-    """Distinct prefix patterns of a block (codes, n, s) and each full pattern's prefix index."""
+def prefix_cells(cells: Cells, prefix: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], ...]:
+    """Distinct prefix patterns of a block: their codes, ``n``, ``s`` and sorted integer keys (:func:`pattern_keys`)."""
     keys = pattern_keys(cells.codes[:, prefix], 4)
     uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     n = np.bincount(inverse, weights=cells.n, minlength=len(uniq))
@@ -155,7 +157,9 @@ def _prefix_cells(cells: Cells, prefix: npt.NDArray[np.int64]) -> tuple[npt.NDAr
     return cells.codes[first][:, prefix], n, s, uniq
 
 
-def _fit_family(family: str, codes: npt.NDArray[np.int64], n: Any, s: Any, options: dict[str, Any]) -> Any:
+def fit_family(family: str, codes: npt.NDArray[np.int64], n: Any, s: Any, options: dict[str, Any]) -> Any:
+    """Fit candidate ``family`` on prefix cells (``n`` rows, label sum ``s``); ``options`` as in
+    :func:`evaluate_candidates`. Returns a fitted model with ``predict(codes)``."""
     y = np.divide(s, n, out=np.zeros_like(s), where=n > 0)
     if family == "jury":
         return _fit_jury(codes, n)
@@ -248,7 +252,7 @@ def evaluate_candidates(
         name a hybrid's scalar base and shrinkage; empty and NaN otherwise) and, for the candidate's prefix,
         ``effective_support`` (calibration :math:`S_{\mathrm{eff}}`), ``occupied`` (:math:`|\mathcal S|`),
         ``seen_term``, ``unseen_rate`` and ``cell_pressure`` (test-block frequencies; NaN-free: without a test
-        block the validation block is used).
+        block the validation block is used) and ``val_unseen_rate`` (the validation block's unseen rate).
 
     Raises
     ------
@@ -270,15 +274,19 @@ def evaluate_candidates(
     for rule, path in paths.items():
         for k in range(1, max_k + 1):
             prefix = np.asarray(path[:k], dtype=np.int64)
-            codes, n, s, keys = _prefix_cells(cal, prefix)
+            codes, n, s, keys = prefix_cells(cal, prefix)
             report_keys = pattern_keys(report.codes[:, prefix], 4)
             pos = np.clip(np.searchsorted(keys, report_keys), 0, len(keys) - 1)
             cal_at_report = np.where(keys[pos] == report_keys, n[pos], 0.0)
             seen_term, unseen, pressure = cell_pressure(cal_at_report, report.n)
             diag = {"effective_support": effective_support(n), "occupied": int((n > 0).sum())}
             diag |= {"seen_term": seen_term, "unseen_rate": unseen, "cell_pressure": pressure}
+            # The validation block's unseen rate: the deployable diagnostic (the test one is for reporting).
+            diag["val_unseen_rate"] = float(
+                val.n[~np.isin(pattern_keys(val.codes[:, prefix], 4), keys)].sum() / val.rows
+            )
             for family in fitted:
-                model = _fit_family(family, codes, n, s, options)
+                model = fit_family(family, codes, n, s, options)
                 row: dict[str, Any] = {"path": rule, "k": k, "family": family, "base": "", "tau": math.nan}
                 row |= {"test_mse": math.nan, "test_nll": math.nan}
                 predictions = {name: model.predict(block.codes[:, prefix]) for name, block in blocks.items()}
@@ -398,8 +406,8 @@ class FCPSSelector(BaseEstimator):
         )
         self.selected_ = select_candidate(self.candidates_, self.families)
         self.prefix_ = self.paths_[self.selected_["path"]][: int(self.selected_["k"])]
-        codes, n, s, _ = _prefix_cells(cal, self.prefix_)
-        self.estimator_ = _fit_family(str(self.selected_["family"]), codes, n, s, options)
+        codes, n, s, _ = prefix_cells(cal, self.prefix_)
+        self.estimator_ = fit_family(str(self.selected_["family"]), codes, n, s, options)
         return self
 
     def predict(self, X: npt.ArrayLike) -> npt.NDArray[np.float64]:
