@@ -36,7 +36,7 @@ from judgecal_dist.methods.repeated.vote_simulation import simulate_label_first,
 from judgecal_dist.splits import group_keys, split_uniforms
 from judgecal_dist.studies.score_collections import Collection, load_collections
 
-__all__ = ["Task", "ItcInput", "load_tasks", "rb2_pair_verdicts"]
+__all__ = ["Task", "ItcInput", "load_tasks", "rb2_pair_verdicts", "items_without_verdict"]
 
 _LABEL_CODES = {"A": 1, "tie": 0, "B": -1}
 #: The six unordered pairs of four responses: three (0, j) and three (j, k) (spec 003 §7.8 step 2).
@@ -177,7 +177,12 @@ def _tasks_from_counts(
     for (dataset, judge), rows in merged.groupby(["dataset", "judge_id"], sort=True):
         rows = rows.sort_values(["item_id", "budget"], kind="stable")
         items = rows.drop_duplicates("item_id")
-        wide = rows.pivot(index="item_id", columns="budget", values=["n_A", "n_tie", "n_B"]).reindex(items["item_id"])
+        wide = rows.pivot(index="item_id", columns="budget", values=["n_A", "n_tie", "n_B"])
+        # The vote-count job has no row for an item with no sample below n: no verdict at that budget, the same as
+        # n null votes, so (0, 0, 0), which every method answers with a tie (the spec's all-missing rule).
+        # items_without_verdict reports both cases; without this fill the gap became a negative count.
+        columns = pd.MultiIndex.from_product([("n_A", "n_tie", "n_B"), budgets])
+        wide = wide.reindex(index=items["item_id"], columns=columns).fillna(0)
         tensor = np.stack([wide[[(c, b) for c in ("n_A", "n_tie", "n_B")]].to_numpy(np.int64) for b in budgets])
         own = by_task[(dataset, judge)]
         samples = pd.RangeIndex(width)
@@ -203,6 +208,28 @@ def _tasks_from_counts(
             )
         )
     return tasks
+
+
+def items_without_verdict(tasks: Sequence[Task]) -> dict[str, dict[str, int]]:
+    """Items with no verdict among their first n samples, per ``dataset|judge`` and budget (only nonzero counts).
+
+    Such an item keeps counts (0, 0, 0) and stays in its split; every method answers it with a tie.
+
+    Examples
+    --------
+    >>> keys = np.zeros(2, np.int64)
+    >>> counts = np.array([[[0, 0, 0], [1, 0, 0]], [[1, 0, 1], [1, 0, 0]]])  # budgets 1 and 2, items a and b
+    >>> task = Task("d", "j", np.array(["a", "b"]), keys, keys, np.ones(2, np.int64), (1, 2), counts, counts[1])
+    >>> items_without_verdict([task])
+    {'d|j': {'n=1': 1}}
+    """
+    out: dict[str, dict[str, int]] = {}
+    for task in tasks:
+        none = (task.counts.sum(axis=2) == 0).sum(axis=1)
+        cells = {f"n={n}": int(k) for n, k in zip(task.budgets, none, strict=True) if k}
+        if cells:
+            out[f"{task.dataset}|{task.judge_id}"] = cells
+    return out
 
 
 def _vote_codes(verdicts: pd.DataFrame) -> pd.DataFrame:
@@ -371,6 +398,40 @@ def load_tasks(
         ``pool`` on data without two presentation orders.
     """
     budgets = tuple(int(b) for b in budgets)
+    result = _load(
+        data,
+        budgets,
+        engine,
+        orientation_seed,
+        synthetic_items,
+        synthetic_propensities,
+        synthetic_prior,
+        synthetic_seed,
+        pool,
+    )
+    if not result.tasks:
+        raise InputError(f"{data}: labels: no labelled item has verdicts")
+    missing = items_without_verdict(result.tasks)
+    bad = result.info.setdefault("bad_input", {})
+    bad["items_without_verdict"] = missing
+    for n in budgets:
+        total = sum(cells.get(f"n={n}", 0) for cells in missing.values())
+        if total:
+            bad.setdefault("counts", {})[f"items_without_verdict_at_n={n}"] = total
+    return result
+
+
+def _load(
+    data: str,
+    budgets: tuple[int, ...],
+    engine: EngineConfig,
+    orientation_seed: int,
+    synthetic_items: int,
+    synthetic_propensities: Sequence[float],
+    synthetic_prior: Sequence[float],
+    synthetic_seed: int,
+    pool: bool,
+) -> ItcInput:
     if data.startswith("synthetic:"):
         if data != "synthetic:g2":
             raise InputError(f"data: unknown generator {data!r}; known: synthetic:g2")
@@ -391,9 +452,6 @@ def load_tasks(
             f"pool_orders=true: {data} holds pointwise scores (rb2-k8), which show no response first; "
             "set pool_orders: false"
         )
-    result = (
+    return (
         _rb2_tasks(data, budgets, orientation_seed, engine) if scored else _verdict_tasks(data, budgets, engine, pool)
     )
-    if not result.tasks:
-        raise InputError(f"{data}: labels: no labelled item has verdicts")
-    return result

@@ -121,6 +121,8 @@ def _summary(config: Config, parts: pd.DataFrame) -> pd.DataFrame:
             "n_eval": float(g["n_eval"].mean()),
             "n_cal": float(g["n_cal"].mean()),
         }
+        if "n_eval_no_verdict" in g:  # evaluation items without a verdict at n (answered with a tie by every method)
+            row["n_eval_no_verdict"] = float(g["n_eval_no_verdict"].mean())
         for m in ("mae", "pa", "rev", "pred_tie_rate"):
             row[m] = float(g[m].mean())
             if m in ("mae", "pa"):

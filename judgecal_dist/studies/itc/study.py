@@ -110,7 +110,9 @@ def sample_order(task: Task, seed: int, t: int) -> np.ndarray:
 
 def _predictions(
     task: Task, b: int, cal: np.ndarray, rep: Replicate, order: np.ndarray | None
-) -> tuple[dict[str, np.ndarray], dict[str, dict]]:
+) -> tuple[dict[str, np.ndarray], dict[str, dict], int]:
+    """Every method's predictions on the evaluation items, the Davidson fits, and how many evaluation items have no
+    verdict at this budget (counts (0, 0, 0): kept, and answered with a tie by every method)."""
     config = rep.config
     n = task.budgets[b]
     votes, conf = task.votes, task.confidence
@@ -155,7 +157,7 @@ def _predictions(
                 if method == "ci_sc"
                 else soft_self_consistency(v, w, aggregate=method.rsplit("_", 1)[1])
             )
-    return preds, fits
+    return preds, fits, int((c_eval.sum(axis=1) == 0).sum())
 
 
 def run_replicate(data: ItcInput, rep: Replicate) -> pd.DataFrame:
@@ -169,7 +171,7 @@ def run_replicate(data: ItcInput, rep: Replicate) -> pd.DataFrame:
         flips = np.random.default_rng([rep.seed, t]).choice(np.array([-1.0, 1.0]), size=(config.permutations, len(y)))
         order = sample_order(task, rep.seed, t) if config.budget_samples == "random" else None
         for b, n in enumerate(task.budgets):
-            preds, fits = _predictions(task, b, cal, rep, order)
+            preds, fits, no_verdict = _predictions(task, b, cal, rep, order)
             for method, pred in preds.items():
                 err = np.abs(pred - y).astype(np.float64)
                 wrong = (pred != y).astype(np.float64)
@@ -182,6 +184,7 @@ def run_replicate(data: ItcInput, rep: Replicate) -> pd.DataFrame:
                         "method": method,
                         "n_cal": int(cal.sum()),
                         "n_eval": len(y),
+                        "n_eval_no_verdict": no_verdict,
                         "mae": err.mean(),
                         "pa": 1.0 - wrong.mean(),
                         "rev": float((err == 2).mean()),

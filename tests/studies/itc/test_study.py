@@ -19,6 +19,7 @@ from scipy.stats import t as student_t
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.errors import ConfigError
 from judgecal_dist.io.ingest import ingest
+from judgecal_dist.methods.repeated.vote_simulation import vote_counts
 from judgecal_dist.studies.base import interval_note
 from judgecal_dist.studies.itc import study as itc
 from judgecal_dist.studies.itc.data import load_tasks, rb2_pair_verdicts
@@ -347,3 +348,41 @@ def test_davidson_accuracy_rule_predicts_the_mode_and_gains_pairwise_accuracy():
     # Each rule wins its own loss (up to sampling noise on 3 splits).
     assert mean.loc["davidson_accuracy", "pa"] >= mean.loc["davidson", "pa"] - 0.005
     assert mean.loc["davidson", "mae"] <= mean.loc["davidson_accuracy", "mae"] + 0.005
+
+
+def test_item_without_a_verdict_at_a_budget_is_kept_as_a_tie_and_reported(tmp_path):
+    """An item whose first samples are absent has no row at the small budget: counts (0, 0, 0), not a failure."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from judgecal_dist.io.synthetic import generate_panel
+
+    dest = tmp_path / "panel"
+    generate_panel(str(dest), n_items=200, n_judges=1, n_samples=6, tie_rate=0.2, scores=True, missing_rate=0, seed=3)
+    path = next((dest / "verdicts").glob("*.parquet"))
+    rows = pq.read_table(path).to_pandas()
+    gone, short = sorted(rows["item_id"].unique())[:2]
+    # `gone` keeps samples 3-5 only (no verdict among its first 2), `short` keeps one sample (fewer than 2).
+    drop = ((rows["item_id"] == gone) & (rows["sample"] < 3)) | ((rows["item_id"] == short) & (rows["sample"] > 0))
+    pq.write_table(pa.Table.from_pandas(rows[~drop], preserve_index=False, schema=pq.read_schema(path)), path)
+    for mode in ("first", "random"):
+        config = itc.Config(data=str(dest), budgets=(2, 6), replicates=1, calib_fraction=0.5, budget_samples=mode)
+        data = itc.load(config, _engine())
+        task = data.tasks[0]
+        i, j = (int(np.flatnonzero(task.item_ids == x)[0]) for x in (gone, short))
+        assert task.counts[0, i].tolist() == [0, 0, 0] and task.counts[0, j].sum() == 1
+        assert task.counts[1, i].sum() == 3 and task.counts[1, j].sum() == 1
+        assert data.info["bad_input"]["items_without_verdict"] == {"synthetic|judge-000": {"n=2": 1}}
+        assert data.info["bad_input"]["counts"]["items_without_verdict_at_n=2"] == 1
+        rep = itc.plan(config, data)[0]
+        cal = itc.calibration_part(task, rep.seed, config.calib_fraction)
+        order = itc.sample_order(task, rep.seed, 0) if mode == "random" else None
+        preds, _, no_verdict = itc._predictions(task, 0, cal, rep, order)
+        counts = task.counts[0] if order is None else vote_counts(np.take_along_axis(task.votes, order, axis=1), 2)
+        empty = counts[~cal].sum(axis=1) == 0
+        assert no_verdict == empty.sum() and (mode == "random" or empty.sum() == int(not cal[i]))
+        # The all-missing rule: every counts-based method answers a tie where there is no vote.
+        for method in ("davidson", "sc", "decisive_majority", "soft_sc_mean", "ci_sc"):
+            assert (preds[method][empty] == 0).all(), method
+        table = itc.run_replicate(data, rep)
+        assert (table.loc[table["n"] == 2, "n_eval_no_verdict"] == no_verdict).all()
