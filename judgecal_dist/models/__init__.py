@@ -16,7 +16,8 @@ Use::
     save_model(model, "s3://bucket/models/panel.json")
     load_model("s3://bucket/models/panel.json").predict_proba(votes)
 
-``judgecal score --model URL`` applies any of them; ``judgecal fit`` and the studies export them.
+``judgecal score --model URL`` applies any of them (a kind that reads the data table itself implements
+:class:`~judgecal_dist.models.interface.TableModel`); ``judgecal fit`` and the studies export them.
 """
 
 from judgecal_dist.models.binary import BinaryPipeline, pipeline_from_estimators
@@ -33,9 +34,11 @@ from judgecal_dist.models.continuous import (
 )
 from judgecal_dist.models.documents import KINDS, schemas
 from judgecal_dist.models.files import LEGACY_FILE, MODEL_FILE, load_model, model_document, model_from_dict, save_model
+from judgecal_dist.models.interface import TableModel
 
 __all__ = [
     "KINDS",
+    "TableModel",
     "MODEL_FILE",
     "LEGACY_FILE",
     "BinaryPipeline",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -75,7 +75,7 @@ class DavidsonModel:
         """The decision per item in {-1 (B), 0 (tie), +1 (A)}."""
         return self.estimators[judge_id].predict(counts)
 
-    # -- score's table interface -------------------------------------------------------------------------------
+    # -- score's table interface (judgecal_dist.models.interface.TableModel) -----------------------------------
     def score_table(
         self,
         data_url: str,
@@ -225,3 +225,9 @@ def davidson_from_estimators(estimators: Mapping[str, DavidsonAggregator], **kwa
     """A :class:`DavidsonModel` of fitted estimators (its ``document`` filled, validated as a reader would)."""
     doc = to_document(estimators, **kwargs)
     return from_document(DavidsonDoc.model_validate(doc), doc)
+
+
+if TYPE_CHECKING:  # mypy checks that the kind implements score's table interface
+    from judgecal_dist.models.interface import TableModel
+
+    _IMPLEMENTS: type[TableModel] = DavidsonModel

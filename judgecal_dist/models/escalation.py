@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -107,7 +107,7 @@ class EscalationPolicy:
             }
         )
 
-    # -- score's table interface -------------------------------------------------------------------------------
+    # -- score's table interface (judgecal_dist.models.interface.TableModel) -----------------------------------
     def score_table(
         self,
         data_url: str,
@@ -231,3 +231,9 @@ def from_document(doc: EscalationDoc, raw: dict[str, Any], *, source: str = "", 
         digest=digest,
         document=raw,
     )
+
+
+if TYPE_CHECKING:  # mypy checks that the kind implements score's table interface
+    from judgecal_dist.models.interface import TableModel
+
+    _IMPLEMENTS: type[TableModel] = EscalationPolicy

@@ -55,6 +55,7 @@ from judgecal_dist.io.dataset import dataset_files, dataset_tables, open_table, 
 from judgecal_dist.io.filesystem import require_bucket
 from judgecal_dist.io.records import json_records
 from judgecal_dist.io.schema import VERDICT_CATEGORIES
+from judgecal_dist.models.interface import TableModel
 from judgecal_dist.progress import Progress
 from judgecal_dist.scoring import summary as summ
 from judgecal_dist.scoring.artifact import Calibration, load_calibration
@@ -92,8 +93,6 @@ OUTPUT_FORMAT = "judgecal.scores/v1"
 #: The marker file that makes a folder score's own, and its format.
 MARKER, MARKER_FORMAT = "_JUDGECAL_SCORE", "judgecal.score-output/v1"
 UNKNOWN_JUDGES = ("error", "ignore")
-#: The kind scored item by item from the model's judges' votes at one sample; every other kind reads the table.
-PANEL_KIND = "binary-pipeline"
 #: Default floor on the share of the model's judges that must have verdicts in the table.
 MIN_JUDGE_COVERAGE = 0.5
 #: Top-level names score writes; a marked folder's foreign files under them are refused, elsewhere left alone.
@@ -176,12 +175,12 @@ def score_dataset(
     started = time.perf_counter()
     chosen = choose_engine(data_url, None, engine)
     # The one dispatch on kinds: a panel pipeline below; a continuous corrector, or a kind that reads the table
-    # itself (``model.score_table``), here.
+    # itself (a ``TableModel``), here.
     if getattr(model, "family", "binary") == "continuous":  # a corrector of one judge's scores
         from judgecal_dist.scoring.continuous import score_corrector
 
         return score_corrector(model, data_url, store, output, inputs, chosen, engine, started)
-    if model.kind != PANEL_KIND:
+    if isinstance(model, TableModel):
         return _score_table_kind(
             model, data_url, store, output, inputs, engine, chosen, unknown_judges, float(min_judge_coverage), started
         )
@@ -241,7 +240,7 @@ def score_dataset(
 
 
 def _score_table_kind(
-    model: Any,
+    model: TableModel,
     data_url: str,
     store: RunStore,
     output: _Output,
@@ -252,8 +251,9 @@ def _score_table_kind(
     min_judge_coverage: float,
     started: float,
 ) -> dict[str, Any]:
-    """Score with a model kind that reads the verdict table itself (``model.score_table``: every check made and
-    the rows scored before anything is written), then commit its rows and summaries like a panel score."""
+    """Score with a model kind that reads the data table itself (:class:`~judgecal_dist.models.interface.TableModel`:
+    every check made and the rows scored before anything is written), then commit its rows and summaries like a
+    panel score."""
     table, counts = model.score_table(
         data_url,
         engine=engine,

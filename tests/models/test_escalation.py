@@ -54,3 +54,20 @@ def test_a_tampered_policy_is_refused_naming_its_field(change, message):
     with pytest.raises(InputError) as err:
         model_from_dict(doc, source="p.json")
     assert str(err.value).startswith("p.json: " + message)
+
+
+def test_table_kinds_implement_scores_table_interface_and_the_others_do_not(tmp_path):
+    """score dispatches on :class:`TableModel`: the kinds that read the table implement it, the panel pipeline
+    and the correctors (scored item by item) do not."""
+    from judgecal_dist.methods.repeated.davidson import DavidsonAggregator
+    from judgecal_dist.models import TableModel
+    from judgecal_dist.models.davidson import davidson_from_estimators
+    from judgecal_dist.models.documents import KINDS
+
+    est = DavidsonAggregator().fit([[3, 0, 1], [0, 1, 3], [2, 1, 1]], [1, -1, 0])
+    table_kinds = [_policy(), davidson_from_estimators({"j1": est}, n=4)]
+    assert all(isinstance(m, TableModel) for m in table_kinds)
+    assert {m.kind for m in table_kinds} <= set(KINDS)
+    from judgecal_dist.models import BinaryPipeline, Corrector
+
+    assert not any(hasattr(cls, "score_table") for cls in (BinaryPipeline, Corrector))
