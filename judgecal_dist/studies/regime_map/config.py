@@ -58,6 +58,9 @@ _REAL_UNREAD = (
     "growth_c",
     "interaction_weights",
     "semi_real_source",
+    "decomposition",
+    "population_rows",
+    "boundary_reps",
 )
 
 
@@ -116,6 +119,22 @@ class Config(TypedSettings):
     )
     semi_real_source: str | None = None
     ci_level: number(gt=0.5, lt=1.0) = 0.95
+    decomposition: bool = Field(
+        default=True, description="synthetic: split the selected candidates' risk into prefix, approximation, fit"
+    )
+    population_rows: integer(1_000) = Field(
+        default=1_000_000, description="synthetic: rows of the population fit of each family (its best member)"
+    )
+    boundary_reps: integer(0) = Field(
+        default=40,
+        description="synthetic: Monte Carlo refits per budget and main family of the regime boundary; 0: off",
+    )
+    proxy_bootstrap: integer(0) = Field(
+        default=2000, description="cluster-bootstrap resamples of the proxy score's AUC and gap; 0: no interval"
+    )
+    proxy_permutations: integer(0) = Field(
+        default=10_000, description="within-budget permutations of the proxy score's AUC test; 0: no test"
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Config:

@@ -16,6 +16,7 @@ from judgecal_dist.methods.fcps.select import FAMILY_LADDER, MENUS, menu_familie
 from judgecal_dist.stats.inference import corrected_resampled_t
 from judgecal_dist.studies.base import StudyResult, interval_note
 from judgecal_dist.studies.regime_map.config import SINGLE, extra_menus
+from judgecal_dist.studies.regime_map.diagnostics import diagnostics_report
 from judgecal_dist.studies.regime_map.extended import extended
 from judgecal_dist.studies.regime_map.recommend import recommend, verdict
 
@@ -333,6 +334,8 @@ def summarise(config: Config, parts: pd.DataFrame, data: Any) -> StudyResult:
         extra["interaction_sweep"] = sweep
     further, lines, figures = extended(config, parts, singles, extra_menus(config))
     extra |= further
+    extra["diagnostics"], diagnostic_lines = diagnostics_report(config, parts, data)
+    lines += diagnostic_lines
     return StudyResult(
         records=records,
         summary=pd.DataFrame(records),

@@ -46,6 +46,7 @@ from judgecal_dist.studies.base import StudyResult
 from judgecal_dist.studies.regime_map import report as regime_map_report
 from judgecal_dist.studies.regime_map.config import LLMBAR7, SINGLE, SYNTHETIC, Config, extra_menus
 from judgecal_dist.studies.regime_map.data import RealInput, balanced_cells, load_real
+from judgecal_dist.studies.regime_map.diagnostics import decomposition_columns, growth_population
 
 __all__ = [
     "NAME",
@@ -192,6 +193,9 @@ def run_replicate(data: Any, rep: Replicate) -> pd.DataFrame:
         for menu, (families, metric) in menus.items():
             chosen = select_candidate(frame, families, metric)
             frame[f"selected_{menu}"] = frame.index == chosen.name
+        if isinstance(data, SyntheticInput) and config.decomposition:
+            law = growth_population(config, 1.0 if weight is None else weight, data.patterns, data.weights)
+            frame = decomposition_columns(frame, paths, cal, law, options, config.population_rows)
         if config.single_judges and not isinstance(data, SyntheticInput):
             m = cal.codes.shape[1]
             singles = {f"{SINGLE}{config.pool[j]}": np.array([j]) for j in range(m)}
