@@ -13,6 +13,7 @@ the ingest report's refused and rejected examples.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,10 +24,22 @@ import pandas as pd
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.dataset import dataset_tables, read_dataset_table, read_report
 
-__all__ = ["TierScores", "Collection", "BadInput", "load_collections", "lookup_rows", "attach_tier"]
+__all__ = [
+    "TierScores",
+    "Collection",
+    "BadInput",
+    "load_collections",
+    "collection_of",
+    "require_items",
+    "ingest_counts",
+    "VERDICT_COLUMNS",
+    "ITEM_COLUMNS",
+    "lookup_rows",
+    "attach_tier",
+]
 
-_VERDICT_COLUMNS = ["dataset", "item_id", "group_id", "judge_id", "sample", "score", "input_tokens", "output_tokens"]
-_ITEM_COLUMNS = ["dataset", "item_id", "subset", "prompt_variant", "example_id", "response"]
+VERDICT_COLUMNS = ["dataset", "item_id", "group_id", "judge_id", "sample", "score", "input_tokens", "output_tokens"]
+ITEM_COLUMNS = ["dataset", "item_id", "subset", "prompt_variant", "example_id", "response"]
 
 
 @dataclass(frozen=True)
@@ -97,22 +110,28 @@ class BadInput:
         }
 
 
-def _frames(url: str, storage_options: dict[str, Any] | None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def require_items(url: str, storage_options: dict[str, Any] | None) -> None:
+    """Refuse a dataset without the ``items`` table that places every item in its example and collection."""
     tables = dataset_tables(url, storage_options=storage_options)
     if "items" not in tables:
         raise InputError(
             f"{url}: items: table not in dataset (present: {tables}); score collections need subset, prompt_variant, "
             "example_id and response per item (ingest with --format rb2-k8)"
         )
-    verdicts = read_dataset_table(url, "verdicts", columns=_VERDICT_COLUMNS, storage_options=storage_options)
-    items = read_dataset_table(url, "items", columns=_ITEM_COLUMNS, storage_options=storage_options)
+
+
+def _frames(url: str, storage_options: dict[str, Any] | None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    require_items(url, storage_options)
+    verdicts = read_dataset_table(url, "verdicts", columns=VERDICT_COLUMNS, storage_options=storage_options)
+    items = read_dataset_table(url, "items", columns=ITEM_COLUMNS, storage_options=storage_options)
     labels = read_dataset_table(
         url, "labels", columns=["dataset", "item_id", "label_score"], storage_options=storage_options
     )
     return verdicts.to_pandas(), items.to_pandas(), labels.to_pandas()
 
 
-def _ingest_counts(url: str, bad: BadInput, storage_options: dict[str, Any] | None) -> None:
+def ingest_counts(url: str, bad: BadInput, storage_options: dict[str, Any] | None) -> None:
+    """Add the ingest report's refused and rejected examples to ``bad`` (nothing when there is no report)."""
     try:
         report = read_report(url, storage_options=storage_options)
     except (InputError, OSError, ValueError):
@@ -132,10 +151,22 @@ def _score_tensor(
     return tensor, present
 
 
-def _collection(
-    name: str, variant: str, frame: pd.DataFrame, bad: BadInput, score_range: tuple[float, float]
+def collection_of(
+    name: str,
+    variant: str,
+    frame: pd.DataFrame,
+    bad: BadInput,
+    score_range: tuple[float, float],
+    *,
+    n_responses: int | None = None,
+    n_samples: Mapping[str, int] | None = None,
 ) -> Collection | None:
-    """Dense tensors of one (dataset, prompt_variant); ``frame`` holds its verdict rows joined to items/labels."""
+    """Dense tensors of one (dataset, prompt_variant); ``frame`` holds its verdict rows joined to items/labels.
+
+    ``n_responses`` and ``n_samples`` (per tier) give the tensors' widths when ``frame`` holds only some of the
+    collection's examples (a Spark partition): the whole collection's, so an example missing a response is not
+    evaluable there either. By default they are ``frame``'s own.
+    """
     codes, groups = pd.factorize(frame["group_id"], sort=False)  # first appearance = file order
     frame = frame.assign(ex=codes)
     per_example = frame.drop_duplicates("item_id").groupby("ex", sort=True)
@@ -157,11 +188,12 @@ def _collection(
     chosen = at_top.assign(ex=remap[at_top["ex"].to_numpy()]).query("ex >= 0").drop_duplicates("ex")
     chosen_idx = np.zeros(len(keep), dtype=np.intp)
     chosen_idx[chosen["ex"].to_numpy()] = chosen["response"].to_numpy()
-    n_responses = int(frame["response"].max()) + 1
+    if n_responses is None:
+        n_responses = int(frame["response"].max()) + 1
     tiers = {}
     for tier, rows in frame.groupby("judge_id", sort=True):
-        n_samples = int(rows["sample"].max()) + 1
-        bad.samples_per_tier.setdefault(name, {})[str(tier)] = n_samples
+        k = int(rows["sample"].max()) + 1 if n_samples is None else int(n_samples[str(tier)])
+        bad.samples_per_tier.setdefault(name, {})[str(tier)] = k
         low, high = score_range
         outside = rows["score"].notna() & ~rows["score"].between(low, high)
         if outside.any():
@@ -174,7 +206,7 @@ def _collection(
                 ],
             )
             rows = rows.assign(score=rows["score"].mask(outside))
-        tensor, present = _score_tensor(rows, len(keep), n_responses, n_samples)
+        tensor, present = _score_tensor(rows, len(keep), n_responses, k)
         has_response = np.zeros((len(keep), n_responses), dtype=bool)
         has_response[rows["ex"].to_numpy(), rows["response"].to_numpy()] = True
         all_null = has_response & np.isnan(tensor).all(axis=2)
@@ -184,7 +216,7 @@ def _collection(
                 int(all_null.sum()),
                 [f"{name}:{tier}:{groups[keep[e]]}/{r}" for e, r in np.argwhere(all_null)[:5]],
             )
-        missing_rows = int(has_response.sum()) * n_samples - len(rows)
+        missing_rows = int(has_response.sum()) * k - len(rows)
         if missing_rows:
             bad.add("sample_rows_absent", missing_rows)
         tokens = rows.groupby("ex")[["input_tokens", "output_tokens"]].sum(min_count=1).reindex(range(len(keep)))
@@ -236,7 +268,7 @@ def load_collections(
     """
     verdicts, items, labels = _frames(url, storage_options)
     bad = BadInput()
-    _ingest_counts(url, bad, storage_options)
+    ingest_counts(url, bad, storage_options)
     verdicts = verdicts.merge(items, on=["dataset", "item_id"], how="left", validate="many_to_one")
     verdicts = verdicts.merge(labels, on=["dataset", "item_id"], how="left", validate="many_to_one")
     unknown = verdicts["response"].isna()
@@ -256,7 +288,7 @@ def load_collections(
     for name in names:
         rows = verdicts[verdicts["dataset"] == name]
         for variant, frame in rows.groupby("prompt_variant", sort=True, dropna=False):
-            found = _collection(name, str(variant), frame, bad, score_range)
+            found = collection_of(name, str(variant), frame, bad, score_range)
             if found is not None:
                 collections.append(found)
     return collections, bad

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+import pandas as pd
+import pyarrow as pa
 import pytest
 
 from judgecal_dist.errors import InputError
@@ -71,3 +74,91 @@ def test_table_kinds_implement_scores_table_interface_and_the_others_do_not(tmp_
     from judgecal_dist.models import BinaryPipeline, Corrector
 
     assert not any(hasattr(cls, "score_table") for cls in (BinaryPipeline, Corrector))
+
+
+# -- scoring in process and on Spark --------------------------------------------------------------------------
+def _score_dataset_with_bad_input(root) -> str:
+    """Two collections of repeated 1-10 scores (the policy names one), tiers mini (k=4), full (k=8) and nano, with
+    what the reader counts or leaves out: a score outside the range, a response with every sample null, an example
+    with one response, one with two chosen responses, one with a response fewer than the others (not evaluable),
+    examples the full tier did not score, missing sample rows, and verdicts without an item row."""
+    from judgecal_dist.io.dataset import write_dataset
+
+    rng = np.random.default_rng(11)
+    verdicts, items, labels = [], [], []
+    for variant in ("base", "tuned"):
+        for e in range(40):
+            subset = ("Math", "Focus")[e % 2]
+            n_resp = 1 if e == 3 else 3 if e == 5 else 4
+            group = f"{variant}/{subset}/{e}"
+            for r in range(n_resp):
+                item = f"{group}/{r}"
+                items.append(
+                    {"dataset": "d", "item_id": item, "subset": subset, "prompt_variant": variant, "example_id": str(e)}
+                    | {"response": r}
+                )
+                top = r == 0 or (e == 7 and r == 1)
+                labels.append({"dataset": "d", "item_id": item, "label": None, "label_score": float(top)})
+                for tier, k in (("mini", 4), ("full", 8), ("nano", 2)):
+                    if tier == "full" and e % 9 == 4:
+                        continue  # the full tier did not score this example
+                    for s in range(k):
+                        if s > 0 and rng.random() < 0.05:
+                            continue  # a missing sample row
+                        score = float(rng.integers(1, 11)) if not (e == 11 and r == 2 and tier == "mini") else None
+                        score = 14.0 if (e, r, s, tier) == (13, 1, 2, "mini") else score
+                        verdicts.append(
+                            {"dataset": "d", "item_id": item, "group_id": group, "judge_id": tier, "sample": s}
+                            | {"verdict": None, "score": score, "input_tokens": 100.0 + r, "output_tokens": 700.0 + e}
+                        )
+    verdicts += [dict(verdicts[0], item_id="base/Math/0/orphan", sample=s) for s in range(3)]
+    tables = {name: pa.Table.from_pylist(rows) for name, rows in (("verdicts", verdicts), ("items", items))}
+    tables["labels"] = pa.Table.from_pylist(labels)
+    return write_dataset(str(root / "rb"), tables, {"format": "test"}, score_range=(0.0, 20.0))
+
+
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory, spark):
+    from judgecal_dist.config import EngineConfig
+    from judgecal_dist.methods.repeated.ensemble import dispersion
+    from judgecal_dist.studies.score_collections import load_collections
+
+    root = tmp_path_factory.mktemp("escalation")
+    url = _score_dataset_with_bad_input(root)
+    [base, _] = load_collections(url)[0]
+    theta = float(np.sort(dispersion(base.tiers["mini"].scores).ravel())[60])  # a response's own dispersion
+    policy = policy_from_frontier(
+        [{"dataset": "d", "prompt_variant": "base", "frontier": [dict(FRONTIER[0], theta=theta)]}],
+        cheap_tier="mini",
+        full_tier="full",
+        prices={"mini": (0.75, 4.5), "full": (2.5, 15.0)},
+    )
+    engine = EngineConfig(spark_master="local[2]")
+    out = {
+        name: policy.score_table(url, engine=engine, engine_name=name, unknown_judges="error", min_judge_coverage=0.5)
+        for name in ("local", "spark")
+    }
+    return url, policy, base, theta, out
+
+
+def test_spark_and_in_process_scoring_equal_the_policys_own_routing(scored):
+    from judgecal_dist.methods.repeated.ensemble import dispersion
+
+    url, policy, base, theta, out = scored
+    own = policy.route(base, theta).sort_by([(c, "ascending") for c in ("subset", "example_id")])
+    (local, local_info), (spark, spark_info) = out["local"], out["spark"]
+    assert local.equals(own) and spark.equals(own)  # every column, bit for bit
+    sigma = dispersion(base.tiers["mini"].scores)
+    assert (sigma == theta).any() and own["escalated"].to_numpy().sum() > 0  # the threshold's edge is exercised
+    assert not own["evaluable"].to_numpy().all() and own.num_rows < base.n_examples  # routed only where both tiers
+    assert spark_info["bad_input"]["counts"] == local_info["bad_input"]["counts"]
+    assert {k: v for k, v in spark_info.items() if k != "bad_input"} == {
+        k: v for k, v in local_info.items() if k != "bad_input"
+    }
+    assert local_info["collections_without_policy"] == ["d/tuned"]
+    counts = local_info["bad_input"]["counts"]
+    assert counts["fewer_than_two_responses"] == 2 and counts["no_unique_chosen_response"] == 2
+    assert counts["verdicts_without_item_row"] == 3 and counts["scores_outside_1_10"] == 2
+    assert counts["responses_all_samples_null"] == 2
+    for a, b in zip(policy.summaries(spark).values(), policy.summaries(own).values(), strict=True):
+        pd.testing.assert_frame_equal(a, b)
