@@ -5,7 +5,9 @@ parameters), the smoothing ``alpha``/``kappa``, the decision rule (``mae``: the 
 distribution, ``accuracy``: its mode) and the budget ``n``: an item's verdicts at samples ``0 .. n-1`` are tallied
 into counts ``(A, tie, B)`` (the engine's vote-count job, :func:`judgecal_dist.engine.ensemble_jobs.budget_vote_counts`,
 in memory or on Spark), then every judge's estimator gives ``P(A), P(tie), P(B)`` and the verdict. With
-``pool_orders`` the ``<judge>/ab`` and ``<judge>/ba`` verdicts are pooled first, as the itc study pooled them.
+``pool_orders`` the ``<judge>/ab`` and ``<judge>/ba`` verdicts are pooled first, as the itc study pooled them; with
+``votes: score-pairs`` the verdicts are the response pairs the itc study derives from an rb2-k8 score dataset
+(:func:`judgecal_dist.studies.itc.data.derived_pairs`, the same code and orientation seed).
 
 :func:`from_document` rebuilds the estimator class with the fitted numbers, so scoring runs the code the study
 evaluated (:meth:`DavidsonModel.predict` equals the estimator's own ``predict``).
@@ -23,6 +25,7 @@ import pandas as pd
 import pyarrow as pa
 
 from judgecal_dist.config import EngineConfig
+from judgecal_dist.errors import InputError
 from judgecal_dist.methods.repeated.davidson import DavidsonAggregator
 from judgecal_dist.models.documents import DavidsonDoc
 
@@ -48,6 +51,9 @@ class DavidsonModel:
         Samples read per item (``0 .. n-1``).
     pool_orders : bool
         Pool ``<judge>/ab`` and ``<judge>/ba`` verdicts into ``<judge>`` first.
+    votes : {"verdicts", "score-pairs"}
+        Count the data's verdicts, or the pairs derived from pointwise scores with ``orientation_seed``.
+    orientation_seed : int
     method, source, digest : str
     document : dict
     """
@@ -56,6 +62,8 @@ class DavidsonModel:
     estimators: dict[str, DavidsonAggregator]
     n: int
     pool_orders: bool = False
+    votes: str = "verdicts"
+    orientation_seed: int = 0
     method: str = "davidson"
     source: str = ""
     digest: str = ""
@@ -89,16 +97,25 @@ class DavidsonModel:
 
         The vote counts come from the engine's vote-count job on ``engine_name`` (Spark or in memory; the same
         counts), then every judge's estimator applies to them in this process.
+
+        Raises
+        ------
+        InputError
+            The data hold pointwise scores and the model counts verdicts, or the other way round.
         """
         from judgecal_dist.engine.ensemble_jobs import budget_vote_counts
         from judgecal_dist.io.dataset import read_dataset_table
         from judgecal_dist.scoring.apply import check_coverage, check_judges
+        from judgecal_dist.studies.itc.data import derived_pairs, holds_pointwise_scores, pool_orders
 
         options = dict(engine.storage_options)
+        self._check_data(data_url, holds_pointwise_scores(data_url, options))
         source: str | pa.Table = data_url
-        if self.pool_orders:
-            from judgecal_dist.studies.itc.data import pool_orders
-
+        labels: pd.DataFrame | None = None
+        if self.votes == "score-pairs":
+            source, pairs, _ = derived_pairs(data_url, orientation_seed=self.orientation_seed, storage_options=options)
+            labels = pairs[["dataset", "item_id", "label"]]
+        elif self.pool_orders:
             columns = ["dataset", "item_id", "judge_id", "sample", "verdict", "score"]
             raw = read_dataset_table(data_url, "verdicts", columns, storage_options=options).to_pandas()
             source = pa.Table.from_pandas(pool_orders(raw, data_url)[0], preserve_index=False)
@@ -108,8 +125,10 @@ class DavidsonModel:
         extra = check_judges(data_judges, self.judge_ids, where=where, unknown=unknown_judges)
         absent = check_coverage(data_judges, self.judge_ids, where=where, floor=min_judge_coverage, what="any sample")
         counts = counts[counts["judge_id"].isin(self.judge_ids)]
-        labels = read_dataset_table(data_url, "labels", ["dataset", "item_id", "label"], storage_options=options)
-        table = self.score_counts(counts, labels.to_pandas())
+        if labels is None:
+            columns = ["dataset", "item_id", "label"]
+            labels = read_dataset_table(data_url, "labels", columns, storage_options=options).to_pandas()
+        table = self.score_counts(counts, labels)
         info = {
             "items": int(table.num_rows),
             "labelled": int(pa.compute.sum(pa.compute.is_valid(table["label"])).as_py() or 0),
@@ -118,6 +137,21 @@ class DavidsonModel:
             "model_judges_absent": absent,
         }
         return table, info
+
+    def _check_data(self, data_url: str, pointwise: bool) -> None:
+        """Refuse data whose votes are not what the model was fitted on (scores vs verdicts), naming what to pass."""
+        if pointwise and self.votes == "verdicts":
+            raise InputError(
+                f"{data_url}: holds pointwise scores (rb2-k8) but the model ({self.source or self.name}) counts A/B/tie "
+                "verdicts: pass a dataset with verdicts, or export the model with the itc study on this dataset "
+                "(it then records votes: score-pairs and scoring derives the pairs the same way)"
+            )
+        if not pointwise and self.votes == "score-pairs":
+            raise InputError(
+                f"{data_url}: holds A/B/tie verdicts but the model ({self.source or self.name}) was fitted on response "
+                "pairs derived from pointwise scores: pass the rb2-k8 score dataset it was exported from (ingested "
+                "with judgecal ingest --format rb2-k8)"
+            )
 
     def score_counts(self, counts: pd.DataFrame, labels: pd.DataFrame | None = None) -> pa.Table:
         """Scored rows of vote counts (``dataset, item_id, judge_id, n_A, n_tie, n_B``), sorted by key."""
@@ -172,6 +206,8 @@ def to_document(
     n: int,
     method: str = "davidson",
     pool_orders: bool = False,
+    votes: str = "verdicts",
+    orientation_seed: int = 0,
     items: Mapping[str, int] | None = None,
     fitted_on: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -197,6 +233,8 @@ def to_document(
         "kappa": float(first.kappa),
         "n": int(n),
         "pool_orders": bool(pool_orders),
+        "votes": votes,
+        "orientation_seed": int(orientation_seed),
         "judges": judges,
         "fitted_on": dict(fitted_on or {}),
     }
@@ -214,6 +252,8 @@ def from_document(doc: DavidsonDoc, raw: dict[str, Any], *, source: str = "", di
         estimators=estimators,
         n=doc.n,
         pool_orders=doc.pool_orders,
+        votes=doc.votes,
+        orientation_seed=doc.orientation_seed,
         method=doc.method,
         source=source,
         digest=digest,

@@ -376,7 +376,11 @@ class DavidsonJudgeDoc(Document):
 
 class DavidsonDoc(Document):
     """``judgecal.davidson/v2``: per-judge Davidson models on the counts ``(A, tie, B)`` of samples ``0 .. n-1``,
-    with the decision rule (``mae``: median of the label distribution; ``accuracy``: its mode)."""
+    with the decision rule (``mae``: median of the label distribution; ``accuracy``: its mode).
+
+    ``votes``: ``verdicts`` counts the data's A/B/tie verdicts; ``score-pairs`` derives them, as the itc study
+    does, from an rb2-k8 score dataset's pointwise scores (six response pairs per example, each oriented by a coin
+    seeded with ``orientation_seed``), so the model scores the dataset it was exported from."""
 
     format: Literal["judgecal.davidson/v2"]
     name: str = ""
@@ -387,12 +391,16 @@ class DavidsonDoc(Document):
     kappa: Positive = 1.0
     n: Annotated[int, Field(ge=1, le=100_000)]
     pool_orders: bool = False
+    votes: Literal["verdicts", "score-pairs"] = "verdicts"
+    orientation_seed: Annotated[int, Field(ge=0)] = 0
     judges: Annotated[list[DavidsonJudgeDoc], Field(min_length=1)]
     fitted_on: FittedOn = FittedOn()
 
     @model_validator(mode="after")
     def _consistent(self) -> DavidsonDoc:
         _unique([j.judge_id for j in self.judges], "judges")
+        if self.pool_orders and self.votes == "score-pairs":
+            raise ValueError("pool_orders: pairs derived from pointwise scores show no response first; set it false")
         wanted = _TIE_PARAMS[self.tie]
         for i, judge in enumerate(self.judges):
             for param in ("eta0", "gamma"):

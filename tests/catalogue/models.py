@@ -54,6 +54,24 @@ def _davidson(tmp: Path, doc: dict[str, Any] = DAVIDSON) -> list[str]:
     return ["score", "--model", str(path), "--data", data, "--output", str(tmp / "out"), "--engine", "local"]
 
 
+def _davidson_on_other_data(tmp: Path, votes: str) -> list[str]:
+    """A valid Davidson model scored on data of the other kind: verdicts for a pairs model, scores otherwise."""
+    from judgecal_dist.io.ingest import ingest
+    from tests.io.test_rb2k8 import _example, _write
+
+    doc = DAVIDSON | {"votes": votes, "judges": [{"judge_id": "j1", "beta": 1.5, "eta0": -0.5}]}
+    path = tmp / "model.json"
+    path.write_text(json.dumps(doc))
+    if votes == "score-pairs":
+        data = write_arena(str(tmp / "arena"))
+    else:
+        (tmp / "src").mkdir()
+        _write(tmp / "src" / "tiny_k8.jsonl.gz", [_example("1"), _example("2")])
+        data = str(tmp / "rb2")
+        ingest("rb2-k8", str(tmp / "src"), data)
+    return ["score", "--model", str(path), "--data", data, "--output", str(tmp / "out"), "--engine", "local"]
+
+
 def _fit(tmp: Path, *sets: str) -> list[str]:
     return ["fit", "--data", write_arena(str(tmp / "arena")), "--output", str(tmp / "out"), *sets]
 
@@ -69,5 +87,7 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
     "models-retired-format": lambda t: _score(t, format="judgecal.escalation/v1"),
     "models-davidson-tie-parameters": _davidson,
     "models-escalation-price": lambda t: _davidson(t, ESCALATION),
+    "models-davidson-pairs-on-verdicts": lambda t: _davidson_on_other_data(t, "score-pairs"),
+    "models-davidson-verdicts-on-scores": lambda t: _davidson_on_other_data(t, "verdicts"),
     "fit-export-unknown": lambda t: _fit(t, "--set", "export=borda+none@all"),
 }

@@ -4,6 +4,7 @@ on Spark) exactly as the estimators predict; a tampered document is refused nami
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -147,3 +148,44 @@ def test_itc_exports_the_davidson_model_that_score_applies(fitted, tmp_path):
 
 def _labels(data: str) -> pd.Series:
     return pq.read_table(Path(data) / "labels").to_pandas().set_index("item_id")["label"]
+
+
+def test_a_model_exported_from_rb2_pairs_scores_that_dataset(rb2_dir, fitted, tmp_path):
+    """itc derives response pairs from rb2-k8's pointwise scores; `score` derives them the same way (same items,
+    orientations and labels) and gives the exported estimators' own predictions. Data of the other kind (verdicts
+    for a pairs model, scores for a verdicts model) is refused with one line naming what to pass."""
+    from judgecal_dist.io.ingest import ingest
+    from judgecal_dist.studies.itc import study as itc
+    from judgecal_dist.studies.itc.report import export_model
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "base_both_k8.jsonl.gz").write_bytes((rb2_dir / "base_both_k8.jsonl.gz").read_bytes())
+    url = str(tmp_path / "rb2")
+    ingest("rb2-k8", str(src), url)
+    engine = EngineConfig(stats_engine="local")
+    config = itc.Config(data=url, budgets=(2, 8), replicates=1, n_starts=1, orientation_seed=7)
+    data = itc.load(config, engine)
+    model = export_model(config, data, "davidson_local")
+    assert (model.votes, model.orientation_seed) == ("score-pairs", 7)
+    path = save_model(model, str(tmp_path / "model.json"))
+    score_dataset(path, url, str(tmp_path / "out"), engine=engine)
+    rows = pq.read_table(tmp_path / "out" / "items").to_pandas().set_index(["dataset", "judge_id", "item_id"])
+    assert len(rows) == sum(task.n_items for task in data.tasks)
+    for task in data.tasks:
+        got = rows.loc[(task.dataset, task.judge_id)].loc[task.item_ids]
+        counts = task.counts[-1]
+        np.testing.assert_array_equal(got[["n_A", "n_tie", "n_B"]].to_numpy(), counts)
+        np.testing.assert_array_equal(got["label"].map({"A": 1, "tie": 0, "B": -1}).to_numpy(), task.labels)
+        own = model.estimators[task.judge_id]
+        assert np.abs(got[["p_B", "p_tie", "p_A"]].to_numpy() - own.predict_proba(counts)).max() == 0.0
+    wrong = [
+        (model.document | {"votes": "verdicts"}, url, "holds pointwise scores (rb2-k8) but the model"),
+        (model.document, fitted[2], "holds A/B/tie verdicts but the model"),
+    ]
+    for doc, data_url, message in wrong:
+        wrong_path = tmp_path / "wrong.json"
+        wrong_path.write_text(json.dumps(doc))
+        with pytest.raises(InputError, match=re.escape(message)):
+            score_dataset(str(wrong_path), data_url, str(tmp_path / "refused"), engine=engine)
+        assert not (tmp_path / "refused").exists()

@@ -36,9 +36,20 @@ from judgecal_dist.methods.repeated.vote_simulation import simulate_label_first,
 from judgecal_dist.splits import group_keys, split_uniforms
 from judgecal_dist.studies.score_collections import Collection, load_collections
 
-__all__ = ["Task", "ItcInput", "load_tasks", "rb2_pair_verdicts", "items_without_verdict"]
+__all__ = [
+    "Task",
+    "ItcInput",
+    "load_tasks",
+    "rb2_pair_verdicts",
+    "derived_pairs",
+    "PAIRS_SOURCE",
+    "holds_pointwise_scores",
+    "items_without_verdict",
+]
 
 _LABEL_CODES = {"A": 1, "tie": 0, "B": -1}
+#: ``ItcInput.source`` of an rb2-k8 score dataset, whose votes are response pairs derived from the scores.
+PAIRS_SOURCE = "rb2-k8 pairs"
 #: The six unordered pairs of four responses: three (0, j) and three (j, k) (spec 003 §7.8 step 2).
 PAIRS: tuple[tuple[int, int], ...] = ((0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3))
 
@@ -237,18 +248,37 @@ def _vote_codes(verdicts: pd.DataFrame) -> pd.DataFrame:
     return verdicts[["dataset", "judge_id", "item_id", "sample"]].assign(code=verdicts["verdict"].map(_LABEL_CODES))
 
 
-def _rb2_tasks(url: str, budgets: tuple[int, ...], orientation_seed: int, engine: EngineConfig) -> ItcInput:
-    collections, bad = load_collections(url, storage_options=dict(engine.storage_options))
+def holds_pointwise_scores(url: str, storage_options: dict[str, Any] | None = None) -> bool:
+    """Whether ``url`` is an rb2-k8 score dataset (an ``items`` table, every verdict null): its votes are then
+    response pairs derived from the scores (:func:`derived_pairs`), not the verdicts themselves."""
+    verdict = read_dataset_table(url, "verdicts", columns=["verdict"], storage_options=storage_options)["verdict"]
+    return "items" in dataset_tables(url, storage_options=storage_options) and verdict.null_count == len(verdict)
+
+
+def derived_pairs(
+    url: str, *, orientation_seed: int, storage_options: dict[str, Any] | None = None
+) -> tuple[pa.Table, pd.DataFrame, dict[str, Any]]:
+    """The pair verdicts, labels and bad-input counts of an rb2-k8 score dataset, as the itc study derives them.
+
+    One place for the study and for scoring a ``judgecal.davidson/v2`` model fitted on such pairs, so both see the
+    same items, orientations and labels (:func:`rb2_pair_verdicts` of every collection of ``url``).
+    """
+    collections, bad = load_collections(url, storage_options=storage_options)
     verdicts, labels, skipped = rb2_pair_verdicts(collections, orientation_seed=orientation_seed)
+    return verdicts, labels, bad.as_dict() | {"examples_skipped_response_without_score": skipped}
+
+
+def _rb2_tasks(url: str, budgets: tuple[int, ...], orientation_seed: int, engine: EngineConfig) -> ItcInput:
+    options = dict(engine.storage_options)
+    verdicts, labels, bad = derived_pairs(url, orientation_seed=orientation_seed, storage_options=options)
     counts = budget_vote_counts(verdicts, budgets, config=engine)
     votes = _vote_codes(verdicts.select(["dataset", "judge_id", "item_id", "sample", "verdict"]).to_pandas())
     info = {
-        "bad_input": bad.as_dict()
-        | {"examples_skipped_response_without_score": skipped, "budgets_above_samples": _short_budgets(counts)},
+        "bad_input": bad | {"budgets_above_samples": _short_budgets(counts)},
         "pairs": int(len(labels)),
         "label_shares": _label_shares(labels),
     }
-    return ItcInput(tasks=tuple(_tasks_from_counts(counts, labels, budgets, votes)), source="rb2-k8 pairs", info=info)
+    return ItcInput(tasks=tuple(_tasks_from_counts(counts, labels, budgets, votes)), source=PAIRS_SOURCE, info=info)
 
 
 def _short_budgets(counts: pd.DataFrame) -> dict[str, list[int]]:
@@ -442,11 +472,7 @@ def _load(
             prior=synthetic_prior,
             seed=synthetic_seed,
         )
-    tables = dataset_tables(data, storage_options=dict(engine.storage_options))
-    verdict_col = read_dataset_table(
-        data, "verdicts", columns=["verdict"], storage_options=dict(engine.storage_options)
-    )
-    scored = "items" in tables and verdict_col["verdict"].null_count == verdict_col.num_rows
+    scored = holds_pointwise_scores(data, dict(engine.storage_options))
     if scored and pool:
         raise ConfigError(
             f"pool_orders=true: {data} holds pointwise scores (rb2-k8), which show no response first; "

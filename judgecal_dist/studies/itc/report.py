@@ -264,6 +264,8 @@ def exported_method(config: Config, summary: pd.DataFrame) -> str:
 def export_model(config: Config, data: ItcInput, method: str) -> DavidsonModel:
     """The Davidson variant ``method`` fitted per judge on every labelled item at the largest budget (the items
     of every dataset of that judge pooled), as a ``judgecal.davidson/v2`` model."""
+    from judgecal_dist.studies.itc.data import PAIRS_SOURCE
+
     tie, decision = DAVIDSON_METHODS[method]
     n = max(max(task.budgets) for task in data.tasks)
     counts: dict[str, list[np.ndarray]] = {}
@@ -284,6 +286,8 @@ def export_model(config: Config, data: ItcInput, method: str) -> DavidsonModel:
         n=n,
         method=method,
         pool_orders=config.pool_orders,
+        votes="score-pairs" if data.source == PAIRS_SOURCE else "verdicts",
+        orientation_seed=config.orientation_seed,
         items={j: int(sum(len(y) for y in labels[j])) for j in fits},
         fitted_on={"dataset": datasets[0] if len(datasets) == 1 else None, "study": "itc"},
     )
