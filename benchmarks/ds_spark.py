@@ -40,6 +40,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from pyspark.sql import functions as F
+    from sklearn.base import clone
 
     from judgecal_dist.config import EngineConfig
     from judgecal_dist.engine.ds_spark import dawid_skene_spark
@@ -67,10 +68,9 @@ def main() -> None:
         scans.append(time.perf_counter() - start)
     scan = min(scans)
 
+    spec = DawidSkene(n_iter=args.n_iter, tol=1e-6, fixed_iter=args.fixed, semi_supervised=True)
     start = time.perf_counter()
-    fit = dawid_skene_spark(
-        data, n_iter=args.n_iter, fixed_iter=args.fixed, engine=EngineConfig(spark_master=args.master)
-    )
+    fit = dawid_skene_spark(data, spec, engine=EngineConfig(spark_master=args.master))
     total = time.perf_counter() - start
     later = fit.seconds_per_pass[1:]
     per_iter = float(np.median(later))
@@ -81,8 +81,7 @@ def main() -> None:
     verdict_table = read_dataset_table(data, "verdicts", VERDICT_COLUMNS)
     items = item_votes(verdict_table, read_dataset_table(data, "labels"), fit.judge_ids)
     start = time.perf_counter()
-    model = DawidSkene(n_iter=args.n_iter, tol=1e-6, fixed_iter=args.fixed, semi_supervised=True)
-    model.fit(items.votes, items.labels.astype(np.int64))
+    model = clone(spec).fit(items.votes, items.labels.astype(np.int64))
     in_memory = (time.perf_counter() - start) / model.n_iter_
     diff = float(np.abs(model.confusion_ - fit.confusion_).max())
 

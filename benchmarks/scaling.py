@@ -98,9 +98,10 @@ def run_workload(
     if workload == "ds":
         try:
             from judgecal_dist.engine.ds_spark import dawid_skene_spark
+            from judgecal_dist.methods.aggregation.dawid_skene import DawidSkene
         except ImportError as err:
             return {"not_available": f"Spark Dawid-Skene: {err}"}
-        result = dawid_skene_spark(url, engine=engine)
+        result = dawid_skene_spark(url, DawidSkene(tol=1e-6, semi_supervised=True), engine=engine)
         per_pass = [float(x) for x in getattr(result, "seconds_per_pass", [])]
         return {
             "n_iter": int(result.n_iter_),

@@ -266,7 +266,7 @@ def _choose(source: Any, engine: str, config: EngineConfig) -> str:
 def _fit_spark(source: Any, model: DawidSkene, config: EngineConfig, start: float, **table: Any) -> DawidSkeneFit:
     from judgecal_dist.engine.ds_spark import dawid_skene_spark
 
-    result = dawid_skene_spark(source, model=model, engine=config, **table)
+    result = dawid_skene_spark(source, model, engine=config, **table)
     result.unpersist()
     params = model.get_params()
     fitted = DawidSkene.from_parameters(result.prior_, result.confusion_, **params)

@@ -270,17 +270,10 @@ def _votes_table(
 
 def dawid_skene_spark(
     source: str | SparkSession,
+    model: DawidSkene,
     *,
-    n_iter: int = 100,
-    tol: float = 1e-6,
-    semi_supervised: bool = True,
     engine: EngineConfig | None = None,
     sample: int = 0,
-    tol_posterior: float = 1e-6,
-    smoothing: float = 0.01,
-    eps: float = 1e-6,
-    fixed_iter: bool = False,
-    model: DawidSkene | None = None,
     judge_ids: list[str] | None = None,
     dataset: str | None = None,
     latent_items: Collection[str] = (),
@@ -295,16 +288,13 @@ def dawid_skene_spark(
     ----------
     source : str or SparkSession
         Dataset root URL, or a session with the views ``verdicts`` and ``labels``.
-    n_iter, tol, tol_posterior, smoothing, eps, fixed_iter
-        As in :class:`~judgecal_dist.methods.aggregation.dawid_skene.DawidSkene` (``tol`` is its relative log-likelihood
-        change; note the default here is 1e-6).
-    semi_supervised : bool, default True
-        Clamp the labelled items (``DawidSkene(semi_supervised=True)``); False ignores the labels.
+    model : DawidSkene
+        The (unfitted) estimator whose hyperparameters the EM uses: ``n_iter``, ``tol``, ``tol_posterior``,
+        ``smoothing``, ``eps``, ``fixed_iter`` and ``semi_supervised`` (clamp the labelled items; False ignores the
+        labels). :func:`judgecal_dist.engine.dawid_skene.fit_dawid_skene` builds it for both engines.
     engine : EngineConfig, optional
         Spark master and settings.
     sample : int, default 0
-    model : DawidSkene, optional
-        The estimator whose hyperparameters to use (checked already; the keyword hyperparameters are then ignored).
     judge_ids, dataset, latent_items
         As in :func:`judgecal_dist.engine.dawid_skene.fit_dawid_skene`.
 
@@ -328,17 +318,7 @@ def dawid_skene_spark(
     """
     config = engine or EngineConfig()
     where = "dawid_skene_spark"
-    if model is None:
-        model = DawidSkene(
-            n_iter=n_iter,
-            tol=tol,
-            tol_posterior=tol_posterior,
-            smoothing=smoothing,
-            semi_supervised=semi_supervised,
-            fixed_iter=fixed_iter,
-            eps=eps,
-        )
-        model.check_params(where)
+    model.check_params(where)
     n_iter, semi_supervised, fixed_iter = model.n_iter, model.semi_supervised, model.fixed_iter
     votes, judge_ids, tally = _votes_table(source, config, sample, judge_ids, dataset, latent_items)
     votes = votes.persist(StorageLevel.MEMORY_AND_DISK)

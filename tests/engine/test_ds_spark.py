@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.base import clone
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.ds_spark import dawid_skene_spark
@@ -57,8 +58,9 @@ def assert_same(result, model: DawidSkene, judge_ids: list[str]) -> None:
 def test_generated_panel_equals_in_memory_at_equal_iterations(generated, semi, spark, tmp_path):
     items, votes, y, judges = dense_reference(generated)
     assert (y >= 0).sum() not in (0, len(y)) and (votes == -1).any()  # partly labelled, with missing votes
-    result = dawid_skene_spark(generated, n_iter=6, tol=1e-8, fixed_iter=True, semi_supervised=semi, engine=ENGINE)
-    model = DawidSkene(n_iter=6, tol=1e-8, fixed_iter=True, semi_supervised=semi).fit(votes, y if semi else None)
+    spec = DawidSkene(n_iter=6, tol=1e-8, fixed_iter=True, semi_supervised=semi)
+    result = dawid_skene_spark(generated, spec, engine=ENGINE)
+    model = clone(spec).fit(votes, y if semi else None)
     assert_same(result, model, judges)
     assert (
         result.passes == 7
@@ -78,8 +80,9 @@ def test_generated_panel_equals_in_memory_at_equal_iterations(generated, semi, s
 
 def test_generated_panel_converges_like_in_memory(generated, spark):
     _, votes, y, judges = dense_reference(generated)
-    result = dawid_skene_spark(generated, n_iter=200, tol=1e-6, engine=ENGINE)
-    model = DawidSkene(n_iter=200, tol=1e-6, semi_supervised=True).fit(votes, y)
+    spec = DawidSkene(n_iter=200, tol=1e-6, semi_supervised=True)
+    result = dawid_skene_spark(generated, spec, engine=ENGINE)
+    model = clone(spec).fit(votes, y)
     assert result.converged_ and 1 < result.n_iter_ < 200
     assert_same(result, model, judges)
     result.unpersist()
@@ -88,8 +91,9 @@ def test_generated_panel_converges_like_in_memory(generated, spark):
 def test_llmbar_equals_in_memory(llmbar, spark):
     """Unsupervised on the 419 LLMBar items x 130 judges (the estimator's own default: labels unused)."""
     panel = load_panel(llmbar)
-    result = dawid_skene_spark(llmbar, n_iter=4, tol=1e-8, fixed_iter=True, semi_supervised=False, engine=ENGINE)
-    model = DawidSkene(n_iter=4, tol=1e-8, fixed_iter=True).fit(panel.votes)
+    spec = DawidSkene(n_iter=4, tol=1e-8, fixed_iter=True)
+    result = dawid_skene_spark(llmbar, spec, engine=ENGINE)
+    model = clone(spec).fit(panel.votes)
     assert_same(result, model, panel.judge_ids.tolist())
     assert result.n_items == panel.n_items == 419
     result.unpersist()
@@ -97,4 +101,4 @@ def test_llmbar_equals_in_memory(llmbar, spark):
 
 def test_no_verdicts_at_sample_is_an_input_error(generated, spark):
     with pytest.raises(InputError, match="no verdict rows with sample=5"):
-        dawid_skene_spark(generated, sample=5, engine=ENGINE)
+        dawid_skene_spark(generated, DawidSkene(), sample=5, engine=ENGINE)
