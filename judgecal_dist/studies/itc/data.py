@@ -10,7 +10,8 @@ Three sources (spec 003 §7.8-7.9):
                   --samples 8 --tie-rate 0.2 --scores``): counts from the vote-count job, labels from ``labels``,
                   per-sample confidences ``max(score, 1 - score)`` when scores exist;
 ``synthetic:g2``  generator G2 in memory: label-first votes with tie labels and real tie votes, one judge per
-                  tie propensity.
+                  tie propensity; sample columns alternate the two presentation orders, so every budget holds
+                  half of its samples in each order.
 
 Vote counts of every budget come from the engine's vote-count job on sample-filtered verdicts
 (:func:`judgecal_dist.engine.ensemble_jobs.budget_vote_counts`).
@@ -45,6 +46,7 @@ __all__ = [
     "PAIRS_SOURCE",
     "holds_pointwise_scores",
     "items_without_verdict",
+    "interleaved_orders",
 ]
 
 _LABEL_CODES = {"A": 1, "tie": 0, "B": -1}
@@ -370,14 +372,37 @@ def _verdict_tasks(url: str, budgets: tuple[int, ...], engine: EngineConfig, poo
     return ItcInput(tasks=tuple(tasks), source="verdicts", info=info)
 
 
+def interleaved_orders(n_samples: int) -> npt.NDArray[np.intp]:
+    """Column order that alternates G2's presentation orders: A-first sample 0, B-first sample 0, A-first 1, ...
+
+    G2 draws its first ``ceil(n/2)`` samples with A shown first and the rest with B first. A budget takes an item's
+    first ``n`` columns, so in this order it holds the first ``n/2`` samples of each order (nested budgets, one
+    pool), as the spec's budget rule asks; in the generator's own order a budget up to half the pool would be
+    A-first only.
+
+    Examples
+    --------
+    >>> interleaved_orders(6).tolist(), interleaved_orders(3).tolist()
+    ([0, 3, 1, 4, 2, 5], [0, 2, 1])
+    """
+    first = np.flatnonzero(np.arange(n_samples) < n_samples / 2)  # the generator's A-first columns
+    second = np.flatnonzero(np.arange(n_samples) >= n_samples / 2)
+    out = np.empty(n_samples, dtype=np.intp)
+    out[0 : 2 * second.size : 2], out[1 : 2 * second.size : 2] = first[: second.size], second
+    out[2 * second.size :] = first[second.size :]
+    return out
+
+
 def _synthetic_tasks(
     budgets: tuple[int, ...], *, n_items: int, propensities: Sequence[float], prior: Sequence[float], seed: int
 ) -> ItcInput:
     tasks = []
+    n_max = max(budgets)
+    order = interleaved_orders(n_max)
+    shown_first = np.where(np.arange(n_max) < n_max / 2, 1, -1).astype(np.int64)[order]
     for j, eta in enumerate(propensities):
-        sim = simulate_label_first(
-            n_items, max(budgets), prior=tuple(prior), tie_propensity=float(eta), random_state=seed + j
-        )
+        sim = simulate_label_first(n_items, n_max, prior=tuple(prior), tie_propensity=float(eta), random_state=seed + j)
+        votes, confidence = sim.votes[:, order], sim.confidence[:, order]
         ids = np.array([f"item-{i:07d}" for i in range(n_items)], dtype=object)
         keys = group_keys([f"g2/{i}" for i in ids])
         tasks.append(
@@ -389,10 +414,10 @@ def _synthetic_tasks(
                 group_keys=keys,
                 labels=sim.labels,
                 budgets=budgets,
-                counts=np.stack([vote_counts(sim.votes, b) for b in budgets]),
-                votes=sim.votes,
-                confidence=sim.confidence,
-                shown_first=np.where(np.arange(max(budgets)) < max(budgets) / 2, 1, -1).astype(np.int64),
+                counts=np.stack([vote_counts(votes, b) for b in budgets]),
+                votes=votes,
+                confidence=confidence,
+                shown_first=shown_first,
             )
         )
     info = {

@@ -66,6 +66,23 @@ def test_tie_vote_rates_of_g2_match_the_spec_reference_runs():
     assert (table["bias"].abs() < 3 / np.sqrt(n)).all()
 
 
+def test_g2_budgets_draw_both_presentation_orders():
+    """The spec's budget rule on G2's pool: budget n holds the first n/2 samples of each order. Reference: the
+    generator's raw columns (first half A shown first, second half B first) picked by that rule by hand."""
+    from judgecal_dist.methods.repeated.vote_simulation import simulate_label_first
+
+    budgets = (2, 4, 12)
+    data = itc.load(itc.Config(data="synthetic:g2", budgets=budgets, synthetic_items=300), _engine())
+    for j, task in enumerate(data.tasks):
+        raw = simulate_label_first(300, 12, tie_propensity=(-1.0, 0.0, 1.0)[j], random_state=j)
+        for b, n in enumerate(budgets):
+            assert (task.shown_first[:n] == 1).sum() == (task.shown_first[:n] == -1).sum() == n // 2
+            by_hand = np.concatenate([raw.votes[:, : n // 2], raw.votes[:, 6 : 6 + n // 2]], axis=1)
+            np.testing.assert_array_equal(task.counts[b], vote_counts(by_hand))
+        np.testing.assert_array_equal(task.labels, raw.labels)
+        assert sorted(map(tuple, task.votes.T.tolist())) == sorted(map(tuple, raw.votes.T.tolist()))
+
+
 @pytest.fixture(scope="module")
 def rb2_url(rb2_dir, tmp_path_factory) -> str:
     dest = str(tmp_path_factory.mktemp("rb2") / "ds")
