@@ -229,37 +229,87 @@ def control_lines(controls: pd.DataFrame, config: Any) -> str:
 
 def scope_lines(summary: pd.DataFrame, scope: pd.DataFrame, config: Any) -> str:
     """Report section: the P3 arm (one-coin vs Dawid-Skene with and without the P3-flagged judges) and the
-    operating-rule arm (P1 filter and below-chance flag applied), both against all judges."""
+    operating-rule arm (P1 filter and below-chance flag applied), both against all judges.
+
+    Each arm is compared with all judges through the paired ΔNLL (arm minus all judges, the same evaluation items)
+    and its corrected interval, over the splits where the arm dropped a judge (elsewhere it is all judges and is not
+    fitted again); the P3 rule reads those paired differences, never means over different sets of splits.
+    """
     if scope.empty:
         return ""
     out = ["", "## Scope arms: P3 missingness and the operating rule", ""]
     cal = "beta" if "beta" in config.calibrators else config.calibrators[-1]
-    nll = summary[summary["calibrator"] == cal].set_index(["aggregator", "panel"])["nll"]
-    for name, rows in scope.groupby("panel", sort=False):
-        dropped = rows["dropped"].to_numpy(dtype=np.int64)
+    rows = summary[summary["calibrator"] == cal].set_index(["aggregator", "panel"])
+    for name, arm in scope.groupby("panel", sort=False):
+        dropped = arm["dropped"].to_numpy(dtype=np.int64)
         what = "P3-flagged" if name == "no_p3" else "P1-filtered or reliably below chance"
         out.append(
             f"- `{name}`: {what} judges dropped on the calibration half: mean {dropped.mean():.2f} "
-            f"(max {dropped.max()}) over {len(rows)} splits."
+            f"(max {dropped.max()}) over {len(arm)} splits; {int((dropped > 0).sum())} splits dropped any."
         )
         if not dropped.any():
             out.append("  No judge was flagged in any split, so the arm is all judges and was not fitted again.")
             continue
+        out.append(
+            f"  ΔNLL = without them minus with every judge ({cal}, the same evaluation items, over the splits that "
+            "dropped any; negative: dropping them helps):"
+        )
+        delta = {}
         for agg in config.aggregators:
-            if (agg, name) in nll.index and (agg, "all") in nll.index:
-                # The arm is fitted only in splits that drop a judge; its mean is over those splits.
+            if (agg, name) in rows.index and (agg, "all") in rows.index:
+                r = rows.loc[(agg, name)]
+                delta[agg] = (r["delta_nll"], r["delta_nll_ci_low"], r["delta_nll_ci_high"])
                 out.append(
-                    f"  {agg} + {cal}: NLL {nll[agg, 'all']:.4f} with every judge, {nll[agg, name]:.4f} without."
+                    f"  {agg} + {cal}: NLL {rows.loc[(agg, 'all'), 'nll']:.4f} with every judge; ΔNLL "
+                    f"{r['delta_nll']:+.4f} [{r['delta_nll_ci_low']:+.4f}, {r['delta_nll_ci_high']:+.4f}]."
                 )
-        if name == "no_p3":
-            if not {"one_coin", "dawid_skene"} <= set(config.aggregators):
-                out.append("  Warning: the P3 rule compares one_coin with dawid_skene; add both to `aggregators`.")
-            elif ("one_coin", name) in nll.index and ("dawid_skene", name) in nll.index:
-                worse = nll["one_coin", "all"] > nll["one_coin", name]
-                better = nll["dawid_skene", "all"] < nll["dawid_skene", name]
-                verdict = "prefer Dawid-Skene" if worse and better else "keep one-coin"
-                out.append(
-                    f"  Rule (one-coin worse with the flagged judges while Dawid-Skene improves): {verdict}. The "
-                    "paper's case (RewardBench 2 GPU judges) is on data the project does not have."
-                )
+        if name == "operating":
+            out.append(_operating_note(delta))
+        elif not {"one_coin", "dawid_skene"} <= set(config.aggregators):
+            out.append("  Warning: the P3 rule compares one_coin with dawid_skene; add both to `aggregators`.")
+        elif {"one_coin", "dawid_skene"} <= set(delta):
+            out.append(_p3_note(delta, rows, cal))
     return "\n".join(out) + "\n"
+
+
+def _p3_note(delta: dict, rows: pd.DataFrame, cal: str) -> str:
+    """The P3 rule on the paired differences, and where the paper's case stands."""
+    oc, ds = delta["one_coin"], delta["dawid_skene"]
+    pattern = oc[0] < 0 < ds[0]  # one-coin better without the flagged judges, Dawid-Skene better with them
+    clear = oc[2] < 0 < ds[1]
+    if pattern and clear:
+        verdict = "holds (both intervals exclude 0): prefer Dawid-Skene"
+    elif pattern:
+        verdict = "holds on average but not across splits (an interval includes 0): keep one-coin"
+    else:
+        verdict = "does not hold: keep one-coin"
+    levels = f"{rows.loc[('one_coin', 'all'), 'nll']:.4f} vs {rows.loc[('dawid_skene', 'all'), 'nll']:.4f}"
+    return (
+        f"  Rule (one-coin worse with the flagged judges while Dawid-Skene improves): {verdict}. With every judge, "
+        f"one-coin + {cal} vs Dawid-Skene + {cal}: NLL {levels}. The paper's case is a panel of reward models with "
+        "GPU judges added that miss 5-8% of their verdicts (one-coin slightly worse with them, Dawid-Skene better); "
+        "that panel is not in the project's data."
+    )
+
+
+def _operating_note(delta: dict) -> str:
+    """The operating arm beside the paper: dropping below-chance judges should hurt the models that flip them."""
+    oc = delta.get("one_coin")
+    found = (
+        ""
+        if oc is None
+        else f" Here one-coin's ΔNLL is {oc[0]:+.4f} [{oc[1]:+.4f}, {oc[2]:+.4f}]: dropping them "
+        + (
+            "hurts it (interval above 0)."
+            if oc[1] > 0
+            else "helps it (interval below 0)."
+            if oc[2] < 0
+            else "is a wash."
+        )
+    )
+    return (
+        "  The paper applies the filter only in this arm: a judge reliably below chance still informs one-coin, "
+        "whose negative weight flips its vote, so dropping it should not help models that weigh judges by their "
+        "accuracy; vote counts (majority, accuracy-weighted) cannot flip and may gain. Its case (one added judge "
+        "parsing 54% of the items, two added judges below chance) is not in the project's data." + found
+    )

@@ -180,3 +180,29 @@ def test_item_level_paired_bootstrap_equals_a_plain_resampling_loop(run):
     z = (row["delta_nll"] - cfg.tost_margin) / row["se"], (row["delta_nll"] + cfg.tost_margin) / row["se"]
     assert row["tost_p"] == pytest.approx(max(sps.norm.cdf(z[0]), sps.norm.sf(z[1])), abs=1e-12)
     assert "## Item-level paired bootstrap" in result.report
+
+
+def test_p3_rule_reads_paired_differences_and_their_intervals():
+    """Regression (LLMBar, 100 splits): the rule compared one-coin's all-judge mean over every split with the arm's
+    mean over the splits that dropped a judge and said "prefer Dawid-Skene" on a -0.004 [-0.014, +0.007] change.
+    It now reads the paired ΔNLL and its interval: the pattern on average alone keeps one-coin."""
+    from types import SimpleNamespace
+
+    from judgecal_dist.studies.inclusion.controls import scope_lines
+
+    config = SimpleNamespace(calibrators=("beta",), aggregators=("one_coin", "dawid_skene"))
+    scope = pd.DataFrame({"kind": "scope_arm", "panel": "no_p3", "seed": [0, 1, 2], "dropped": [0, 3, 4]})
+
+    def summary(oc, ds):
+        rows = [("one_coin", "all", 0.32, *[np.nan] * 3), ("dawid_skene", "all", 0.50, *[np.nan] * 3)]
+        rows += [("one_coin", "no_p3", 0.30, *oc), ("dawid_skene", "no_p3", 0.55, *ds)]
+        cols = ["aggregator", "panel", "nll", "delta_nll", "delta_nll_ci_low", "delta_nll_ci_high"]
+        return pd.DataFrame(rows, columns=cols).assign(calibrator="beta")
+
+    noisy = scope_lines(summary((-0.004, -0.014, 0.007), (0.058, -0.19, 0.30)), scope, config)
+    assert "holds on average but not across splits" in noisy and "keep one-coin" in noisy
+    assert "2 splits dropped any" in noisy and "ΔNLL -0.0040 [-0.0140, +0.0070]" in noisy
+    clear = scope_lines(summary((-0.02, -0.03, -0.01), (0.05, 0.02, 0.08)), scope, config)
+    assert "holds (both intervals exclude 0): prefer Dawid-Skene" in clear
+    against = scope_lines(summary((0.01, 0.005, 0.02), (0.05, 0.02, 0.08)), scope, config)
+    assert "does not hold: keep one-coin" in against

@@ -335,6 +335,7 @@ def test_llmbar_65_judge_variants_and_configuration_level_irt(llmbar_url):
     ba = wide.loc[one.item_ids, [f"{c}/ba" for c in one.judge_ids]].to_numpy()
     np.testing.assert_array_equal(one.votes, ab)
     np.testing.assert_array_equal(both.votes, np.where(ab == ba, ab, -1))
+    assert both.info["order_disagreements"] == ((ab >= 0) & (ba >= 0) & (ab != ba)).sum()
     diag = diagnose(full, seed=0, calib_fraction=0.5)["irt_configuration"]
     in_cal = calibration_mask(full.group_keys, [0], 0.5)[0]
     ref = TwoPLIRT().fit(correctness_matrix(np.where(ab == ba, ab, -1)[in_cal], full.labels[in_cal]))
