@@ -18,9 +18,11 @@ from judgecal_dist.studies.regime_map import study as regime_map
 from judgecal_dist.studies.regime_map.diagnostics import (
     Population,
     auc,
+    balanced_support_bound,
     decompose,
     estimation_pressure,
     growth_population,
+    parametric_bound,
     proxy_score,
     table_pressure,
     within_cell_permutation_p,
@@ -202,3 +204,39 @@ def test_synthetic_study_reports_bookkeeping_and_boundary():
     # Parity: no additive family approaches the target, so the boundary predicts the table at 300 labels.
     assert all(r["predicted"] == "table" for r in diag["boundary"] if r["budget"] == 300)
     assert "## Risk bookkeeping" in result.report and "## Regime boundary" in result.report
+
+
+def test_balanced_support_bound_holds_and_follows_from_the_cell_bound():
+    cells, kappa, delta, alpha = 8, 1.0, 0.1, 1.0
+    budget = math.ceil(8 * kappa * cells * math.log(2 * cells / delta))
+    bound = balanced_support_bound(cells, kappa, budget, delta, alpha)
+    assert balanced_support_bound(cells, kappa, budget - 1, delta, alpha) is None  # below its valid budget
+    # The closed form is the per-cell bound (Hoeffding at delta/2 + smoothing bias) squared at the smallest count the
+    # Chernoff event allows, n = B / (2 kappa M), after (a + b)^2 <= 2a^2 + 2b^2.
+    n = budget / (2 * kappa * cells)
+    cell = (math.sqrt(math.log(2 * cells / (delta / 2)) / (2 * n)) + alpha / (n + alpha)) ** 2
+    assert cell <= bound == pytest.approx(2 * math.log(4 * cells / delta) / (2 * n) + 2 * (alpha / n) ** 2)
+    # Simulated: a balanced law's table (as fitted) stays under the bound with probability >= 1 - delta, and every
+    # cell reaches half its expected count far more often than 1 - delta / 2.
+    rng = np.random.default_rng(11)
+    law = Population(np.arange(cells)[:, None], np.full(cells, 1 / cells), rng.uniform(0.1, 0.9, cells))
+    counts = rng.multinomial(budget, law.p, size=4000)
+    sums = rng.binomial(counts, law.eta)
+    ybar = sums.sum(axis=1, keepdims=True) / budget
+    risk = ((((sums + alpha * ybar) / (counts + alpha)) - law.eta) ** 2 * law.p).sum(axis=1)
+    assert np.quantile(risk, 1 - delta) <= bound
+    assert (counts.min(axis=1) < budget / (2 * kappa * cells)).mean() <= delta / 2
+    # The matching lower scale: the exact table pressure is sigma^2 M / B to first order in 1 / B.
+    big = 200 * cells
+    ratio = table_pressure(law, big, alpha) * big / (cells * law.bayes_risk)
+    assert ratio == pytest.approx(1.0, abs=0.02)
+
+
+def test_parametric_bound_covers_the_simulated_stacker_cost():
+    # The Monte Carlo cost of ridge stacking at B rows never exceeds the Rademacher scale (with room to spare).
+    law = _tiny_law(12).prefix([0, 1])
+    mean, se = estimation_pressure("ridge_iso", law, 200, 20, np.random.default_rng(13), OPTIONS)
+    assert mean + 4 * se < parametric_bound(dim=3, norm=1.0, budget=200, delta=0.05)
+    assert parametric_bound(3, 1.0, 200, 0.05) == pytest.approx(
+        4 * 2 * math.sqrt(3) / math.sqrt(200) + 2 * math.sqrt(math.log(40) / 400)
+    )
