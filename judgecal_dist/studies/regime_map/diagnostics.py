@@ -471,7 +471,8 @@ def _observable(parts: pd.DataFrame) -> list[dict[str, Any]]:
             {
                 "budget": int(budget),
                 "mean_k": float(g["k"].mean()),
-                "nominal_alphabet": float(np.median(4.0 ** g["k"])),
+                "modal_k": int(g["k"].mode().min()),
+                "nominal_alphabet": int(4 ** int(g["k"].mode().min())),
                 "occupied": float(g["occupied"].mean()),
                 "effective_support": float(g["effective_support"].mean()),
                 "support_per_label": float((g["effective_support"] / budget).mean()),
@@ -496,7 +497,8 @@ def diagnostics_report(config: Config, parts: pd.DataFrame, data: Any) -> tuple[
         "",
         "## Observable diagnostics of the validation-selected table",
         "",
-        "Means over splits. Nominal alphabet = 4^k possible vote patterns of the k judges (median over splits); "
+        "Means over splits. Nominal alphabet = 4^k possible vote patterns (B, A, tie, error) of the k judges at "
+        "the modal k; "
         "occupied = patterns seen in calibration; S_eff = exp(entropy of the calibration patterns); unseen = share "
         "of rows whose pattern calibration never saw, on the validation block (usable before testing) and on the "
         "test block; C = seen term + test unseen rate.",
@@ -506,7 +508,7 @@ def diagnostics_report(config: Config, parts: pd.DataFrame, data: Any) -> tuple[
     ]
     for r in observable:
         lines.append(
-            f"| {r['budget']} | {r['mean_k']:.2f} | {r['nominal_alphabet']:.0f} | {r['occupied']:.1f} | "
+            f"| {r['budget']} | {r['mean_k']:.2f} | {r['nominal_alphabet']} | {r['occupied']:.1f} | "
             f"{r['effective_support']:.2f} | {r['support_per_label']:.4f} | {r['val_unseen_rate']:.4f} | "
             f"{r['unseen_rate']:.4f} | {r['seen_term']:.4f} | {r['cell_pressure']:.4f} |"
         )
@@ -590,10 +592,15 @@ def diagnostics_report(config: Config, parts: pd.DataFrame, data: Any) -> tuple[
         f"({proxy['bootstrap']} resamples); p: outcomes permuted within budgets "
         f"({how}).",
         "",
-        f"AUC {proxy['auc']:.3f} [{level}: {proxy['auc_ci'][0]:.3f}, {proxy['auc_ci'][1]:.3f}], permutation "
-        f"p = {proxy['permutation_p']:.4f}; gap in mean q (scalar-win minus table-win units) {proxy['gap']:+.3f} "
-        f"[{proxy['gap_ci'][0]:+.3f}, {proxy['gap_ci'][1]:+.3f}]. Unit means: S_eff/B {proxy['means']['support']:.4f}, "
-        f"u {proxy['means']['unseen']:.4f}, g {proxy['means']['gain']:+.4f}. Paper, 600 units over four datasets "
-        "and 20 cells: AUC 0.573 [0.522, 0.624], gap +0.476 [0.221, 0.754] (its permutation p was lost).",
+        (
+            f"AUC {proxy['auc']:.3f} [{level}: {proxy['auc_ci'][0]:.3f}, {proxy['auc_ci'][1]:.3f}], permutation "
+            f"p = {proxy['permutation_p']:.4f}; gap in mean q (scalar-win minus table-win units) {proxy['gap']:+.3f} "
+            f"[{proxy['gap_ci'][0]:+.3f}, {proxy['gap_ci'][1]:+.3f}]. "
+            if 0 < proxy["scalar_wins"] < proxy["units"]
+            else "AUC and gap undefined: every unit has the same winner. "
+        )
+        + f"Unit means: S_eff/B {proxy['means']['support']:.4f}, u {proxy['means']['unseen']:.4f}, g "
+        f"{proxy['means']['gain']:+.4f}. Paper, 600 units over four datasets and 20 cells: AUC 0.573 [0.522, 0.624], "
+        "gap +0.476 [0.221, 0.754] (its permutation p was lost).",
     ]
     return record, lines
