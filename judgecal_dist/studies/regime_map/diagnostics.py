@@ -460,6 +460,8 @@ def _observed_categories(config: Config, data: Any) -> dict[str, int]:
         blocks = [b for split in data.splits.values() for b in (split.sel, split.val, split.test, *split.cal.values())]
         seen = [{int(v) for b in blocks for v in np.unique(b.codes[b.n > 0, j])} for j in range(len(config.pool))]
         return {judge: len(codes) for judge, codes in zip(config.pool, seen, strict=True)}
+    if not config.synthetic:
+        return {}
     law = _law(config, data)
     return {f"judge {j + 1}": len(np.unique(law.codes[law.p > 0, j])) for j in range(law.codes.shape[1])}
 
@@ -518,8 +520,9 @@ def diagnostics_report(config: Config, parts: pd.DataFrame, data: Any) -> tuple[
             "Paper, LLMBar (test unseen rate): B = 20: mean k 2.37, S_eff/B 0.327, unseen 0.102, seen term 0.219, C "
             "0.321; B = 300: mean k 4.13, S_eff/B 0.075, unseen 0.029, seen term 0.091, C 0.120.",
         ]
-    lines += ["", "Observed output categories per judge (of 4: B, A, tie, error): "]
-    lines[-1] += ", ".join(f"{j} {n}" for j, n in categories.items()) + "."
+    if categories:
+        lines += ["", "Observed output categories per judge (of 4: B, A, tie, error): "]
+        lines[-1] += ", ".join(f"{j} {n}" for j, n in categories.items()) + "."
     if config.synthetic and config.decomposition and "risk_total" in parts:
         book = _bookkeeping(parts)
         bayes = _law(config, data).bayes_risk
