@@ -6,6 +6,9 @@ Kinds (``format`` = ``judgecal.<kind>/v<N>``; schemas and examples in ``docs/mod
 ``judgecal.linear-corrector/v1``  a judge's continuous score -> the hierarchical-Bayes linear corrector per rubric
 ``judgecal.ot-corrector/v1``      a judge's continuous score -> the marginal optimal-transport map per rubric
 ``judgecal.flow-corrector/v1``    a judge's continuous score -> a neural-ODE flow (weights in a file beside it)
+``judgecal.davidson/v2``          a judge's repeated A/tie/B verdicts -> Davidson's three-outcome model
+``judgecal.escalation/v2``        hard variance routing from a cheap tier to a full tier
+``judgecal.fcps/v1``              a judge-path prefix's joint verdicts -> the joint output table or a scalar stacker
 
 Use::
 
@@ -33,6 +36,7 @@ from judgecal_dist.models.continuous import (
     ot_from_estimators,
 )
 from judgecal_dist.models.documents import KINDS, schemas
+from judgecal_dist.models.fcps import FCPSModel, fcps_from_estimator
 from judgecal_dist.models.files import LEGACY_FILE, MODEL_FILE, load_model, model_document, model_from_dict, save_model
 from judgecal_dist.models.interface import TableModel
 
@@ -52,6 +56,8 @@ __all__ = [
     "linear_from_conjugate",
     "ot_from_estimators",
     "flow_from_estimator",
+    "FCPSModel",
+    "fcps_from_estimator",
     "load_model",
     "save_model",
     "model_from_dict",

@@ -24,6 +24,7 @@ __all__ = [
     "FlowCorrectorDoc",
     "DavidsonDoc",
     "EscalationDoc",
+    "FCPSDoc",
     "KINDS",
     "schemas",
     "describe",
@@ -141,11 +142,15 @@ class IsotonicDoc(Document):
 
     @model_validator(mode="after")
     def _monotone(self) -> IsotonicDoc:
-        if len(self.x) != len(self.y):
-            raise ValueError(f"x, y: breakpoints of different lengths ({len(self.x)} and {len(self.y)})")
-        if any(b < a for v in (self.x, self.y) for a, b in zip(v, v[1:], strict=False)):
-            raise ValueError("x, y: breakpoints must be non-decreasing")
+        _check_breakpoints(self.x, self.y)
         return self
+
+
+def _check_breakpoints(x: list[float], y: list[float]) -> None:
+    if len(x) != len(y):
+        raise ValueError(f"x, y: breakpoints of different lengths ({len(x)} and {len(y)})")
+    if any(b < a for v in (x, y) for a, b in zip(v, v[1:], strict=False)):
+        raise ValueError("x, y: breakpoints must be non-decreasing")
 
 
 Calibrator = Annotated[NoCalibrator | PlattDoc | TemperatureDoc | BetaDoc | IsotonicDoc, Field(discriminator="name")]
@@ -452,6 +457,156 @@ class EscalationDoc(Document):
         return self
 
 
+# -- FCPS: a calibrated map of the joint verdicts of a judge-path prefix ---------------------------------------------
+Code = Annotated[int, Field(ge=0, le=255)]
+
+
+class EncodingDoc(Document):
+    """The verdict alphabet: category ``i`` of a column is ``alphabet[i]``; a judge without a (parseable) verdict
+    reads as ``missing``; ``scalar[i]`` is category ``i``'s value in the scalar families (the pairwise schema:
+    A 1, B 0, tie and err 1/2)."""
+
+    alphabet: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=2, max_length=256)]
+    missing: Annotated[str, Field(min_length=1)]
+    scalar: list[Finite]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> EncodingDoc:
+        _unique(list(self.alphabet), "encoding.alphabet")
+        if self.missing not in self.alphabet:
+            raise ValueError(f"encoding.missing: {self.missing!r} is not in the alphabet {self.alphabet}")
+        if len(self.scalar) != len(self.alphabet):
+            raise ValueError(
+                f"encoding.scalar: {len(self.scalar)} values for {len(self.alphabet)} categories (one per category)"
+            )
+        return self
+
+
+class CellLevelDoc(Document):
+    """The calibration cells of one prefix level ``m``: each occupied pattern of the first ``m`` columns (category
+    codes), its row count ``n`` (> 0) and label sum ``s`` (0 <= s <= n)."""
+
+    patterns: list[list[Code]]
+    n: list[Positive]
+    s: list[NonNeg]
+
+
+class BreakpointsDoc(Document):
+    """An isotonic map as its breakpoints: linear between them, constant beyond the ends."""
+
+    x: Annotated[list[Finite], Field(min_length=1)]
+    y: Annotated[list[Prob], Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _monotone(self) -> BreakpointsDoc:
+        _check_breakpoints(self.x, self.y)
+        return self
+
+
+class TableFamilyDoc(Document):
+    """The joint output table: per occupied pattern :math:`(S_c + \\alpha\\,\\bar y)/(n_c + \\alpha)`; an unseen
+    pattern takes ``fallback`` (``global``: ``marginal``; ``lower_prefix``: the longest seen lower prefix;
+    ``hierarchical``: the recursive smoothing toward the parent prefix). ``levels[m-1]`` holds prefix level ``m``."""
+
+    name: Literal["table"]
+    alpha: NonNeg
+    fallback: Literal["global", "lower_prefix", "hierarchical"]
+    marginal: Prob
+    levels: Annotated[list[CellLevelDoc], Field(min_length=1)]
+
+
+class MeanIsoDoc(Document):
+    """``mean_iso``: isotonic map of the mean scalar value of the prefix verdicts."""
+
+    name: Literal["mean_iso"]
+    isotonic: BreakpointsDoc
+
+
+class OneCoinIsoDoc(Document):
+    """``one_coin_iso``: isotonic map of :math:`\\sum_l w_l t_l` (``weights`` per column, :math:`t = 2s - 1`)."""
+
+    name: Literal["one_coin_iso"]
+    weights: list[Finite]
+    isotonic: BreakpointsDoc
+
+
+class RidgeIsoDoc(Document):
+    """``ridge_iso`` / ``ridge_pair_iso``: isotonic map of ``intercept + coef . phi`` (:math:`\\phi = t`, or ``t``
+    and every product :math:`t_l t_{l'}`, :math:`l < l'`, for the pairwise variant)."""
+
+    name: Literal["ridge_iso", "ridge_pair_iso"]
+    coef: list[Finite]
+    intercept: Finite
+    lam: NonNeg = 1.0
+    isotonic: BreakpointsDoc
+
+
+class LogisticStackDoc(Document):
+    """``logistic`` / ``logistic_pair``: :math:`\\sigma(\\text{intercept} + \\text{coef}\\cdot\\phi)`; ``constant``
+    when the fit saw one class (every row then gets it)."""
+
+    name: Literal["logistic", "logistic_pair"]
+    coef: list[Finite]
+    intercept: Finite
+    constant: Prob | None = None
+    C: Positive = 1.0
+
+
+FCPSFamily = Annotated[
+    TableFamilyDoc | MeanIsoDoc | OneCoinIsoDoc | RidgeIsoDoc | LogisticStackDoc, Field(discriminator="name")
+]
+
+
+class FCPSDoc(Document):
+    """``judgecal.fcps/v1``: the selected FCPS candidate: a prefix of ``k`` judges of an ordered judge ``path`` and
+    one family (the joint output table or a scalar stacker) over their joint verdicts, as data."""
+
+    format: Literal["judgecal.fcps/v1"]
+    name: str = ""
+    path: JudgeIds
+    path_rule: str = ""
+    k: Annotated[int, Field(ge=1, le=64)]
+    ignored_judges: list[str] = []
+    sample: Annotated[int, Field(ge=0)] = 0
+    encoding: EncodingDoc
+    family: FCPSFamily
+    fitted_on: FittedOn = FittedOn()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> FCPSDoc:
+        _unique(self.path, "path")
+        k, size = self.k, len(self.encoding.alphabet)
+        if k > len(self.path):
+            raise ValueError(f"k: a prefix of {k} judges of a path of {len(self.path)}")
+        overlap = sorted(set(self.ignored_judges) & set(self.path[:k]))
+        if overlap:
+            raise ValueError(f"ignored_judges: {overlap[:3]} are also prefix judges")
+        fam = self.family
+        if isinstance(fam, TableFamilyDoc):
+            if len(fam.levels) != k:
+                raise ValueError(f"family.levels: {len(fam.levels)} levels for a prefix of {k} judges (one per level)")
+            for m, level in enumerate(fam.levels, start=1):
+                where = f"family.levels.{m - 1}"
+                if not len(level.patterns) == len(level.n) == len(level.s):
+                    raise ValueError(f"{where}: patterns, n, s: different lengths")
+                for c, pattern in enumerate(level.patterns):
+                    if len(pattern) != m or max(pattern, default=0) >= size:
+                        raise ValueError(
+                            f"{where}.patterns.{c}: need {m} category codes in 0..{size - 1}, got {pattern}"
+                        )
+                if len({tuple(p) for p in level.patterns}) != len(level.patterns):
+                    raise ValueError(f"{where}.patterns: a pattern is listed twice")
+                bad = [c for c, (n, s) in enumerate(zip(level.n, level.s, strict=True)) if s > n]
+                if bad:
+                    raise ValueError(f"{where}.s.{bad[0]}: a label sum larger than its count n")
+        wanted = {"one_coin_iso": k, "ridge_iso": k, "logistic": k, "ridge_pair_iso": k + k * (k - 1) // 2}
+        wanted["logistic_pair"] = wanted["ridge_pair_iso"]
+        key = "weights" if fam.name == "one_coin_iso" else "coef"
+        if fam.name in wanted and len(getattr(fam, key)) != wanted[fam.name]:
+            raise ValueError(f"family.{key}: {len(getattr(fam, key))} entries for k = {k} (need {wanted[fam.name]})")
+        return self
+
+
 #: Kind name -> (current format string, document model).
 KINDS: dict[str, tuple[str, type[Document]]] = {
     "binary-pipeline": ("judgecal.binary-pipeline/v1", BinaryPipelineDoc),
@@ -460,6 +615,7 @@ KINDS: dict[str, tuple[str, type[Document]]] = {
     "flow-corrector": ("judgecal.flow-corrector/v1", FlowCorrectorDoc),
     "davidson": ("judgecal.davidson/v2", DavidsonDoc),
     "escalation": ("judgecal.escalation/v2", EscalationDoc),
+    "fcps": ("judgecal.fcps/v1", FCPSDoc),
 }
 
 
@@ -484,4 +640,4 @@ def describe(err: ValidationError) -> str:
 
 
 #: Fields holding a union tagged by ``name``: pydantic puts the tag into the error's path, which we leave out.
-_TAGGED = {"aggregator", "calibrator"}
+_TAGGED = {"aggregator", "calibrator", "family"}

@@ -25,7 +25,7 @@ from judgecal_dist.engine.store import RunStore
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.filesystem import open_fs
 from judgecal_dist.io.records import to_json
-from judgecal_dist.models import binary, continuous, davidson, escalation
+from judgecal_dist.models import binary, continuous, davidson, escalation, fcps
 from judgecal_dist.models.documents import KINDS, describe
 
 __all__ = ["MODEL_FILE", "LEGACY_FILE", "model_from_dict", "load_model", "save_model", "model_document"]
@@ -93,6 +93,7 @@ _BUILDERS: dict[str, Any] = {
     binary.FORMAT: binary.from_document,
     davidson.FORMAT: davidson.from_document,
     escalation.FORMAT: escalation.from_document,
+    fcps.FORMAT: fcps.from_document,
     continuous.LINEAR_FORMAT: continuous.linear_from_document,
     continuous.OT_FORMAT: continuous.ot_from_document,
     continuous.FLOW_FORMAT: continuous.flow_from_document,

@@ -47,6 +47,21 @@ ESCALATION: dict[str, Any] = {
 }
 
 
+FCPS: dict[str, Any] = {
+    "format": "judgecal.fcps/v1",
+    "path": ["j1", "j2"],
+    "k": 1,
+    "encoding": {"alphabet": ["B", "A", "tie", "err"], "missing": "err", "scalar": [0.0, 1.0, 0.5, 0.5]},
+    "family": {
+        "name": "table",
+        "alpha": 1.0,
+        "fallback": "global",
+        "marginal": 0.5,
+        "levels": [{"patterns": [[0], [1]], "n": [4.0, 6.0], "s": [1.0, 7.0]}],
+    },
+}
+
+
 def _davidson(tmp: Path, doc: dict[str, Any] = DAVIDSON) -> list[str]:
     path = tmp / "model.json"
     path.write_text(json.dumps(doc))
@@ -89,5 +104,6 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
     "models-escalation-price": lambda t: _davidson(t, ESCALATION),
     "models-davidson-pairs-on-verdicts": lambda t: _davidson_on_other_data(t, "score-pairs"),
     "models-davidson-verdicts-on-scores": lambda t: _davidson_on_other_data(t, "verdicts"),
+    "models-fcps-cell-sum": lambda t: _davidson(t, FCPS),
     "fit-export-unknown": lambda t: _fit(t, "--set", "export=borda+none@all"),
 }

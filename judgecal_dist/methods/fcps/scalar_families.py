@@ -45,6 +45,7 @@ __all__ = [
     "RidgeIsotonic",
     "LogisticStack",
     "make_family",
+    "isotonic_from_breakpoints",
 ]
 
 #: Scalar encoding of the pairwise engine codes (0 = B, 1 = A, 2 = tie, 3 = err): A -> 1, B -> 0, tie/err -> 1/2.
@@ -71,6 +72,14 @@ def _isotonic(u: npt.NDArray[np.float64], y: npt.NDArray[np.float64], w: npt.NDA
     # range, while these scores live on the real line (ridge/one-coin scores); ties are pooled and predictions
     # interpolate linearly between knots and clip outside them, as spec 002 §3.5 asks.
     return IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip").fit(u, y, sample_weight=w)
+
+
+def isotonic_from_breakpoints(x: npt.ArrayLike, y: npt.ArrayLike) -> IsotonicRegression:
+    """The fitted isotonic map whose breakpoints are ``x, y`` (``X_thresholds_``, ``y_thresholds_`` of a map of
+    this module): PAV of an already monotone sequence with unit weights gives the same thresholds back, so an
+    exported family predicts bit for bit as the fitted one."""
+    u = np.asarray(x, dtype=np.float64)
+    return _isotonic(u, np.asarray(y, dtype=np.float64), np.ones_like(u))
 
 
 class _ScoreIsotonic(RegressorMixin, BaseEstimator):

@@ -1,0 +1,412 @@
+r"""``judgecal.fcps/v1``: the selected FCPS candidate (a judge-path prefix and one family) as data.
+
+An FCPS model reads the verdicts of the first ``k`` judges of an ordered judge ``path`` as category codes of the
+document's alphabet (pairwise: ``B`` 0, ``A`` 1, ``tie`` 2, ``err`` 3 for a missing or unparseable verdict) and
+maps their joint pattern to P(A) with one family: the joint output table (smoothed cell means with a fallback for
+unseen patterns, :class:`~judgecal_dist.methods.fcps.joint_table.JointTableCalibrator`) or a scalar stacker of
+:mod:`~judgecal_dist.methods.fcps.scalar_families` (coefficients and isotonic breakpoints).
+
+:func:`from_document` rebuilds the estimator class with the fitted numbers, so scoring runs the code the study
+evaluated (:meth:`FCPSModel.predict` equals the estimator's own ``predict``). ``judgecal score`` reads each item's
+verdicts of the prefix judges at the model's ``sample`` with the vote codec, in this process or on Spark (one pass
+of :func:`~judgecal_dist.engine.votes.spark.item_votes_spark`, the model applied in the tasks); both give the same
+rows.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+import pyarrow as pa
+from sklearn.linear_model import LogisticRegression
+
+from judgecal_dist.config import EngineConfig
+from judgecal_dist.errors import InputError
+from judgecal_dist.io.schema import MISSING_CODE, VERDICT_CODES
+from judgecal_dist.methods.fcps.joint_table import JointTableCalibrator, pattern_keys
+from judgecal_dist.methods.fcps.scalar_families import (
+    VERDICT_SCALAR,
+    LogisticStack,
+    MeanIsotonic,
+    OneCoinIsotonic,
+    RidgeIsotonic,
+    isotonic_from_breakpoints,
+)
+from judgecal_dist.methods.fcps.select import NLL_EPS
+from judgecal_dist.models.documents import FCPSDoc, LogisticStackDoc, MeanIsoDoc, OneCoinIsoDoc, TableFamilyDoc
+
+__all__ = ["FORMAT", "KIND", "PAIRWISE", "FCPSModel", "to_document", "from_document", "fcps_from_estimator"]
+
+FORMAT = "judgecal.fcps/v1"
+KIND = "fcps"
+#: The pairwise verdict encoding of the FCPS estimators (engine codes B 0, A 1, tie 2; err 3 = no verdict).
+PAIRWISE: dict[str, Any] = {"alphabet": ["B", "A", "tie", "err"], "missing": "err", "scalar": VERDICT_SCALAR.tolist()}
+_LABELS = np.array(["B", "A", "tie"], dtype=object)  # engine code -> label string
+
+
+@dataclass(frozen=True)
+class FCPSModel:
+    """A fitted FCPS candidate, ready to score category codes or a verdict table.
+
+    Attributes
+    ----------
+    path : list of str
+        The ordered judge path; the model reads its first ``k`` judges (``judge_ids``).
+    k : int
+    family : str
+        ``table`` or a scalar family id.
+    estimator : estimator
+        The rebuilt fitted estimator (``predict(codes)`` of ``(n, k)`` category codes).
+    encoding : dict
+        ``alphabet``, ``missing`` and ``scalar`` of the document.
+    sample : int
+        The verdict sample the model was fitted on (and that ``score`` reads).
+    ignored_judges : list of str
+        Judges the fit saw but the model does not read (``score`` skips their verdicts without an error).
+    """
+
+    path: list[str]
+    k: int
+    family: str
+    estimator: Any
+    encoding: dict[str, Any]
+    sample: int = 0
+    ignored_judges: list[str] = field(default_factory=list)
+    source: str = ""
+    digest: str = ""
+    document: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    kind = KIND
+
+    @property
+    def judge_ids(self) -> list[str]:
+        return list(self.path[: self.k])
+
+    @property
+    def name(self) -> str:
+        return str(self.document.get("name") or f"{self.family} on {self.k} judge(s)")
+
+    def predict(self, codes: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """P(A) of each row of category codes ``(n, k)`` (the alphabet's positions, prefix order)."""
+        return np.asarray(self.estimator.predict(np.asarray(codes, dtype=np.int64)), dtype=np.float64)
+
+    def codes_of(self, votes: npt.NDArray[np.integer]) -> npt.NDArray[np.int64]:
+        """The alphabet's codes of the vote codec's verdict codes (``MISSING_CODE`` -> ``missing``).
+
+        Raises
+        ------
+        InputError
+            The alphabet lacks a verdict category of the table (a model of another verdict schema).
+        """
+        alphabet = list(self.encoding["alphabet"])
+        lacking = [c for c in VERDICT_CODES if c not in alphabet]
+        if lacking:
+            raise InputError(
+                f"{self.source or 'model'}: encoding.alphabet: {alphabet} lacks {lacking}: this model reads another "
+                "verdict schema than the table's A/B/tie verdicts"
+            )
+        lut = np.empty(max(VERDICT_CODES.values()) + 2, dtype=np.int64)  # index = engine code + 1
+        lut[MISSING_CODE + 1] = alphabet.index(self.encoding["missing"])
+        for name, code in VERDICT_CODES.items():
+            lut[code + 1] = alphabet.index(name)
+        return lut[np.asarray(votes, dtype=np.int64) + 1]
+
+    def score_codes(
+        self, keys: pa.Table | pa.RecordBatch, votes: npt.NDArray[np.integer], labels: npt.NDArray[np.integer]
+    ) -> pa.RecordBatch:
+        """Scored rows of items (``keys``: ``dataset, item_id, group_id``), their verdict codes ``(n, k)`` from the
+        vote codec (ties kept) and label codes: an item without a verdict of a prefix judge gets null ``p``."""
+        codes = self.codes_of(votes)
+        n_votes = (np.asarray(votes) >= 0).sum(axis=1).astype(np.int64)
+        p = self.predict(codes) if len(codes) else np.empty(0)
+        none = n_votes == 0
+        verdict = np.full(len(p), None, dtype=object)
+        verdict[(p > 0.5) & ~none], verdict[(p < 0.5) & ~none] = "A", "B"
+        alphabet = np.asarray(self.encoding["alphabet"], dtype=object)
+        pattern = [",".join(row) for row in alphabet[codes].tolist()] if len(codes) else []
+        label = np.full(len(labels), None, dtype=object)
+        known = np.asarray(labels) >= 0
+        label[known] = _LABELS[np.asarray(labels)[known]]
+        columns: dict[str, Any] = {}
+        for name in ("dataset", "item_id", "group_id"):
+            column = keys.column(name)
+            columns[name] = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        columns |= {
+            "label": pa.array(label.tolist(), pa.string()),
+            "n_votes": pa.array(n_votes, pa.int64()),
+            "pattern": pa.array(pattern, pa.string()),
+            "p": pa.array(p, pa.float64(), mask=none),
+            "verdict": pa.array(verdict.tolist(), pa.string()),
+        }
+        if isinstance(self.estimator, JointTableCalibrator):  # where the table fell back (an unseen pattern)
+            seen = self.estimator.cell_counts(codes) if len(codes) else np.empty(0)
+            columns["cell_n"] = pa.array(seen, pa.float64())
+        return pa.RecordBatch.from_pydict(columns)
+
+    # -- score's table interface -------------------------------------------------------------------------------
+    def score_table(
+        self,
+        data_url: str,
+        *,
+        engine: EngineConfig,
+        engine_name: str,
+        unknown_judges: str,
+        min_judge_coverage: float,
+    ) -> tuple[pa.Table, dict[str, Any]]:
+        """Scored rows of every item of ``data_url`` with a verdict at the model's sample, and the counts for the
+        summary (nothing written): in this process, or on Spark with the model applied in the tasks."""
+        from judgecal_dist.scoring.apply import check_coverage, check_judges
+
+        self.codes_of(np.empty(0, dtype=np.int8))  # an alphabet the table cannot feed is refused before any read
+        if engine_name == "spark":
+            table, seen = self._rows_spark(data_url, engine)
+        else:
+            table, seen = self._rows_local(data_url, engine)
+        where = f"{data_url}: verdicts"
+        if not seen:
+            raise InputError(f"{where}: sample: no verdict rows with sample={self.sample}")
+        extra = check_judges(seen, [*self.path, *self.ignored_judges], where=where, unknown=unknown_judges)
+        what = f"sample={self.sample}"
+        absent = check_coverage(seen, self.judge_ids, where=where, floor=min_judge_coverage, what=what)
+        table = table.sort_by([("dataset", "ascending"), ("item_id", "ascending")])
+        info = {
+            "items": int(table.num_rows),
+            "items_without_votes": int(table["p"].null_count),
+            "labelled": int(pa.compute.sum(pa.compute.is_valid(table["label"])).as_py() or 0),
+            "judge_coverage": round(1.0 - len(absent) / len(self.judge_ids), 6),
+            "unknown_judges_ignored": extra,
+            "model_judges_absent": absent,
+        }
+        return table, info
+
+    def _rows_local(self, data_url: str, engine: EngineConfig) -> tuple[pa.Table, list[str]]:
+        from judgecal_dist.engine.votes.codec import VERDICT_COLUMNS, LabelIndex, encode
+        from judgecal_dist.io.dataset import read_dataset_table
+
+        options = dict(engine.storage_options)
+        verdicts = read_dataset_table(
+            data_url, "verdicts", VERDICT_COLUMNS, storage_options=options, dictionary_columns=["judge_id", "verdict"]
+        )
+        labels = read_dataset_table(data_url, "labels", ["dataset", "item_id", "label"], storage_options=options)
+        rows = encode(verdicts, self.judge_ids, sample=self.sample)
+        rows.reject_unknown(where=f"{data_url}: verdicts")
+        codes = rows.dense(self.k, binary=False)
+        batch = self.score_codes(rows.keys, codes, LabelIndex(labels)(rows.keys))
+        return pa.Table.from_batches([batch]), list(rows.judges_seen)
+
+    def _rows_spark(self, data_url: str, engine: EngineConfig) -> tuple[pa.Table, list[str]]:
+        from judgecal_dist.engine.spark import get_session, read_table
+        from judgecal_dist.engine.votes.codec import VERDICT_CATEGORIES
+        from judgecal_dist.engine.votes.spark import item_votes_spark
+
+        spark = get_session(engine.spark_master, conf=dict(engine.spark_conf))
+        labels = read_table(spark, data_url, "labels")
+        items, tally = item_votes_spark(
+            spark,
+            data_url,
+            labels,
+            self.judge_ids,
+            sample=self.sample,
+            binary=False,
+            storage_options=dict(engine.storage_options),
+        )
+        schema = self.score_codes(*_empty(self.k)).schema
+        ddl = ", ".join(f"{f.name} {_DDL[f.type]}" for f in schema)
+        table = items.mapInArrow(functools.partial(_score_partition, model=self), ddl).toArrow()
+        found = tally.value
+        if found.bad_rows:
+            raise InputError(
+                f"{data_url}: verdicts: verdict: {found.bad_rows} rows with a category outside "
+                f"{VERDICT_CATEGORIES} (e.g. {sorted(found.bad_examples)})"
+            )
+        return table.cast(schema), sorted(found.judges) if found.rows else []
+
+    def summaries(self, table: pa.Table) -> dict[str, pd.DataFrame]:
+        """Per dataset: items, scored and labelled (A/B) items, accuracy (p = 1/2 counts 1/2), Brier score, NLL
+        (p clipped at 1e-3, as the regime map scores it) and, for the table, the share of scored items whose
+        pattern the calibration never saw."""
+        frame = table.select([c for c in ("dataset", "label", "p", "cell_n") if c in table.column_names]).to_pandas()
+        y = frame["label"].map({"A": 1.0, "B": 0.0})
+        p = frame["p"]
+        use = y.notna() & p.notna()
+        clipped = p.clip(NLL_EPS, 1.0 - NLL_EPS)
+        frame = frame.assign(
+            scored=p.notna(),
+            labelled=use,
+            correct=np.where(use, np.where(p == 0.5, 0.5, ((p > 0.5) == (y == 1.0)).astype(float)), np.nan),
+            brier=np.where(use, (p - y) ** 2, np.nan),
+            nll=np.where(use, -(y * np.log(clipped) + (1 - y) * np.log1p(-clipped)), np.nan),
+        )
+        aggs = {
+            "n_items": ("scored", "size"),
+            "n_scored": ("scored", "sum"),
+            "n_labelled": ("labelled", "sum"),
+            "accuracy": ("correct", "mean"),
+            "brier": ("brier", "mean"),
+            "nll": ("nll", "mean"),
+            "mean_p": ("p", "mean"),
+        }
+        if "cell_n" in frame:
+            frame["unseen"] = np.where(frame["scored"], frame["cell_n"] == 0, np.nan)
+            aggs["unseen_rate"] = ("unseen", "mean")
+        return {"datasets": frame.groupby("dataset", sort=True).agg(**aggs).reset_index()}
+
+
+_DDL = {pa.string(): "string", pa.int64(): "long", pa.float64(): "double"}
+
+
+def _empty(k: int) -> tuple[pa.Table, npt.NDArray[np.int8], npt.NDArray[np.int8]]:
+    keys = pa.table({c: pa.array([], pa.string()) for c in ("dataset", "item_id", "group_id")})
+    return keys, np.empty((0, k), dtype=np.int8), np.empty(0, dtype=np.int8)
+
+
+def _score_partition(batches: Iterator[pa.RecordBatch], model: FCPSModel) -> Iterator[pa.RecordBatch]:
+    """Spark task: the packed verdicts of a partition's items, scored (the in-process rows, column for column)."""
+    from judgecal_dist.engine.votes.codec import block_columns, unpack
+
+    for batch in batches:
+        votes = unpack([batch.column(c) for c in block_columns(model.k)], model.k, binary=False)
+        labels = np.asarray(batch.column("label").to_numpy(zero_copy_only=False), dtype=np.int8)
+        yield model.score_codes(batch, votes, labels)
+
+
+# -- estimators <-> document ---------------------------------------------------------------------------------------
+def _family_of(est: Any) -> tuple[str, dict[str, Any]]:
+    """The family id and document fields of a fitted estimator."""
+    if isinstance(est, JointTableCalibrator):
+        levels = []
+        for m, (keys, n, s) in enumerate(est.levels_, start=1):
+            digits = (np.asarray(keys, dtype=np.int64)[:, None] // est.n_categories ** np.arange(m)) % est.n_categories
+            levels.append({"patterns": digits.tolist(), "n": [float(v) for v in n], "s": [float(v) for v in s]})
+        fields = {"alpha": float(est.alpha), "fallback": est.fallback, "marginal": float(est.marginal_)}
+        return "table", fields | {"levels": levels}
+    if isinstance(est, LogisticStack):
+        name = "logistic_pair" if est.pairwise else "logistic"
+        fields = {"C": float(est.C), "constant": est.constant_, "coef": [], "intercept": 0.0}
+        if est.constant_ is None:
+            fields |= {"coef": [float(v) for v in est.model_.coef_[0]], "intercept": float(est.model_.intercept_[0])}
+        else:  # a constant fit has no coefficients; keep their count so the document's shape stays checkable
+            k = est.n_features_in_
+            fields["coef"] = [0.0] * (k + k * (k - 1) // 2 if est.pairwise else k)
+        return name, fields
+    iso = {"x": [float(v) for v in est.isotonic_.X_thresholds_], "y": [float(v) for v in est.isotonic_.y_thresholds_]}
+    if isinstance(est, MeanIsotonic):
+        return "mean_iso", {"isotonic": iso}
+    if isinstance(est, OneCoinIsotonic):
+        return "one_coin_iso", {"weights": [float(v) for v in est.weights_], "isotonic": iso}
+    if isinstance(est, RidgeIsotonic):
+        name = "ridge_pair_iso" if est.pairwise else "ridge_iso"
+        fields = {"coef": [float(v) for v in est.coef_], "intercept": float(est.intercept_), "lam": float(est.lam)}
+        return name, fields | {"isotonic": iso}
+    raise TypeError(f"to_document: not an exportable FCPS family estimator: {type(est).__name__}")
+
+
+def to_document(
+    estimator: Any,
+    *,
+    path: Sequence[str],
+    k: int,
+    path_rule: str = "",
+    ignored_judges: Sequence[str] = (),
+    sample: int = 0,
+    encoding: dict[str, Any] | None = None,
+    name: str = "",
+    fitted_on: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ``judgecal.fcps/v1`` document of a fitted family estimator reading the first ``k`` judges of ``path``."""
+    family, fields = _family_of(estimator)
+    return {
+        "format": FORMAT,
+        "name": name or f"{family} on {k} judge(s)" + (f" of the {path_rule} path" if path_rule else ""),
+        "path": [str(j) for j in path],
+        "path_rule": path_rule,
+        "k": int(k),
+        "ignored_judges": [str(j) for j in ignored_judges],
+        "sample": int(sample),
+        "encoding": dict(encoding or PAIRWISE),
+        "family": {"name": family} | fields,
+        "fitted_on": dict(fitted_on or {}),
+    }
+
+
+def _rebuild(doc: FCPSDoc, source: str) -> Any:
+    fam, k = doc.family, doc.k
+    size = len(doc.encoding.alphabet)
+    if isinstance(fam, TableFamilyDoc):
+        table = JointTableCalibrator(alpha=fam.alpha, fallback=fam.fallback, n_categories=size)
+        table.marginal_ = float(fam.marginal)
+        levels: list[Any] = []
+        for m, level in enumerate(fam.levels, start=1):
+            keys = pattern_keys(np.asarray(level.patterns, dtype=np.int64).reshape(-1, m), size)
+            order = np.argsort(keys, kind="stable")
+            n, s = np.asarray(level.n, dtype=np.float64), np.asarray(level.s, dtype=np.float64)
+            levels.append((keys[order], n[order], s[order]))
+        table.levels_ = levels
+        table.n_features_in_ = k
+        return table
+    if size != len(VERDICT_SCALAR) or doc.encoding.scalar != VERDICT_SCALAR.tolist():
+        raise InputError(
+            f"{source}: encoding.scalar: the scalar families of this version read the pairwise encoding "
+            f"{VERDICT_SCALAR.tolist()}, got {doc.encoding.scalar}"
+        )
+    if isinstance(fam, LogisticStackDoc):
+        stack = LogisticStack(C=fam.C, pairwise=fam.name == "logistic_pair")
+        stack.constant_ = fam.constant
+        if fam.constant is None:
+            model = LogisticRegression(C=fam.C)
+            model.coef_ = np.asarray([fam.coef], dtype=np.float64)
+            model.intercept_ = np.asarray([fam.intercept], dtype=np.float64)
+            model.classes_ = np.array([0.0, 1.0])
+            model.n_features_in_ = len(fam.coef)
+            stack.model_ = model
+        stack.n_features_in_ = k
+        return stack
+    est: Any
+    if isinstance(fam, MeanIsoDoc):
+        est = MeanIsotonic()
+        est.fitted_ = True
+    elif isinstance(fam, OneCoinIsoDoc):
+        est = OneCoinIsotonic()
+        est.weights_ = np.asarray(fam.weights, dtype=np.float64)
+    else:
+        est = RidgeIsotonic(lam=fam.lam, pairwise=fam.name == "ridge_pair_iso")
+        est.coef_ = np.asarray(fam.coef, dtype=np.float64)
+        est.intercept_ = float(fam.intercept)
+    est.n_features_in_ = k
+    est.isotonic_ = isotonic_from_breakpoints(fam.isotonic.x, fam.isotonic.y)
+    return est
+
+
+def from_document(doc: FCPSDoc, raw: dict[str, Any], *, source: str = "", digest: str = "") -> FCPSModel:
+    """Rebuild the fitted family estimator of a validated document.
+
+    Raises
+    ------
+    InputError
+        A scalar family over an encoding other than the pairwise one (the families of this version read it).
+    """
+    return FCPSModel(
+        path=list(doc.path),
+        k=doc.k,
+        family=doc.family.name,
+        estimator=_rebuild(doc, source or "model"),
+        encoding=doc.encoding.model_dump(),
+        sample=doc.sample,
+        ignored_judges=list(doc.ignored_judges),
+        source=source,
+        digest=digest,
+        document=raw,
+    )
+
+
+def fcps_from_estimator(estimator: Any, **kwargs: Any) -> FCPSModel:
+    """An :class:`FCPSModel` of a fitted family estimator (its ``document`` filled, validated as a reader would);
+    keyword arguments as :func:`to_document`."""
+    doc = to_document(estimator, **kwargs)
+    return from_document(FCPSDoc.model_validate(doc), doc)
