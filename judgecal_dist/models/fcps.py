@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -149,7 +149,7 @@ class FCPSModel:
             columns["cell_n"] = pa.array(seen, pa.float64())
         return pa.RecordBatch.from_pydict(columns)
 
-    # -- score's table interface -------------------------------------------------------------------------------
+    # -- score's table interface (judgecal_dist.models.interface.TableModel) -----------------------------------
     def score_table(
         self,
         data_url: str,
@@ -410,3 +410,9 @@ def fcps_from_estimator(estimator: Any, **kwargs: Any) -> FCPSModel:
     keyword arguments as :func:`to_document`."""
     doc = to_document(estimator, **kwargs)
     return from_document(FCPSDoc.model_validate(doc), doc)
+
+
+if TYPE_CHECKING:  # mypy checks that the kind implements score's table interface
+    from judgecal_dist.models.interface import TableModel
+
+    _IMPLEMENTS: type[TableModel] = FCPSModel
