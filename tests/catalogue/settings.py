@@ -63,6 +63,10 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
         t, "families=[ridge_iso,logistic]", "main_families=[mean_iso]", config=REGIME_MAP
     ),
     "settings-real-unread": lambda t: run_with(t, "growth_noise=0.1", config=REGIME_MAP),
+    "settings-rubric-budgets": lambda t: run_with(t, "data=synthetic:scalar", config=REGIME_MAP),
+    "settings-rubric-unread": lambda t: run_with(
+        t, "data=synthetic:scalar", "budgets=[64]", "growth_a=0.5", config=REGIME_MAP
+    ),
     "settings-itc-pool-orders-synthetic": lambda t: run_with(t, "data=synthetic:g2", "pool_orders=true", config=ITC),
     "settings-itc-pool-orders-no-orders": lambda t: run_with(t, f"data={_panel(t)}", "pool_orders=true", config=ITC),
     "config-show-bad-setting": lambda t: ["config", "show", "inclusion", "--set", "eps=0.7"],

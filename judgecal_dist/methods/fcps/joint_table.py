@@ -28,11 +28,21 @@ from sklearn.utils.validation import check_is_fitted
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.stats.checks import check_param
 
-__all__ = ["FALLBACKS", "JointTableCalibrator", "HybridResidualShrinkage", "check_patterns", "pattern_keys"]
+__all__ = [
+    "FALLBACKS",
+    "SCHEMA_CATEGORIES",
+    "JointTableCalibrator",
+    "HybridResidualShrinkage",
+    "check_patterns",
+    "pattern_keys",
+]
 
 #: Unseen-pattern rules: ``global`` (the calibration marginal), ``lower_prefix`` (the longest seen lower prefix),
 #: ``hierarchical`` (recursive smoothing toward the parent prefix at every level).
 FALLBACKS = ("global", "lower_prefix", "hierarchical")
+#: Output alphabet size per judge of each verdict schema: pairwise codes 0 = B, 1 = A, 2 = tie, 3 = err; scalar
+#: codes 0..4 = rubric scores 1..5, 5 = err (the 6-symbol alphabet of a 1-5 rubric).
+SCHEMA_CATEGORIES = {"pairwise": 4, "scalar": 6}
 _ALPHA_FLOOR = 1e-9  # hierarchical alpha = 0 would stop unseen nodes inheriting their parent (spec §3.3)
 
 

@@ -43,7 +43,11 @@ PATH_RULES = ("information_first", "complexity_penalised", "random", "pool")
 
 
 def oracle_risk(
-    codes: npt.NDArray[np.int64], y: npt.NDArray[np.float64], w: npt.NDArray[np.float64], judges: list[int]
+    codes: npt.NDArray[np.int64],
+    y: npt.NDArray[np.float64],
+    w: npt.NDArray[np.float64],
+    judges: list[int],
+    n_categories: int = 4,
 ) -> tuple[float, float]:
     r""":math:`(\hat R_{\mathrm{sel}}(P), S^{\mathrm{sel}}_{\mathrm{eff}}(P))` of the judge columns ``judges``.
 
@@ -57,7 +61,7 @@ def oracle_risk(
     >>> oracle_risk(codes, np.array([0.0, 0.0, 1.0, 1.0]), np.ones(4), [0])
     (0.0, 2.0)
     """
-    keys = pattern_keys(codes[:, judges], 4)
+    keys = pattern_keys(codes[:, judges], n_categories)
     _, inverse = np.unique(keys, return_inverse=True)
     n = np.bincount(inverse, weights=w)
     s = np.bincount(inverse, weights=w * y)
@@ -80,6 +84,8 @@ class JudgePath(BaseEstimator):
         Planned calibration budget :math:`B` (required by ``complexity_penalised``).
     random_state : int or None
         Seed of the ``random`` rule (the split seed, so all budgets of a split share it).
+    n_categories : int, default 4
+        Alphabet size per judge (4 pairwise, 6 for a 1-5 rubric with err).
 
     Attributes
     ----------
@@ -104,11 +110,13 @@ class JudgePath(BaseEstimator):
         lam: float = 0.25,
         budget: int | None = None,
         random_state: int | None = None,
+        n_categories: int = 4,
     ) -> None:
         self.rule = rule
         self.lam = lam
         self.budget = budget
         self.random_state = random_state
+        self.n_categories = n_categories
 
     def fit(self, X: npt.ArrayLike, y: npt.ArrayLike, sample_weight: npt.ArrayLike | None = None) -> Self:
         """Order the columns of ``X`` (the full pool's codes on the selection block).
@@ -122,7 +130,8 @@ class JudgePath(BaseEstimator):
         if self.rule not in PATH_RULES:
             raise ConfigError(f"{where}: rule: must be one of {PATH_RULES}, got {self.rule!r}")
         lam = float(check_param(self.lam, where=where, name="lam", target_type=numbers.Real, min_val=0.0))
-        codes, target, weights = check_patterns(X, y, sample_weight, n_categories=4, where=where)
+        base = int(self.n_categories)
+        codes, target, weights = check_patterns(X, y, sample_weight, n_categories=base, where=where)
         assert target is not None
         m = codes.shape[1]
         if self.rule == "pool":
@@ -130,7 +139,7 @@ class JudgePath(BaseEstimator):
         elif self.rule == "random":
             path = np.random.default_rng(self.random_state).permutation(m).tolist()
         elif self.rule == "information_first":
-            single = [oracle_risk(codes, target, weights, [j])[0] for j in range(m)]
+            single = [oracle_risk(codes, target, weights, [j], base)[0] for j in range(m)]
             path = sorted(range(m), key=lambda j: (single[j], j))
         else:
             if self.budget is None or int(self.budget) <= 0:
@@ -139,10 +148,10 @@ class JudgePath(BaseEstimator):
             for _ in range(m):
                 scores = []
                 for j in (j for j in range(m) if j not in path):
-                    risk, support = oracle_risk(codes, target, weights, path + [j])
+                    risk, support = oracle_risk(codes, target, weights, path + [j], base)
                     scores.append((risk + lam * support / int(self.budget), j))
                 path.append(min(scores)[1])  # ties by pool index
-        steps = [oracle_risk(codes, target, weights, path[: k + 1]) for k in range(m)]
+        steps = [oracle_risk(codes, target, weights, path[: k + 1], base) for k in range(m)]
         self.path_ = np.asarray(path, dtype=np.int64)
         self.step_risk_ = np.array([r for r, _ in steps])
         self.step_support_ = np.array([s for _, s in steps])

@@ -2,7 +2,8 @@ r"""Low-dimensional stackers of the prefix judges' verdicts (spec 002 §3.2, §3
 
 Every family maps the categorical codes of the prefix judges (pairwise engine codes 0 = B, 1 = A, 2 = tie,
 3 = err) to the scalar encoding :math:`s = 1` (A), :math:`0` (B), :math:`1/2` (tie, err) and the centred
-:math:`t = 2s - 1`, then fits a score and (except the logistic families) a non-decreasing isotonic map on the
+:math:`t = 2s - 1`; under the scalar schema (a 1-5 rubric, codes 0..4 = scores 1..5, 5 = err) the encoding is
+:math:`s = (\text{score} - 1)/4` with err at the rubric midpoint :math:`1/2`. Each family then fits a score and (except the logistic families) a non-decreasing isotonic map on the
 calibration rows. Rows may be aggregated pattern cells with weights :math:`n_c` and targets :math:`S_c/n_c`:
 weighted least squares, weighted PAV and the soft-label logistic likelihood have the same optimum as the
 row-level fits (spec 002 §10).
@@ -32,11 +33,13 @@ from sklearn.utils.validation import check_is_fitted
 
 from judgecal_dist.errors import ConfigError
 from judgecal_dist.methods.aggregation.aggregate import OneCoin
-from judgecal_dist.methods.fcps.joint_table import check_patterns
+from judgecal_dist.methods.fcps.joint_table import SCHEMA_CATEGORIES, check_patterns
 from judgecal_dist.stats.checks import check_param
 
 __all__ = [
     "VERDICT_SCALAR",
+    "SCORE_SCALAR",
+    "ENCODINGS",
     "SCALAR_FAMILIES",
     "encode_scalar",
     "pairwise_features",
@@ -50,14 +53,33 @@ __all__ = [
 
 #: Scalar encoding of the pairwise engine codes (0 = B, 1 = A, 2 = tie, 3 = err): A -> 1, B -> 0, tie/err -> 1/2.
 VERDICT_SCALAR = np.array([0.0, 1.0, 0.5, 0.5])
+#: Scalar encoding of the scalar-schema codes (0..4 = rubric scores 1..5, 5 = err): (score - 1)/4, err -> 1/2.
+SCORE_SCALAR = np.array([0.0, 0.25, 0.5, 0.75, 1.0, 0.5])
+#: Encoding of each verdict schema (:data:`~judgecal_dist.methods.fcps.joint_table.SCHEMA_CATEGORIES`).
+ENCODINGS = {"pairwise": VERDICT_SCALAR, "scalar": SCORE_SCALAR}
+_VARIANCE_FLOOR = 1e-3  # residual variance floor of the scalar-schema reliability weights
 #: Family ids of spec 002 §3.5, in the ladder order used to break validation ties (simplest first).
 SCALAR_FAMILIES = ("mean_iso", "one_coin_iso", "ridge_iso", "logistic", "ridge_pair_iso", "logistic_pair")
 _A, _B = 1, 0
 
 
-def encode_scalar(codes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-    """:math:`s_{ij}` of each code (``VERDICT_SCALAR``)."""
-    return VERDICT_SCALAR[codes]
+def encode_scalar(codes: npt.NDArray[np.int64], schema: str = "pairwise") -> npt.NDArray[np.float64]:
+    """:math:`s_{ij}` of each code under ``schema`` (:data:`ENCODINGS`).
+
+    Raises
+    ------
+    ConfigError
+        An unknown schema.
+    """
+    if schema not in ENCODINGS:
+        raise ConfigError(f"schema: must be one of {tuple(ENCODINGS)}, got {schema!r}")
+    return ENCODINGS[schema][codes]
+
+
+def _categories(schema: str) -> int:
+    if schema not in SCHEMA_CATEGORIES:
+        raise ConfigError(f"schema: must be one of {tuple(SCHEMA_CATEGORIES)}, got {schema!r}")
+    return SCHEMA_CATEGORIES[schema]
 
 
 def pairwise_features(t: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -85,9 +107,14 @@ def isotonic_from_breakpoints(x: npt.ArrayLike, y: npt.ArrayLike) -> IsotonicReg
 class _ScoreIsotonic(RegressorMixin, BaseEstimator):
     """Shared fit/predict of the "score + isotonic" families; subclasses define ``_fit_score``/``_score``."""
 
+    def __init__(self, *, schema: str = "pairwise") -> None:
+        self.schema = schema
+
     def fit(self, X: npt.ArrayLike, y: npt.ArrayLike, sample_weight: npt.ArrayLike | None = None) -> Self:
         """Fit the score on the calibration rows, then the isotonic map of ``y`` on the in-sample scores."""
-        codes, target, weights = check_patterns(X, y, sample_weight, n_categories=4, where=type(self).__name__)
+        codes, target, weights = check_patterns(
+            X, y, sample_weight, n_categories=_categories(self.schema), where=type(self).__name__
+        )
         assert target is not None
         self.n_features_in_ = codes.shape[1]
         self._fit_score(codes, target, weights)
@@ -97,7 +124,7 @@ class _ScoreIsotonic(RegressorMixin, BaseEstimator):
     def decision_function(self, X: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """The score :math:`u` before the isotonic map."""
         check_is_fitted(self)
-        codes, _, _ = check_patterns(X, None, None, n_categories=4, where=type(self).__name__)
+        codes, _, _ = check_patterns(X, None, None, n_categories=_categories(self.schema), where=type(self).__name__)
         return self._score(codes)
 
     def predict(self, X: npt.ArrayLike) -> npt.NDArray[np.float64]:
@@ -127,7 +154,7 @@ class MeanIsotonic(_ScoreIsotonic):
         self.fitted_ = True
 
     def _score(self, codes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-        return encode_scalar(codes).mean(axis=1)
+        return encode_scalar(codes, self.schema).mean(axis=1)
 
 
 class OneCoinIsotonic(_ScoreIsotonic):
@@ -142,13 +169,45 @@ class OneCoinIsotonic(_ScoreIsotonic):
     (soft targets count :math:`y` agreement for A and :math:`1-y` for B). The weights are those of the Beta(1, 1)
     one-coin model :class:`judgecal_dist.methods.aggregation.aggregate.OneCoin` (:math:`\psi_j`), reused here.
 
+    Under the scalar schema the continuous analogue: per judge the weighted OLS :math:`Y \approx a_j + b_j s_j`,
+    residual variance :math:`\hat\sigma_j^2` (floor :math:`10^{-3}`), :math:`w_j = b_j/\hat\sigma_j^2` and
+    :math:`u = \sum_l w_l s_l` (a precision-weighted one-factor model).
+
     Attributes
     ----------
     weights_ : ndarray of float64, shape (k,)
         :math:`w_j` (0 for a judge without decisive votes).
     """
 
+    def fit(
+        self,
+        X: npt.ArrayLike,
+        y: npt.ArrayLike,
+        sample_weight: npt.ArrayLike | None = None,
+        y_sq: npt.ArrayLike | None = None,
+    ) -> Self:
+        """As the other families; ``y_sq`` (scalar schema) is the mean of :math:`Y^2` over each row's rows when rows
+        are aggregated pattern cells, so the residual variances are the row-level ones (default :math:`y^2`)."""
+        self._y_sq = None if y_sq is None else np.asarray(y_sq, dtype=np.float64)
+        try:
+            return super().fit(X, y, sample_weight)
+        finally:
+            del self._y_sq
+
     def _fit_score(self, codes: npt.NDArray[np.int64], y: npt.NDArray[np.float64], w: npt.NDArray[np.float64]) -> None:
+        if self.schema == "scalar":
+            s = encode_scalar(codes, "scalar")
+            total = w.sum()
+            ms, my = (w @ s) / total, float(w @ y) / total
+            cs, cy = s - ms, y - my
+            sxx = w @ (cs * cs)
+            slope = np.divide(w @ (cs * cy[:, None]), sxx, out=np.zeros(s.shape[1]), where=sxx > 0)
+            resid = cy[:, None] - cs * slope
+            # Rows inside an aggregated cell share s, so each adds its within-cell spread E[Y^2] - y^2 to every judge.
+            within = 0.0 if self._y_sq is None else float(w @ np.maximum(self._y_sq - y * y, 0.0)) / total
+            variance = np.maximum((w @ (resid * resid)) / total + within, _VARIANCE_FLOOR)
+            self.weights_ = slope / variance
+            return
         decisive = (codes == _A) | (codes == _B)
         d = (w[:, None] * decisive).sum(axis=0)
         a = (w[:, None] * ((codes == _A) * y[:, None] + (codes == _B) * (1.0 - y[:, None]))).sum(axis=0)
@@ -158,6 +217,8 @@ class OneCoinIsotonic(_ScoreIsotonic):
             self.weights_ = np.where(d > 0, np.log(a + 1.0) - np.log(d - a + 1.0), 0.0)
 
     def _score(self, codes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        if self.schema == "scalar":
+            return encode_scalar(codes, "scalar") @ self.weights_
         return (2.0 * encode_scalar(codes) - 1.0) @ self.weights_
 
 
@@ -176,14 +237,17 @@ class RidgeIsotonic(_ScoreIsotonic):
     lam : float, default 1.0
         :math:`\lambda_r` on the unstandardised :math:`t` (spec 002 recommended value).
     pairwise : bool, default False
+    schema : {"pairwise", "scalar"}, default "pairwise"
+        Verdict schema of the codes (:data:`ENCODINGS`).
     """
 
-    def __init__(self, *, lam: float = 1.0, pairwise: bool = False) -> None:
+    def __init__(self, *, lam: float = 1.0, pairwise: bool = False, schema: str = "pairwise") -> None:
         self.lam = lam
         self.pairwise = pairwise
+        self.schema = schema
 
     def _features(self, codes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-        t = 2.0 * encode_scalar(codes) - 1.0
+        t = 2.0 * encode_scalar(codes, self.schema) - 1.0
         return pairwise_features(t) if self.pairwise else t
 
     def _fit_score(self, codes: npt.NDArray[np.int64], y: npt.NDArray[np.float64], w: npt.NDArray[np.float64]) -> None:
@@ -219,11 +283,14 @@ class LogisticStack(RegressorMixin, BaseEstimator):
     C : float, default 1.0
         Inverse L2 strength (spec 002 recommended value).
     pairwise : bool, default False
+    schema : {"pairwise", "scalar"}, default "pairwise"
+        Verdict schema of the codes (:data:`ENCODINGS`).
     """
 
-    def __init__(self, *, C: float = 1.0, pairwise: bool = False) -> None:
+    def __init__(self, *, C: float = 1.0, pairwise: bool = False, schema: str = "pairwise") -> None:
         self.C = C
         self.pairwise = pairwise
+        self.schema = schema
 
     def fit(self, X: npt.ArrayLike, y: npt.ArrayLike, sample_weight: npt.ArrayLike | None = None) -> Self:
         """Fit the soft-label weighted logistic regression on the calibration rows."""
@@ -233,7 +300,7 @@ class LogisticStack(RegressorMixin, BaseEstimator):
                 self.C, where=where, name="C", target_type=numbers.Real, min_val=0.0, include_boundaries="neither"
             )
         )
-        codes, target, weights = check_patterns(X, y, sample_weight, n_categories=4, where=where)
+        codes, target, weights = check_patterns(X, y, sample_weight, n_categories=_categories(self.schema), where=where)
         assert target is not None
         self.n_features_in_ = codes.shape[1]
         pos, neg = (weights * target).sum(), (weights * (1.0 - target)).sum()
@@ -248,20 +315,22 @@ class LogisticStack(RegressorMixin, BaseEstimator):
         return self
 
     def _features(self, codes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-        t = 2.0 * encode_scalar(codes) - 1.0
+        t = 2.0 * encode_scalar(codes, self.schema) - 1.0
         return pairwise_features(t) if self.pairwise else t
 
     def predict(self, X: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """:math:`\\sigma(\\hat b + \\hat w^\\top \\phi)`."""
         check_is_fitted(self)
-        codes, _, _ = check_patterns(X, None, None, n_categories=4, where="LogisticStack.predict")
+        codes, _, _ = check_patterns(
+            X, None, None, n_categories=_categories(self.schema), where="LogisticStack.predict"
+        )
         if self.constant_ is not None:
             return np.full(len(codes), self.constant_)
         return self.model_.predict_proba(self._features(codes))[:, 1]
 
 
-def make_family(name: str, *, lam: float = 1.0, C: float = 1.0) -> RegressorMixin:
-    """A fresh estimator of family ``name`` (one of :data:`SCALAR_FAMILIES`).
+def make_family(name: str, *, lam: float = 1.0, C: float = 1.0, schema: str = "pairwise") -> RegressorMixin:
+    """A fresh estimator of family ``name`` (one of :data:`SCALAR_FAMILIES`) for codes of ``schema``.
 
     Raises
     ------
@@ -269,11 +338,11 @@ def make_family(name: str, *, lam: float = 1.0, C: float = 1.0) -> RegressorMixi
         An unknown family.
     """
     if name == "mean_iso":
-        return MeanIsotonic()
+        return MeanIsotonic(schema=schema)
     if name == "one_coin_iso":
-        return OneCoinIsotonic()
+        return OneCoinIsotonic(schema=schema)
     if name in ("ridge_iso", "ridge_pair_iso"):
-        return RidgeIsotonic(lam=lam, pairwise=name == "ridge_pair_iso")
+        return RidgeIsotonic(lam=lam, pairwise=name == "ridge_pair_iso", schema=schema)
     if name in ("logistic", "logistic_pair"):
-        return LogisticStack(C=C, pairwise=name == "logistic_pair")
+        return LogisticStack(C=C, pairwise=name == "logistic_pair", schema=schema)
     raise ConfigError(f"family: unknown scalar family {name!r}; known: {SCALAR_FAMILIES}")

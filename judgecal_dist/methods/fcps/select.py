@@ -33,7 +33,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.methods.aggregation.dawid_skene import DawidSkene
-from judgecal_dist.methods.fcps.joint_table import JointTableCalibrator, pattern_keys
+from judgecal_dist.methods.fcps.joint_table import SCHEMA_CATEGORIES, JointTableCalibrator, pattern_keys
 from judgecal_dist.methods.fcps.paths import PATH_RULES, JudgePath
 from judgecal_dist.methods.fcps.scalar_families import SCALAR_FAMILIES, make_family
 from judgecal_dist.stats.support import cell_pressure, effective_support
@@ -50,6 +50,7 @@ __all__ = [
     "evaluate_candidates",
     "fit_family",
     "prefix_cells",
+    "prefix_squares",
     "select_candidate",
     "selection_penalty",
     "FCPSSelector",
@@ -71,16 +72,35 @@ MENUS = ("table", "scalar", "union")
 
 @dataclass(frozen=True)
 class Cells:
-    """One block as distinct full-pool patterns: ``codes`` (P x m, engine codes), ``n``, ``s`` and ``q``."""
+    """One block as distinct full-pool patterns: ``codes`` (P x m, engine codes), ``n``, ``s`` and ``q``.
+
+    ``levels`` and ``hist`` (P x L) give the rows of each pattern per distinct target value (needed by accuracy
+    and Spearman when ``Y`` is not binary: tie labels, rubric targets); None means binary ``Y`` (``q = s``,
+    histogram ``[n - s, s]`` over levels 0 and 1). ``schema`` names the codes' alphabet (pairwise or scalar).
+    """
 
     codes: npt.NDArray[np.int64]
     n: npt.NDArray[np.float64]
     s: npt.NDArray[np.float64]
     q: npt.NDArray[np.float64]
+    levels: npt.NDArray[np.float64] | None = None
+    hist: npt.NDArray[np.float64] | None = None
+    schema: str = "pairwise"
+
+    @property
+    def n_categories(self) -> int:
+        """Alphabet size per judge of the codes (the pattern-key base)."""
+        return SCHEMA_CATEGORIES[self.schema]
+
+    def histogram(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """Target levels and the P x L row counts per pattern and level."""
+        if self.hist is None or self.levels is None:
+            return np.array([0.0, 1.0]), np.stack([self.n - self.s, self.s], axis=1)
+        return self.levels, self.hist
 
     @classmethod
-    def from_rows(cls, codes: npt.ArrayLike, y: npt.ArrayLike) -> Cells:
-        """Aggregate row-level codes and targets into distinct patterns."""
+    def from_rows(cls, codes: npt.ArrayLike, y: npt.ArrayLike, schema: str = "pairwise") -> Cells:
+        """Aggregate row-level codes and targets into distinct patterns (with the target histogram)."""
         arr, target = np.asarray(codes, dtype=np.int64), np.asarray(y, dtype=np.float64)
         if arr.ndim != 2 or len(arr) != len(target) or not len(arr):
             raise InputError(
@@ -92,7 +112,10 @@ class Cells:
             np.bincount(inverse, weights=v, minlength=len(uniq)).astype(np.float64, copy=False)
             for v in (np.ones(len(target)), target, target**2)
         ]
-        return cls(uniq, *sums)
+        levels, level = np.unique(target, return_inverse=True)
+        hist = np.zeros((len(uniq), len(levels)))
+        np.add.at(hist, (inverse, level.ravel()), 1.0)
+        return cls(uniq, sums[0], sums[1], sums[2], levels=levels, hist=hist, schema=schema)
 
     @property
     def rows(self) -> float:
@@ -111,30 +134,33 @@ class Cells:
 
 
 def agreement(cells: Cells, p: npt.NDArray[np.float64]) -> tuple[float, float, float]:
-    """Accuracy, Pearson and Spearman of per-pattern predictions ``p`` with binary labels (spec 002 §6.6).
+    """Accuracy, Pearson and Spearman of per-pattern predictions ``p`` with the targets (spec 002 §6.6).
 
-    Accuracy scores :math:`1[(p > 1/2) = (Y = 1)]` with :math:`p = 1/2` scored 1/2; Spearman uses average ranks
-    for ties over rows (a cell's rows share its prediction). NaN where a side is constant.
+    Accuracy scores :math:`1[(p > 1/2) = (Y > 1/2)]` with :math:`p = 1/2` scored 1/2 (a target of exactly 1/2,
+    a tie label or a rubric midpoint, counts as not above 1/2); Spearman uses average ranks for ties over rows (a
+    cell's rows share its prediction, a level's rows its target). NaN where a side is constant.
     """
-    n, s = cells.n, cells.s
+    levels, hist = cells.histogram()
+    n = cells.n
     total = n.sum()
-    correct = np.where(p > 0.5, s, np.where(p < 0.5, n - s, 0.5 * n)).sum() / total
+    above = hist[:, levels > 0.5].sum(axis=1)
+    correct = np.where(p > 0.5, above, np.where(p < 0.5, n - above, 0.5 * n)).sum() / total
 
-    def pearson(x: npt.NDArray[np.float64], y1: float, y0: float) -> float:
-        # x per cell; y takes y1 on the S_c positive rows and y0 on the n_c - S_c others.
-        ey = (s * y1 + (n - s) * y0).sum() / total
-        ex = (n * x).sum() / total
-        cov = (x * (s * y1 + (n - s) * y0)).sum() / total - ex * ey
+    def pearson(x: npt.NDArray[np.float64], y: npt.NDArray[np.float64]) -> float:
+        # x per cell, y per level; the rows of (cell c, level l) number hist[c, l].
+        ex, ey = (n * x).sum() / total, (hist.sum(axis=0) * y).sum() / total
+        cov = (x @ hist @ y) / total - ex * ey
         vx = (n * x * x).sum() / total - ex * ex
-        vy = (s * y1 * y1 + (n - s) * y0 * y0).sum() / total - ey * ey
+        vy = (hist.sum(axis=0) * y * y).sum() / total - ey * ey
         return float(cov / math.sqrt(vx * vy)) if vx > 1e-15 and vy > 1e-15 else math.nan
 
-    uniq, inverse = np.unique(p, return_inverse=True)
-    counts = np.bincount(inverse, weights=n, minlength=len(uniq))
-    rank = (np.cumsum(counts) - counts + (counts + 1.0) / 2.0)[inverse]
-    ones = s.sum()
-    zeros = total - ones
-    return float(correct), pearson(p, 1.0, 0.0), pearson(rank, zeros + (ones + 1.0) / 2.0, (zeros + 1.0) / 2.0)
+    def ranks(values: npt.NDArray[np.float64], weights: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        uniq, inverse = np.unique(values, return_inverse=True)
+        counts = np.bincount(inverse, weights=weights, minlength=len(uniq))
+        return (np.cumsum(counts) - counts + (counts + 1.0) / 2.0)[inverse]
+
+    spearman = pearson(ranks(p, n), ranks(levels, hist.sum(axis=0)))
+    return float(correct), pearson(p, levels), spearman
 
 
 def menu_families(menu: str, scalar: Sequence[str]) -> tuple[str, ...]:
@@ -150,24 +176,46 @@ def menu_families(menu: str, scalar: Sequence[str]) -> tuple[str, ...]:
 
 def prefix_cells(cells: Cells, prefix: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], ...]:
     """Distinct prefix patterns of a block: their codes, ``n``, ``s`` and sorted integer keys (:func:`pattern_keys`)."""
-    keys = pattern_keys(cells.codes[:, prefix], 4)
+    keys = pattern_keys(cells.codes[:, prefix], cells.n_categories)
     uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     n = np.bincount(inverse, weights=cells.n, minlength=len(uniq))
     s = np.bincount(inverse, weights=cells.s, minlength=len(uniq))
     return cells.codes[first][:, prefix], n, s, uniq
 
 
-def fit_family(family: str, codes: npt.NDArray[np.int64], n: Any, s: Any, options: dict[str, Any]) -> Any:
+def prefix_squares(cells: Cells, prefix: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    r""":math:`Q = \sum Y^2` of each distinct prefix pattern, in the order of :func:`prefix_cells`."""
+    _, inverse = np.unique(pattern_keys(cells.codes[:, prefix], cells.n_categories), return_inverse=True)
+    return np.bincount(inverse.ravel(), weights=cells.q).astype(np.float64, copy=False)
+
+
+def fit_family(
+    family: str, codes: npt.NDArray[np.int64], n: Any, s: Any, options: dict[str, Any], q: Any = None
+) -> Any:
     """Fit candidate ``family`` on prefix cells (``n`` rows, label sum ``s``); ``options`` as in
-    :func:`evaluate_candidates`. Returns a fitted model with ``predict(codes)``."""
+    :func:`evaluate_candidates` (``schema``: the codes' alphabet). Returns a fitted model with ``predict(codes)``.
+    ``q`` (:func:`prefix_squares`) makes the scalar-schema reliability's residual variances the row-level ones.
+
+    Raises
+    ------
+    ConfigError
+        The jury on scalar-schema codes (Dawid-Skene here models A/B votes only).
+    """
     y = np.divide(s, n, out=np.zeros_like(s), where=n > 0)
+    schema = options.get("schema", "pairwise")
     if family == "jury":
+        if schema != "pairwise":
+            raise ConfigError("families: the jury needs pairwise A/B verdicts; remove it for scalar-schema data")
         return _fit_jury(codes, n)
     if family.startswith("table"):
         fallback = family.removeprefix("table_") if family != "table" else options.get("fallback", "global")
-        model = JointTableCalibrator(alpha=options.get("alpha", 1.0), fallback=fallback)
+        model = JointTableCalibrator(
+            alpha=options.get("alpha", 1.0), fallback=fallback, n_categories=SCHEMA_CATEGORIES[schema]
+        )
     else:
-        model = make_family(family, lam=options.get("ridge_lam", 1.0), C=options.get("C", 1.0))
+        model = make_family(family, lam=options.get("ridge_lam", 1.0), C=options.get("C", 1.0), schema=schema)
+        if family == "one_coin_iso" and schema == "scalar" and q is not None:
+            return model.fit(codes, y, sample_weight=n, y_sq=np.divide(q, n, out=np.zeros_like(q), where=n > 0))
     return model.fit(codes, y, sample_weight=n)
 
 
@@ -206,7 +254,7 @@ def _hybrid_rows(
     :math:`f_s + (S_c - n_c f_s)/(n_c + \\tau)` (:math:`S_c, n_c` from calibration; 0 where unseen)."""
     out: dict[float, dict[str, float]] = {float(t): {} for t in taus}
     for name, block in blocks.items():
-        cal_n, cal_s = _lookup_cells(keys, pattern_keys(block.codes[:, prefix], 4), n, s)
+        cal_n, cal_s = _lookup_cells(keys, pattern_keys(block.codes[:, prefix], block.n_categories), n, s)
         for tau in taus:
             p = np.clip(base[name] + (cal_s - cal_n * base[name]) / (cal_n + tau), 0.0, 1.0)
             out[float(tau)] |= {f"{name}_mse": block.mse(p), f"{name}_nll": block.nll(p)}
@@ -244,6 +292,7 @@ def evaluate_candidates(
     **options
         ``alpha``, ``fallback`` (table), ``ridge_lam``, ``C`` (stackers), ``hybrid_taus`` (a sequence of
         :math:`\tau`; with ``hybrid`` in ``families`` one hybrid row per scalar family in ``families`` and tau).
+        The codes' schema is ``cal.schema`` (every block must share it).
 
     Returns
     -------
@@ -260,6 +309,10 @@ def evaluate_candidates(
         ``max_k`` outside 1..m, or an unknown family.
     """
     m = cal.codes.shape[1]
+    if {val.schema, cal.schema, (test if test is not None else cal).schema} != {cal.schema}:
+        raise InputError("evaluate_candidates: the calibration, validation and test blocks mix verdict schemas")
+    options = {**options, "schema": cal.schema}
+    base = cal.n_categories
     max_k = m if max_k is None else int(max_k)
     if not 1 <= max_k <= m:
         raise ConfigError(f"max_k: a prefix of {max_k} judges is longer than the panel ({m} judges)")
@@ -275,7 +328,7 @@ def evaluate_candidates(
         for k in range(1, max_k + 1):
             prefix = np.asarray(path[:k], dtype=np.int64)
             codes, n, s, keys = prefix_cells(cal, prefix)
-            report_keys = pattern_keys(report.codes[:, prefix], 4)
+            report_keys = pattern_keys(report.codes[:, prefix], base)
             pos = np.clip(np.searchsorted(keys, report_keys), 0, len(keys) - 1)
             cal_at_report = np.where(keys[pos] == report_keys, n[pos], 0.0)
             seen_term, unseen, pressure = cell_pressure(cal_at_report, report.n)
@@ -283,10 +336,11 @@ def evaluate_candidates(
             diag |= {"seen_term": seen_term, "unseen_rate": unseen, "cell_pressure": pressure}
             # The validation block's unseen rate: the deployable diagnostic (the test one is for reporting).
             diag["val_unseen_rate"] = float(
-                val.n[~np.isin(pattern_keys(val.codes[:, prefix], 4), keys)].sum() / val.rows
+                val.n[~np.isin(pattern_keys(val.codes[:, prefix], base), keys)].sum() / val.rows
             )
+            q = prefix_squares(cal, prefix) if cal.schema == "scalar" else None
             for family in fitted:
-                model = fit_family(family, codes, n, s, options)
+                model = fit_family(family, codes, n, s, options, q)
                 row: dict[str, Any] = {"path": rule, "k": k, "family": family, "base": "", "tau": math.nan}
                 row |= {"test_mse": math.nan, "test_nll": math.nan}
                 predictions = {name: model.predict(block.codes[:, prefix]) for name, block in blocks.items()}
@@ -390,7 +444,9 @@ class FCPSSelector(BaseEstimator):
         """Build paths on ``sel``, evaluate every candidate on ``val``, refit the selected one on ``cal``."""
         budget = self.budget or int(round(cal.rows))
         self.paths_ = {
-            rule: JudgePath(rule, lam=self.lam, budget=budget, random_state=self.random_state)
+            rule: JudgePath(
+                rule, lam=self.lam, budget=budget, random_state=self.random_state, n_categories=sel.n_categories
+            )
             .fit(sel.codes, np.divide(sel.s, sel.n), sample_weight=sel.n)
             .path_
             for rule in self.paths
@@ -400,6 +456,7 @@ class FCPSSelector(BaseEstimator):
             "fallback": self.fallback,
             "ridge_lam": self.ridge_lam,
             "C": self.C,
+            "schema": cal.schema,
         }
         self.candidates_ = evaluate_candidates(
             self.paths_, cal, val, families=self.families, max_k=self.max_k, **options
@@ -407,7 +464,8 @@ class FCPSSelector(BaseEstimator):
         self.selected_ = select_candidate(self.candidates_, self.families)
         self.prefix_ = self.paths_[self.selected_["path"]][: int(self.selected_["k"])]
         codes, n, s, _ = prefix_cells(cal, self.prefix_)
-        self.estimator_ = fit_family(str(self.selected_["family"]), codes, n, s, options)
+        q = prefix_squares(cal, self.prefix_)
+        self.estimator_ = fit_family(str(self.selected_["family"]), codes, n, s, options, q)
         return self
 
     def predict(self, X: npt.ArrayLike) -> npt.NDArray[np.float64]:

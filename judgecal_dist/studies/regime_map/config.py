@@ -7,6 +7,7 @@ from typing import ClassVar
 from pydantic import Field, model_validator
 
 from judgecal_dist.io.growth import INTERACTION_REGIMES, N_JUDGES, REGIMES
+from judgecal_dist.io.rubric_panel import DOC_ROWS
 from judgecal_dist.methods.fcps.joint_table import FALLBACKS
 from judgecal_dist.methods.fcps.paths import PATH_RULES
 from judgecal_dist.methods.fcps.scalar_families import SCALAR_FAMILIES
@@ -46,6 +47,19 @@ SINGLE = "single:"
 _SYNTHETIC_UNREAD = ("paths", "lam", "selection_rows", "validation_rows", "test_rows", "single_judges")
 #: ... and settings it reads only to resample real patterns (semi_real_source).
 _SEMI_REAL_ONLY = ("pool", "position_balance", "sample")
+#: The rubric regime: 1-5 score judges and a [0, 1] target (the scalar verdict schema), documents of 16 rows.
+RUBRIC = "scalar"
+#: Settings of the binary-target growth generators that the rubric regime never reads.
+_RUBRIC_UNREAD = (
+    "growth_a",
+    "growth_w",
+    "growth_noise",
+    "growth_gamma",
+    "growth_b",
+    "growth_c",
+    "interaction_weights",
+    "semi_real_source",
+)
 #: Settings that real data never reads.
 _REAL_UNREAD = (
     "synthetic_validation_rows",
@@ -67,12 +81,12 @@ _REAL_UNREAD = (
 class Config(TypedSettings):
     """Settings of the regime-map study (``studies/configs/regime_map.yaml``); every key can be ``--set``."""
 
-    data_required: ClassVar[str] = "a dataset URL, or synthetic:additive|mixed|parity|xor|and"
+    data_required: ClassVar[str] = "a dataset URL, or synthetic:additive|mixed|parity|xor|and|scalar"
 
     data: Url = Field(
         default=None,
         examples=["synthetic:additive"],
-        description="a dataset URL, or synthetic:additive|mixed|parity|xor|and",
+        description="a dataset URL, or synthetic:additive|mixed|parity|xor|and|scalar (scalar: 1-5 rubric judges)",
     )
     pool: listed(str, min_length=1) = LLMBAR7
     position_balance: bool = True
@@ -138,9 +152,11 @@ class Config(TypedSettings):
 
     @model_validator(mode="after")
     def _check(self) -> Config:
-        if self.synthetic and self.data[len(SYNTHETIC) :] not in REGIMES:
+        if self.synthetic and self.data[len(SYNTHETIC) :] not in (*REGIMES, RUBRIC):
             raise refuse(
-                "data", self.data, f"must be a URL or synthetic:REGIME with REGIME one of {', '.join(REGIMES)}"
+                "data",
+                self.data,
+                f"must be a URL or synthetic:REGIME with REGIME one of {', '.join(REGIMES)}, {RUBRIC}",
             )
         if self.replicates < 2:
             raise refuse("replicates", self.replicates, "must be an integer >= 2 (paired intervals need two splits)")
@@ -160,6 +176,8 @@ class Config(TypedSettings):
 
     def _refuse_what_does_not_apply(self) -> None:
         """A setting changed from its default that the chosen data never reads is refused, never ignored."""
+        if self.synthetic and self.data[len(SYNTHETIC) :] == RUBRIC:
+            self._refuse_for_rubric()
         if self.synthetic:
             regime = self.data[len(SYNTHETIC) :]
             if self.interaction_weights is not None and regime not in INTERACTION_REGIMES:
@@ -184,6 +202,32 @@ class Config(TypedSettings):
             more = f" (nor do {', '.join(changed[1:])})" if len(changed) > 1 else ""
             raise refuse(key, getattr(self, key), f"{why}{more}; remove it")
 
+    def _refuse_for_rubric(self) -> None:
+        """The rubric regime: whole documents of 16 rows and no binary-target generator settings (the jury menu,
+        which models A/B votes, is left out and the report says so)."""
+        changed = [key for key in _RUBRIC_UNREAD if getattr(self, key) != type(self).model_fields[key].default]
+        if changed:
+            more = f" (nor do {', '.join(changed[1:])})" if len(changed) > 1 else ""
+            raise refuse(
+                changed[0],
+                getattr(self, changed[0]),
+                f"does not apply to synthetic:{RUBRIC} (its judges and targets are fixed){more}; remove it",
+            )
+        for key in ("budgets", "synthetic_validation_rows", "synthetic_test_rows"):
+            value = getattr(self, key)
+            if any(int(v) % DOC_ROWS for v in (value if isinstance(value, tuple | list) else [value])):
+                raise refuse(
+                    key,
+                    value,
+                    f"must be multiples of {DOC_ROWS} with synthetic:{RUBRIC} (whole documents of {DOC_ROWS} rows), "
+                    "e.g. budgets=[32,64,128,256,512,800]",
+                )
+
+    @property
+    def schema(self) -> str:
+        """Verdict schema of the data: ``scalar`` for the rubric regime, else ``pairwise``."""
+        return "scalar" if self.synthetic and self.data[len(SYNTHETIC) :] == RUBRIC else "pairwise"
+
     @property
     def synthetic(self) -> bool:
         return bool(self.data and self.data.startswith(SYNTHETIC))
@@ -197,7 +241,7 @@ def extra_menus(config: Config) -> dict[str, tuple[tuple[str, ...], str]]:
     menus |= {f"table_{f}": ((f"table_{f}",), "val_mse") for f in config.fallbacks}
     if config.hybrid_taus:
         menus["hybrid"] = (("hybrid", *config.families), "val_mse")  # tau = inf is the scalar itself
-    if config.jury:
+    if config.jury and config.schema == "pairwise":  # the jury models A/B votes only
         menus["jury"] = (("jury",), "val_mse")
     if config.nll_selection:
         menus["scalar_nll"] = (tuple(config.families), "val_nll")

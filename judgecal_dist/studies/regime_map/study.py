@@ -9,7 +9,7 @@ are reported for the selected candidates. ``summarise`` gives one record per (bu
 unseen rate vs budget).
 
 ``data`` is an ingested dataset URL (LLMBar with ``position_balance: true`` gives the position-balanced rows of
-spec 002 §6.3), or ``synthetic:additive|mixed|parity|xor|and``: the calibration-growth generator of §7.1 and
+spec 002 §6.3), or ``synthetic:additive|mixed|parity|xor|and|scalar``: the calibration-growth generator of §7.1 and
 the XOR/AND toy of §7.2 (fresh i.i.d. blocks per replicate and budget, the fixed pool path); with
 ``semi_real_source: URL`` the judges' outputs are resampled from that dataset's real ``pool`` patterns instead
 (§7.3). With ``interaction_weights`` (synthetic xor, and or parity) every replicate also sweeps the interaction
@@ -40,11 +40,12 @@ from judgecal_dist.io.growth import (
     draw_semi_real_outputs,
     growth_eta,
 )
+from judgecal_dist.io.rubric_panel import draw_rubric_panel
 from judgecal_dist.methods.fcps.paths import JudgePath
 from judgecal_dist.methods.fcps.select import MENUS, Cells, evaluate_candidates, menu_families, select_candidate
 from judgecal_dist.studies.base import StudyResult
 from judgecal_dist.studies.regime_map import report as regime_map_report
-from judgecal_dist.studies.regime_map.config import LLMBAR7, SINGLE, SYNTHETIC, Config, extra_menus
+from judgecal_dist.studies.regime_map.config import LLMBAR7, RUBRIC, SINGLE, SYNTHETIC, Config, extra_menus
 from judgecal_dist.studies.regime_map.data import RealInput, balanced_cells, load_real
 from judgecal_dist.studies.regime_map.diagnostics import decomposition_columns, growth_population
 
@@ -90,7 +91,7 @@ def _semi_real_source(config: Config, engine: EngineConfig) -> tuple[np.ndarray,
     cells = stats.pattern_cells(
         config.semi_real_source, judges, sample=config.sample, full_patterns=True, config=engine
     )
-    cells = cells.assign(replicate=0, block=0, n_labelled=cells["n"], label_sum=0)
+    cells = cells.assign(replicate=0, block=0, n_labelled=cells["n"], label_sum=0, label_ties=0)
     rows = balanced_cells(cells, len(pool), config.position_balance)
     return rows[[f"j{i}" for i in range(len(pool))]].to_numpy(dtype=np.int64), rows["n"].to_numpy(dtype=np.float64)
 
@@ -123,6 +124,8 @@ def plan(config: Config, data: Any) -> list[Replicate]:
 
 
 def _synthetic_block(data: SyntheticInput, config: Config, n: int, rng: np.random.Generator, weight: float) -> Cells:
+    if data.regime == RUBRIC:
+        return Cells.from_rows(*draw_rubric_panel(n, rng), schema="scalar")
     if data.patterns is not None:
         codes = draw_semi_real_outputs(n, rng, data.patterns, data.weights)
     else:
@@ -154,7 +157,7 @@ def _blocks(
     if split is None:
         raise InputError(f"split {rep.seed}: no cells were counted for it (was it planned by load?)")
     paths = {
-        rule: JudgePath(rule, lam=config.lam, budget=budget, random_state=rep.seed)
+        rule: JudgePath(rule, lam=config.lam, budget=budget, random_state=rep.seed, n_categories=split.sel.n_categories)
         .fit(split.sel.codes, split.sel.s / split.sel.n, sample_weight=split.sel.n)
         .path_
         for rule in config.paths
@@ -169,7 +172,7 @@ def _families(config: Config) -> tuple[str, ...]:
         *config.families,
         *extra,
         *(("hybrid",) if config.hybrid_taus else ()),
-        *(("jury",) if config.jury else ()),
+        *(("jury",) if config.jury and config.schema == "pairwise" else ()),
     )
 
 
