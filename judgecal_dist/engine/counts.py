@@ -56,6 +56,7 @@ __all__ = [
     "BLOCK_COLUMNS",
     "check_blocks",
     "block_pattern_cells",
+    "BLOCK_STATS",
 ]
 
 #: Side names, indexed by the side code of the count tensors.
@@ -459,6 +460,8 @@ def expand_prefixes(full: pd.DataFrame, n_judges: int) -> pd.DataFrame:
 #: Columns of a per-replicate block table (:func:`check_blocks`): group ``group_key`` is in block ``block`` of
 #: replicate ``replicate``; groups absent from a replicate's rows are in none of its blocks.
 BLOCK_COLUMNS = ("replicate", "group_key", "block")
+#: Counts of a per-block pattern cell: items, items labelled A, labelled items, items labelled tie.
+BLOCK_STATS = ("n", "label_sum", "n_labelled", "label_ties")
 
 
 def check_blocks(blocks: pd.DataFrame) -> pd.DataFrame:
@@ -493,13 +496,14 @@ def block_pattern_cells(
     Returns
     -------
     DataFrame
-        ``replicate, block, pattern, n, label_sum, n_labelled`` (int64; cells with ``n > 0``), sorted by the keys.
+        ``replicate, block, pattern, n, label_sum, n_labelled, label_ties`` (int64; cells with ``n > 0``; the
+        last counts the items labelled ``tie``), sorted by the keys.
 
     Examples
     --------
     >>> blocks = pd.DataFrame({"replicate": [0, 0], "group_key": [7, 8], "block": [0, 1]})
-    >>> block_pattern_cells([5, 5, 6], [1, 0, -1], [7, 7, 8], blocks).to_numpy().tolist()
-    [[0, 0, 5, 2, 1, 2], [0, 1, 6, 1, 0, 0]]
+    >>> block_pattern_cells([5, 5, 6, 6], [1, 0, -1, 2], [7, 7, 8, 8], blocks).to_numpy().tolist()
+    [[0, 0, 5, 2, 1, 2, 0], [0, 1, 6, 2, 0, 1, 1]]
     """
     labels = np.asarray(label_code, dtype=np.int64)
     _check_codes(labels, table="labels", column="label", allow_missing=True)
@@ -510,9 +514,10 @@ def block_pattern_cells(
             "n": np.ones(labels.size, dtype=np.int64),
             "label_sum": (labels == VERDICT_CODES["A"]).astype(np.int64),
             "n_labelled": (labels != MISSING_CODE).astype(np.int64),
+            "label_ties": (labels == VERDICT_CODES["tie"]).astype(np.int64),
         }
     )
     joined = items.merge(check_blocks(blocks), on="group_key", how="inner")
     keys = ["replicate", "block", "pattern"]
-    out = joined.groupby(keys, as_index=False, sort=True)[["n", "label_sum", "n_labelled"]].sum()
-    return out.astype(np.int64)[keys + ["n", "label_sum", "n_labelled"]]
+    out = joined.groupby(keys, as_index=False, sort=True)[list(BLOCK_STATS)].sum()
+    return out.astype(np.int64)[keys + list(BLOCK_STATS)]

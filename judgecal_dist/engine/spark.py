@@ -511,6 +511,7 @@ def pattern_cells_spark(
                 F.count(F.lit(1)).alias("n"),
                 F.count_if(F.col("label") == VERDICT_CODES["A"]).alias("label_sum"),
                 F.count_if(F.col("label") != MISSING_CODE).alias("n_labelled"),
+                F.count_if(F.col("label") == VERDICT_CODES["tie"]).alias("label_ties"),
             )
         )
         frame = _checked(_collect(full), tally.value).astype(np.int64)

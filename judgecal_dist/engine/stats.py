@@ -278,7 +278,8 @@ def pattern_cells(
     -------
     DataFrame
         ``[replicate, side | block,] k, pattern, n, label_sum, n_labelled``: items in the cell, those labelled A,
-        those with a non-null label. Cells with ``n = 0`` are absent; sorted by the keys.
+        those with a non-null label (with ``blocks`` and ``full_patterns`` also ``label_ties``, those labelled tie). Cells with
+        ``n = 0`` are absent; sorted by the keys.
 
     Notes
     -----

@@ -48,11 +48,12 @@ def _brute_cells(url: str, judges: list[str], blocks: pd.DataFrame) -> pd.DataFr
             "n": 1,
             "label_sum": (label == "A").astype(np.int64),
             "n_labelled": label.notna().astype(np.int64),
+            "label_ties": (label == "tie").astype(np.int64),
         }
     )
-    keys = ["replicate", "block", "pattern"]
-    out = frame.merge(blocks, on="group_key").groupby(keys, as_index=False)[["n", "label_sum", "n_labelled"]].sum()
-    return out.astype(np.int64).sort_values(keys).reset_index(drop=True)[keys + ["n", "label_sum", "n_labelled"]]
+    keys, counted = ["replicate", "block", "pattern"], ["n", "label_sum", "n_labelled", "label_ties"]
+    out = frame.merge(blocks, on="group_key").groupby(keys, as_index=False)[counted].sum()
+    return out.astype(np.int64).sort_values(keys).reset_index(drop=True)[keys + counted]
 
 
 def _plan(panel_url: str, engine: str) -> tuple[pd.DataFrame, list[str], pd.DataFrame]:

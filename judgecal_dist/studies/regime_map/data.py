@@ -1,4 +1,4 @@
-"""Input of the regime-map study: grouped FCPS blocks and their pattern cells (spec 002 §6.3, §6.4, §10).
+r"""Input of the regime-map study: grouped FCPS blocks and their pattern cells (spec 002 §6.3, §6.4, §10).
 
 Real data goes through the engine's one-pass pattern job
 (:func:`judgecal_dist.engine.stats.pattern_cells` with a block table): the driver plans the blocks of every split
@@ -18,6 +18,11 @@ Position balancing (LLMBar, spec 002 §6.3): with pool judge ``J``, the ingested
 ``J/ab`` and ``Y = 1[label = A]``; row ``x/swap`` shows the outputs the other way round, so it takes ``J/ba`` with
 A and B exchanged and ``Y = 1[label = B]``. Both rows share the item's group. One pattern job over the 2m judges
 ``J/ab, J/ba`` gives both rows of every item.
+
+Tie labels (the gold says neither response is better) give :math:`Y = 1/2` on both rows of the pair, the value
+the scalar encoding gives a ``tie`` verdict; a judge's ``tie`` verdict is its own symbol of the 4-symbol alphabet
+(code 2) and stays ``tie`` on the swapped row. Cells then carry :math:`Q = \sum Y^2 \ne S` and the target
+histogram over the levels 0, 1/2, 1 that accuracy and Spearman read.
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ BLOCKS = {"sel": 0, "val": 1, "test": 2}
 CAL0 = 3
 #: Engine code swap for the swapped presentation: B (0) <-> A (1); tie (2) and err (3) stay.
 _FLIP = np.array([1, 0, 2, 3], dtype=np.int64)
+#: Target levels of pairwise rows: B better, tie, A better.
+LEVELS = np.array([0.0, 0.5, 1.0])
 
 
 @dataclass(frozen=True)
@@ -136,39 +143,45 @@ def _digits(pattern: npt.NDArray[np.int64], n_judges: int) -> npt.NDArray[np.int
 
 
 def balanced_cells(cells: pd.DataFrame, m: int, balanced: bool) -> pd.DataFrame:
-    """Row-level pattern cells (``codes`` per pool judge, ``n``, ``s``) from the pattern job's item cells.
+    """Row-level pattern cells (``codes`` per pool judge, ``n``, ``a``, ``h``) from the pattern job's item cells.
 
-    Without balancing the item pattern is the row pattern. With it, each item cell gives its ``orig`` row (the
-    first ``m`` digits, labels A count as Y = 1) and its ``swap`` row (the last ``m`` digits with A/B exchanged,
-    labels B count as Y = 1; the labels are A/B only, checked by :func:`load_real`). Unlabelled items are dropped.
+    ``a`` counts the rows with :math:`Y = 1` and ``h`` those with a tie label (:math:`Y = 1/2`). Without
+    balancing the item pattern is the row pattern. With it, each item cell gives its ``orig`` row (the first ``m``
+    digits, labels A count as Y = 1) and its ``swap`` row (the last ``m`` digits with A/B exchanged, labels B count
+    as Y = 1); a tie label is 1/2 on both. Unlabelled items are dropped.
     """
     width = 2 * m if balanced else m
     digits = _digits(cells["pattern"].to_numpy(dtype=np.int64), width)
     n = cells["n_labelled"].to_numpy(dtype=np.float64)
-    s = cells["label_sum"].to_numpy(dtype=np.float64)
+    a = cells["label_sum"].to_numpy(dtype=np.float64)
+    h = cells["label_ties"].to_numpy(dtype=np.float64) if "label_ties" in cells else np.zeros_like(n)
     keys = {c: cells[c].to_numpy() for c in ("replicate", "block")}
-    parts = [(digits[:, :m], n, s)]
+    parts = [(digits[:, :m], a)]
     if balanced:
-        parts.append((_FLIP[digits[:, m:]], n, n - s))
+        parts.append((_FLIP[digits[:, m:]], n - a - h))
     frame = pd.concat(
         [
-            pd.DataFrame(codes, columns=[f"j{i}" for i in range(m)]).assign(**keys, n=nn, s=ss)
-            for codes, nn, ss in parts
+            pd.DataFrame(codes, columns=[f"j{i}" for i in range(m)]).assign(**keys, n=n, a=aa, h=h)
+            for codes, aa in parts
         ],
         ignore_index=True,
     )
     frame = frame[frame["n"] > 0]
     return frame.groupby(["replicate", "block", *[f"j{i}" for i in range(m)]], as_index=False, sort=True)[
-        ["n", "s"]
+        ["n", "a", "h"]
     ].sum()
 
 
 def _cells(frame: pd.DataFrame, m: int) -> Cells:
     if frame.empty:
         raise InputError("blocks: a block of a split has no labelled row")
-    merged = frame.groupby([f"j{i}" for i in range(m)], as_index=False, sort=True)[["n", "s"]].sum()
-    n, s = merged["n"].to_numpy(dtype=np.float64), merged["s"].to_numpy(dtype=np.float64)
-    return Cells(merged[[f"j{i}" for i in range(m)]].to_numpy(dtype=np.int64), n, s, s.copy())  # binary Y: Q = S
+    merged = frame.groupby([f"j{i}" for i in range(m)], as_index=False, sort=True)[["n", "a", "h"]].sum()
+    n, a, h = (merged[c].to_numpy(dtype=np.float64) for c in ("n", "a", "h"))
+    codes = merged[[f"j{i}" for i in range(m)]].to_numpy(dtype=np.int64)
+    if not h.any():
+        return Cells(codes, n, a, a.copy())  # binary Y: Q = S
+    # Tie labels: S = a + h/2, Q = a + h/4, and the histogram over the levels 0, 1/2, 1.
+    return Cells(codes, n, a + h / 2, a + h / 4, levels=LEVELS, hist=np.stack([n - a - h, h, a], axis=1))
 
 
 def load_real(
@@ -189,16 +202,13 @@ def load_real(
     ConfigError
         An empty or repeated pool.
     InputError
-        Tie labels (Y must be binary), fewer than two groups, a budget beyond the calibration pool, or a pool
-        judge absent from the verdicts.
+        Fewer than two groups, a budget beyond the calibration pool, or a pool judge absent from the verdicts.
     """
     engine = engine or EngineConfig()
     pool = [str(j) for j in pool]
     if not pool or len(set(pool)) != len(pool):
         raise ConfigError(f"pool: need distinct judge ids, got {pool}")
     groups = stats.group_sizes(url, sample, config=engine)
-    if int(groups["n_tie_labels"].sum()):
-        raise InputError(f"{url}: labels: label: {int(groups['n_tie_labels'].sum())} tie labels; FCPS needs A/B labels")
     if len(groups) < 2:
         raise InputError(f"{url}: verdicts: group_id: {len(groups)} group(s); grouped FCPS blocks need at least 2")
     judges = [f"{j}/{o}" for o in ("ab", "ba") for j in pool] if balanced else pool
@@ -221,5 +231,6 @@ def load_real(
         "rows": int(rows.sum()),
         "pattern_judges": len(judges),
         "position_balanced": balanced,
+        "tie_labels": int(groups["n_tie_labels"].sum()),
     }
     return RealInput(judges=tuple(pool), budgets=tuple(budgets), splits=splits, info=info)

@@ -1,0 +1,152 @@
+"""The regime map with tie labels (Y = 1/2) and tie verdicts, and on the synthetic 1-5 rubric panel (the scalar
+verdict schema) end to end, with its refusals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from judgecal_dist.config import EngineConfig
+from judgecal_dist.engine.ray import single_threaded_blas
+from judgecal_dist.errors import ConfigError
+from judgecal_dist.io.dataset import write_dataset
+from judgecal_dist.io.rubric_panel import rubric_bayes_mse
+from judgecal_dist.methods.fcps.select import Cells
+from judgecal_dist.studies.regime_map import study as regime_map
+from judgecal_dist.studies.regime_map.report import summarise
+
+CODE = {"B": 0, "A": 1, "tie": 2, None: 3}
+FLIP = {"A": "B", "B": "A", "tie": "tie", None: None}
+
+
+def _tied_pairs(root: str, items: int = 60) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs shown both ways (judges j0..j2, /ab and /ba verdicts), some tie labels and tie verdicts; returns the
+    position-balanced rows by hand: orig rows take /ab and Y = [A] (tie: 1/2), swap rows /ba flipped, Y = [B]."""
+    rng = np.random.default_rng(7)
+    labels = rng.choice(["A", "B", "tie"], size=items, p=[0.4, 0.4, 0.2])
+    rows, verdicts = [], []
+    for i, label in enumerate(labels):
+        orig, swap = [], []
+        for j in range(3):
+            ab, ba = (
+                str(v) if v != "none" else None
+                for v in rng.choice(["A", "B", "tie", "none"], 2, p=[0.4, 0.4, 0.15, 0.05])
+            )
+            verdicts += [(f"i{i}", f"j{j}/ab", ab), (f"i{i}", f"j{j}/ba", ba)]
+            orig.append(CODE[ab])
+            swap.append(CODE[FLIP[ba]])
+        y = {"A": 1.0, "B": 0.0, "tie": 0.5}[label]
+        rows += [(*orig, y), (*swap, 1.0 - y)]
+    table = pa.table(
+        {
+            "dataset": ["d"] * len(verdicts),
+            "item_id": [v[0] for v in verdicts],
+            "group_id": [v[0] for v in verdicts],
+            "judge_id": [v[1] for v in verdicts],
+            "verdict": [v[2] for v in verdicts],
+        }
+    )
+    gold = pa.table({"dataset": ["d"] * items, "item_id": [f"i{i}" for i in range(items)], "label": labels.tolist()})
+    write_dataset(root, {"verdicts": table, "labels": gold}, {"format": "test"})
+    arr = np.array(rows)
+    return arr[:, :3].astype(np.int64), arr[:, 3]
+
+
+def test_tie_labels_are_one_half_on_both_rows_and_tie_verdicts_their_own_symbol(tmp_path):
+    root = str(tmp_path / "ties")
+    codes, y = _tied_pairs(root)
+    config = regime_map.Config(
+        data=root,
+        pool=("j0", "j1", "j2"),
+        replicates=2,
+        budgets=(20, 40),
+        selection_rows=20,
+        validation_rows=20,
+        test_rows=40,
+        single_judges=False,
+    )
+    data = regime_map.load(config, EngineConfig())
+    assert data.info["tie_labels"] == int((y == 0.5).sum() / 2) > 0
+    expected = Cells.from_rows(codes, y)  # every group is used: 20 + 20 + 40 + 40 = 120 rows
+    for split in data.splits.values():
+        blocks = [split.sel, split.val, split.test, split.cal[40]]
+        assert sum(c.rows for c in blocks) == len(y)
+        # n, sum Y, sum Y^2 and the Y histogram per pattern, summed over the blocks, are the hand-made rows' own.
+        for field in ("n", "s", "q"):
+            got = sum(_per_pattern(c, getattr(c, field), expected.codes) for c in blocks)
+            np.testing.assert_allclose(got, getattr(expected, field), err_msg=field)
+        hist = sum(_per_pattern(c, _three_levels(c), expected.codes) for c in blocks)
+        np.testing.assert_allclose(hist, expected.hist)
+    assert (codes == 2).any() and (expected.q != expected.s).any()  # tie verdicts are code 2; ties give Q != S
+    frame = regime_map.run_replicate(data, regime_map.plan(config, data)[0])
+    picked = frame[frame["selected_union"]]
+    assert len(picked) == 2 and picked["test_accuracy"].between(0, 1).all()
+
+
+def _three_levels(cells: Cells) -> np.ndarray:
+    """The block's Y histogram over the levels 0, 1/2, 1 (a block without tie labels reports only 0 and 1)."""
+    levels, hist = cells.histogram()
+    out = np.zeros((len(hist), 3))
+    out[:, np.searchsorted([0.0, 0.5, 1.0], levels)] = hist
+    return out
+
+
+def _per_pattern(cells: Cells, values: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """``values`` of a block's patterns placed at their rows of ``reference`` (zeros elsewhere)."""
+    lookup = {tuple(r): i for i, r in enumerate(reference)}
+    out = np.zeros((len(reference), *values.shape[1:]))
+    out[[lookup[tuple(r)] for r in cells.codes]] = values
+    return out
+
+
+#: Monte Carlo tolerance on a mean test MSE over 4 splits x 20 000 test rows: the split-to-split SE measured
+#: 0.3e-4 to 1.1e-4; the table's estimation excess at B = 16 384 is about (cells x Var(Y | cell)) / B: ~1e-5 at
+#: k = 1 (6 cells), ~5e-5 at k = 2 (36 cells). Prefixes' Bayes risks differ by >= 0.002, so this discriminates.
+TOL = 5e-4
+
+
+def test_rubric_study_reaches_the_exact_bayes_risk_at_large_budgets():
+    config = regime_map.Config(
+        data="synthetic:scalar",
+        budgets=(256, 16384),
+        replicates=4,
+        families=("one_coin_iso", "ridge_iso"),
+        hybrid_taus=(),
+        fallbacks=(),
+        nll_selection=False,
+        max_k=3,
+    )
+    data = regime_map.load(config, EngineConfig())
+    with single_threaded_blas():
+        parts = pd.concat([regime_map.run_replicate(data, r) for r in regime_map.plan(config, data)])
+    result = summarise(config, parts, data)
+    bayes = {r["k"]: r for r in result.extra["rubric_bayes"]}
+    for k in (1, 2):  # the fixed-k joint table converges to the prefix's exact Bayes risk
+        assert bayes[k]["table_mse_B16384"] == pytest.approx(rubric_bayes_mse(k), abs=TOL)
+    assert bayes[3]["table_mse_B256"] > bayes[3]["table_mse_B16384"] > rubric_bayes_mse(3)
+    # No calibrator of a prefix beats its Bayes floor; every menu's pick is a rubric-schema family.
+    floor = rubric_bayes_mse(3) - TOL
+    assert (parts["test_mse"] > floor).all() and "jury" not in set(parts["family"])
+    records = {(r["budget"], r["menu"]): r for r in result.records}
+    assert records[(16384, "scalar")]["test_mse"] == pytest.approx(rubric_bayes_mse(3), abs=2e-3)
+    # Metrics on the 13-level target: accuracy thresholds Y at 1/2 (rubric 3), correlations are finite.
+    picked = parts[parts["selected_union"]]
+    assert picked["test_accuracy"].between(0.8, 1.0).all() and picked["test_spearman"].between(0.8, 1.0).all()
+    assert "## Rubric regime: exact Bayes risk per prefix" in result.report
+    assert "jury" not in {m["menu"] for m in result.extra["menus"]} and "jury menu is not run" in result.report
+
+
+@pytest.mark.parametrize(
+    ("overrides", "match"),
+    [
+        ({"budgets": (20, 64)}, r"budgets=\[20, 64\]: must be multiples of 16 with synthetic:scalar"),
+        ({"budgets": (64,), "synthetic_test_rows": 1000}, r"synthetic_test_rows=1000: must be multiples of 16"),
+        ({"budgets": (64,), "growth_a": 0.5}, r"growth_a=0.5: does not apply to synthetic:scalar"),
+    ],
+)
+def test_a_setting_the_rubric_panel_never_reads_is_refused(overrides, match):
+    with pytest.raises(ConfigError, match=match):
+        regime_map.Config(data="synthetic:scalar", **overrides)
+    assert regime_map.Config(data="synthetic:scalar", budgets=(64,)).schema == "scalar"
