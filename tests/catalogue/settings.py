@@ -27,6 +27,27 @@ def _write(tmp: Path, name: str, text: str) -> str:
     return str(path)
 
 
+def _rubric(tmp: Path) -> str:
+    """Two documents of 1-5 rubric scores whose human score 7 is off the rubric."""
+    import pyarrow as pa
+
+    from judgecal_dist.io.dataset import write_dataset
+
+    url = str(tmp / "rubric")
+    items = ["s1", "s2", "s3", "s4"]
+    verdicts = pa.table(
+        {"dataset": ["d"] * 4, "item_id": items, "group_id": ["g1", "g1", "g2", "g2"], "judge_id": ["j"] * 4}
+        | {"score": [1.0, 3.0, 5.0, 2.0]}
+    )
+    labels = pa.table({"dataset": ["d"] * 4, "item_id": items, "label": pa.array([None] * 4, pa.string())})
+    write_dataset(
+        url,
+        {"verdicts": verdicts, "labels": labels.append_column("label_score", pa.array([1.0, 7.0, 3.0, 2.0]))},
+        {"format": "test"},
+    )
+    return url
+
+
 def _panel(tmp: Path) -> str:
     """A generated dataset of 40 items and two judges (ids ``judge-000``, ``judge-001``: no presentation order)."""
     from click.testing import CliRunner
@@ -63,6 +84,17 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
         t, "families=[ridge_iso,logistic]", "main_families=[mean_iso]", config=REGIME_MAP
     ),
     "settings-real-unread": lambda t: run_with(t, "growth_noise=0.1", config=REGIME_MAP),
+    "settings-rubric-position-balance": lambda t: run_with(t, "verdict_schema=scalar", config=REGIME_MAP),
+    "settings-rubric-label-score": lambda t: run_with(
+        t,
+        f"data={_rubric(t)}",
+        "verdict_schema=scalar",
+        "position_balance=false",
+        "pool=[j]",
+        "budgets=[2]",
+        "replicates=2",
+        config=REGIME_MAP,
+    ),
     "settings-rubric-budgets": lambda t: run_with(t, "data=synthetic:scalar", config=REGIME_MAP),
     "settings-rubric-unread": lambda t: run_with(
         t, "data=synthetic:scalar", "budgets=[64]", "growth_a=0.5", config=REGIME_MAP

@@ -59,6 +59,7 @@ _RUBRIC_UNREAD = (
     "growth_c",
     "interaction_weights",
     "semi_real_source",
+    "population_rows",
 )
 #: Settings that real data never reads.
 _REAL_UNREAD = (
@@ -89,6 +90,11 @@ class Config(TypedSettings):
         description="a dataset URL, or synthetic:additive|mixed|parity|xor|and|scalar (scalar: 1-5 rubric judges)",
     )
     pool: listed(str, min_length=1) = LLMBAR7
+    verdict_schema: one_of(("pairwise", "scalar")) = Field(
+        default="pairwise",
+        description="a dataset URL's verdicts: pairwise A/B/tie, or scalar 1-5 rubric scores (verdicts.score, "
+        "target labels.label_score)",
+    )
     position_balance: bool = True
     sample: integer(0) = 0
     replicates: Replicates = Field(default=30, description="splits (>= 2 for paired intervals)")
@@ -178,6 +184,18 @@ class Config(TypedSettings):
         """A setting changed from its default that the chosen data never reads is refused, never ignored."""
         if self.synthetic and self.data[len(SYNTHETIC) :] == RUBRIC:
             self._refuse_for_rubric()
+        if self.synthetic and self.verdict_schema != "pairwise":
+            raise refuse(
+                "verdict_schema",
+                self.verdict_schema,
+                f"applies to a dataset URL; synthetic:{RUBRIC} is the 1-5 rubric panel; remove it",
+            )
+        if not self.synthetic and self.verdict_schema == "scalar" and self.position_balance:
+            raise refuse(
+                "position_balance",
+                self.position_balance,
+                "does not apply to 1-5 rubric scores (no presentation order); set position_balance: false",
+            )
         if self.synthetic:
             regime = self.data[len(SYNTHETIC) :]
             if self.interaction_weights is not None and regime not in INTERACTION_REGIMES:
@@ -204,7 +222,8 @@ class Config(TypedSettings):
 
     def _refuse_for_rubric(self) -> None:
         """The rubric regime: whole documents of 16 rows and no binary-target generator settings (the jury menu,
-        which models A/B votes, is left out and the report says so)."""
+        the risk bookkeeping and the regime boundary, which model a binary target, are left out and the report
+        says so)."""
         changed = [key for key in _RUBRIC_UNREAD if getattr(self, key) != type(self).model_fields[key].default]
         if changed:
             more = f" (nor do {', '.join(changed[1:])})" if len(changed) > 1 else ""
@@ -225,8 +244,10 @@ class Config(TypedSettings):
 
     @property
     def schema(self) -> str:
-        """Verdict schema of the data: ``scalar`` for the rubric regime, else ``pairwise``."""
-        return "scalar" if self.synthetic and self.data[len(SYNTHETIC) :] == RUBRIC else "pairwise"
+        """Verdict schema of the data: ``scalar`` for the rubric regime and ``verdict_schema: scalar``."""
+        if self.synthetic:
+            return "scalar" if self.data[len(SYNTHETIC) :] == RUBRIC else "pairwise"
+        return str(self.verdict_schema)
 
     @property
     def synthetic(self) -> bool:

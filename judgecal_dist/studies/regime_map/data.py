@@ -19,6 +19,12 @@ Position balancing (LLMBar, spec 002 §6.3): with pool judge ``J``, the ingested
 A and B exchanged and ``Y = 1[label = B]``. Both rows share the item's group. One pattern job over the 2m judges
 ``J/ab, J/ba`` gives both rows of every item.
 
+Scalar verdict schema (a 1-5 rubric, e.g. summaries scored for coherence; :func:`load_rubric`): each pool judge's
+``verdicts.score`` is rounded and clipped to 1..5 (codes 0..4), a null or absent score is ``err`` (code 5), and the
+target is :math:`Y = (\text{labels.label\_score} - 1)/4`. These datasets are read in memory through the dataset
+reader and aggregated here (the engine's pattern job counts the 4-symbol pairwise alphabet with A/B labels only);
+the same grouped block plan applies (a document's summaries share ``group_id``).
+
 Tie labels (the gold says neither response is better) give :math:`Y = 1/2` on both rows of the pair, the value
 the scalar encoding gives a ``tie`` verdict; a judge's ``tie`` verdict is its own symbol of the 4-symbol alphabet
 (code 2) and stays ``tie`` on the swapped row. Cells then carry :math:`Q = \sum Y^2 \ne S` and the target
@@ -37,10 +43,20 @@ import pandas as pd
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine import stats
 from judgecal_dist.errors import ConfigError, InputError
+from judgecal_dist.io.dataset import read_dataset_table
 from judgecal_dist.methods.fcps.select import Cells
-from judgecal_dist.splits import split_uniforms
+from judgecal_dist.splits import group_keys, split_uniforms
 
-__all__ = ["BLOCKS", "SplitCells", "RealInput", "sized_blocks", "block_table", "balanced_cells", "load_real"]
+__all__ = [
+    "BLOCKS",
+    "SplitCells",
+    "RealInput",
+    "sized_blocks",
+    "block_table",
+    "balanced_cells",
+    "load_real",
+    "load_rubric",
+]
 
 #: Block codes of the block table: selection, validation, test; calibration budget i has code CAL0 + i.
 BLOCKS = {"sel": 0, "val": 1, "test": 2}
@@ -233,4 +249,81 @@ def load_real(
         "position_balanced": balanced,
         "tie_labels": int(groups["n_tie_labels"].sum()),
     }
+    return RealInput(judges=tuple(pool), budgets=tuple(budgets), splits=splits, info=info)
+
+
+def _rubric_rows(
+    url: str, pool: Sequence[str], sample: int, engine: EngineConfig
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], pd.Series]:
+    """Per labelled item: its pool judges' scalar-schema codes, its target and its group id."""
+    options = engine.storage_options
+    verdicts = read_dataset_table(
+        url, "verdicts", ["item_id", "group_id", "judge_id", "sample", "score"], storage_options=options
+    ).to_pandas()
+    labels = read_dataset_table(url, "labels", ["item_id", "label_score"], storage_options=options).to_pandas()
+    verdicts = verdicts[verdicts["sample"] == sample]
+    items = verdicts.drop_duplicates("item_id")[["item_id", "group_id"]]
+    items = items.merge(labels.dropna(subset=["label_score"]), on="item_id", how="inner").sort_values("item_id")
+    bad = items[~items["label_score"].between(1.0, 5.0)]
+    if len(bad):
+        raise InputError(
+            f"{url}: labels: label_score: {len(bad)} score(s) outside the 1-5 rubric, e.g. item "
+            f"{bad['item_id'].iloc[0]!r} = {bad['label_score'].iloc[0]:g}; the scalar schema reads a 1-5 score"
+        )
+    scored = verdicts[verdicts["judge_id"].isin(pool)]
+    silent = [j for j in pool if not scored.loc[scored["judge_id"] == j, "score"].notna().any()]
+    if silent:
+        raise InputError(f"{url}: verdicts: score: pool judges with no score: {silent[:5]} ({len(silent)})")
+    # Round and clip to the rubric (codes 0..4); a null score is err (5), as is an absent (item, judge) row.
+    code = (np.clip(np.round(scored["score"].to_numpy(dtype=np.float64)), 1, 5) - 1).astype(np.float64)
+    wide = (
+        scored.assign(code=np.where(np.isnan(code), 5.0, code))
+        .pivot_table(index="item_id", columns="judge_id", values="code", aggfunc="first")
+        .reindex(index=items["item_id"], columns=list(pool))
+    )
+    codes = wide.fillna(5.0).to_numpy().astype(np.int64)
+    return codes, (items["label_score"].to_numpy(dtype=np.float64) - 1.0) / 4.0, items["group_id"].astype(str)
+
+
+def load_rubric(
+    url: str,
+    pool: Sequence[str],
+    *,
+    seeds: Sequence[int],
+    budgets: Sequence[int],
+    sizes: Sequence[int],
+    sample: int = 0,
+    engine: EngineConfig | None = None,
+) -> RealInput:
+    """The grouped blocks of every split of a scalar-schema (1-5 rubric) dataset, as :func:`load_real` plans them.
+
+    Raises
+    ------
+    ConfigError
+        An empty or repeated pool.
+    InputError
+        A ``label_score`` outside 1..5, a pool judge without any score, fewer than two groups or a budget beyond
+        the calibration pool.
+    """
+    engine = engine or EngineConfig()
+    pool = [str(j) for j in pool]
+    if not pool or len(set(pool)) != len(pool):
+        raise ConfigError(f"pool: need distinct judge ids, got {pool}")
+    codes, y, group = _rubric_rows(url, pool, sample, engine)
+    ids, inverse = np.unique(group.to_numpy(), return_inverse=True)
+    rows = np.bincount(inverse.ravel(), minlength=len(ids))
+    if len(ids) < 2:
+        raise InputError(f"{url}: verdicts: group_id: {len(ids)} group(s); grouped FCPS blocks need at least 2")
+    keys = group_keys(ids.tolist())
+    splits = {}
+    for seed in seeds:
+        block = sized_blocks(keys, rows, seed, sizes, budgets)[inverse.ravel()]  # each row's block
+
+        def cells(mask: npt.NDArray[np.bool_]) -> Cells:
+            return Cells.from_rows(codes[mask], y[mask], schema="scalar")
+
+        named = {name: cells(block == code) for name, code in BLOCKS.items()}
+        cal = {b: cells((block >= CAL0) & (block <= CAL0 + i)) for i, b in enumerate(budgets)}
+        splits[int(seed)] = SplitCells(sel=named["sel"], val=named["val"], test=named["test"], cal=cal)
+    info = {"groups": len(ids), "rows": int(len(y)), "schema": "scalar", "target_levels": int(len(np.unique(y)))}
     return RealInput(judges=tuple(pool), budgets=tuple(budgets), splits=splits, info=info)

@@ -44,7 +44,9 @@ from scipy.special import comb
 
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.growth import N_JUDGES, growth_eta
-from judgecal_dist.methods.fcps.joint_table import pattern_keys
+from judgecal_dist.io.rubric_panel import JUDGES as RUBRIC_JUDGES
+from judgecal_dist.io.rubric_panel import score_confusion
+from judgecal_dist.methods.fcps.joint_table import SCHEMA_CATEGORIES, pattern_keys
 from judgecal_dist.methods.fcps.select import fit_family, prefix_cells
 
 if TYPE_CHECKING:
@@ -455,18 +457,22 @@ def _bookkeeping(parts: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def _observed_categories(config: Config, data: Any) -> dict[str, int]:
-    """Distinct output codes each pool judge emits anywhere in the input (a nominal alphabet has 4)."""
+    """Distinct output codes each pool judge emits anywhere in the input (a nominal alphabet has 4, or 6 for a
+    1-5 rubric with err)."""
     if isinstance(getattr(data, "splits", None), dict):
         blocks = [b for split in data.splits.values() for b in (split.sel, split.val, split.test, *split.cal.values())]
         seen = [{int(v) for b in blocks for v in np.unique(b.codes[b.n > 0, j])} for j in range(len(config.pool))]
         return {judge: len(codes) for judge, codes in zip(config.pool, seen, strict=True)}
     if not config.synthetic:
         return {}
+    if config.schema == "scalar":  # the rubric panel: codes of positive probability under its confusion matrices
+        emitted = (score_confusion().sum(axis=1) > 0).sum(axis=1)
+        return {f"judge {j + 1}": int(emitted[j]) for j in range(len(RUBRIC_JUDGES))}
     law = _law(config, data)
     return {f"judge {j + 1}": len(np.unique(law.codes[law.p > 0, j])) for j in range(law.codes.shape[1])}
 
 
-def _observable(parts: pd.DataFrame) -> list[dict[str, Any]]:
+def _observable(parts: pd.DataFrame, base: int = 4) -> list[dict[str, Any]]:
     rows = []
     for budget, g in parts[parts["selected_table"]].groupby("budget", sort=True):
         rows.append(
@@ -474,7 +480,7 @@ def _observable(parts: pd.DataFrame) -> list[dict[str, Any]]:
                 "budget": int(budget),
                 "mean_k": float(g["k"].mean()),
                 "modal_k": int(g["k"].mode().min()),
-                "nominal_alphabet": int(4 ** int(g["k"].mode().min())),
+                "nominal_alphabet": int(base ** int(g["k"].mode().min())),
                 "occupied": float(g["occupied"].mean()),
                 "effective_support": float(g["effective_support"].mean()),
                 "support_per_label": float((g["effective_support"] / budget).mean()),
@@ -492,14 +498,16 @@ def diagnostics_report(config: Config, parts: pd.DataFrame, data: Any) -> tuple[
     diagnostics of the selected table and the proxy score (any data)."""
     record: dict[str, Any] = {}
     lines: list[str] = []
-    observable = _observable(parts)
+    base = SCHEMA_CATEGORIES[config.schema]
+    symbols = "scores 1-5, error" if config.schema == "scalar" else "B, A, tie, error"
+    observable = _observable(parts, base)
     categories = _observed_categories(config, data)
     record |= {"observable": observable, "observed_categories": categories}
     lines += [
         "",
         "## Observable diagnostics of the validation-selected table",
         "",
-        "Means over splits. Nominal alphabet = 4^k possible vote patterns (B, A, tie, error) of the k judges at "
+        f"Means over splits. Nominal alphabet = {base}^k possible vote patterns ({symbols}) of the k judges at "
         "the modal k; "
         "occupied = patterns seen in calibration; S_eff = exp(entropy of the calibration patterns); unseen = share "
         "of rows whose pattern calibration never saw, on the validation block (usable before testing) and on the "
@@ -521,7 +529,7 @@ def diagnostics_report(config: Config, parts: pd.DataFrame, data: Any) -> tuple[
             "0.321; B = 300: mean k 4.13, S_eff/B 0.075, unseen 0.029, seen term 0.091, C 0.120.",
         ]
     if categories:
-        lines += ["", "Observed output categories per judge (of 4: B, A, tie, error): "]
+        lines += ["", f"Observed output categories per judge (of {base}: {symbols}): "]
         lines[-1] += ", ".join(f"{j} {n}" for j, n in categories.items()) + "."
     if config.synthetic and config.decomposition and "risk_total" in parts:
         book = _bookkeeping(parts)
@@ -547,7 +555,7 @@ def diagnostics_report(config: Config, parts: pd.DataFrame, data: Any) -> tuple[
                 f"| {r['budget']} | {r['menu']} | {r['family']} | {r['mean_k']:.2f} | {r['information']:.4f} | "
                 f"{r['approximation']:.4f} | {r['calibration']:.4f} | {r['total']:.4f} | {r['test_mse']:.4f} |"
             )
-    if config.synthetic and config.boundary_reps:
+    if config.synthetic and config.boundary_reps and config.schema == "pairwise":
         rows = boundary(config, parts, data)
         record["boundary"] = rows
         agree = sum(r["agrees"] for r in rows)

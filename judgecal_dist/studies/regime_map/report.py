@@ -142,7 +142,6 @@ def _rubric_bayes(config: Config, parts: pd.DataFrame) -> tuple[list[dict[str, A
         "judges (the floor of any calibrator of that prefix); the table columns are the joint table at that k "
         "(mean test MSE over splits). The 1-5 rubric scores form a 6-symbol alphabet with err.",
         "",
-        *(["The unsupervised jury menu is not run on rubric scores (it models A/B votes).", ""] if config.jury else []),
         "| k | Bayes MSE | " + " | ".join(f"table B={b}" for b in budgets) + " |",
         "|---|---|" + "---|" * len(budgets),
     ]
@@ -364,6 +363,12 @@ def summarise(config: Config, parts: pd.DataFrame, data: Any) -> StudyResult:
     extra |= further
     extra["diagnostics"], diagnostic_lines = diagnostics_report(config, parts, data)
     lines += diagnostic_lines
+    if config.schema == "scalar":
+        skipped = ["the unsupervised jury menu (it models A/B votes)"] if config.jury else []
+        if config.synthetic and (config.decomposition or config.boundary_reps):
+            skipped.append("the risk bookkeeping and the regime boundary (they assume a binary target)")
+        if skipped:
+            lines += ["", f"Not run on 1-5 rubric scores: {'; '.join(skipped)}."]
     if config.synthetic and config.schema == "scalar":
         extra["rubric_bayes"], bayes_lines = _rubric_bayes(config, parts)
         lines += bayes_lines

@@ -46,7 +46,7 @@ from judgecal_dist.methods.fcps.select import MENUS, Cells, evaluate_candidates,
 from judgecal_dist.studies.base import StudyResult
 from judgecal_dist.studies.regime_map import report as regime_map_report
 from judgecal_dist.studies.regime_map.config import LLMBAR7, RUBRIC, SINGLE, SYNTHETIC, Config, extra_menus
-from judgecal_dist.studies.regime_map.data import RealInput, balanced_cells, load_real
+from judgecal_dist.studies.regime_map.data import RealInput, balanced_cells, load_real, load_rubric
 from judgecal_dist.studies.regime_map.diagnostics import decomposition_columns, growth_population
 
 __all__ = [
@@ -106,6 +106,16 @@ def load(config: Config, engine: EngineConfig) -> RealInput | SyntheticInput:
             return SyntheticInput(regime, patterns, weights, {"source_patterns": len(patterns)})
         return SyntheticInput(regime, info={})
     sizes = (config.selection_rows, config.validation_rows, config.test_rows)
+    if config.schema == "scalar":
+        return load_rubric(
+            config.data,
+            config.pool,
+            seeds=seeds,
+            budgets=config.budgets,
+            sizes=sizes,
+            sample=config.sample,
+            engine=engine,
+        )
     data = load_real(
         config.data,
         config.pool,
@@ -196,7 +206,7 @@ def run_replicate(data: Any, rep: Replicate) -> pd.DataFrame:
         for menu, (families, metric) in menus.items():
             chosen = select_candidate(frame, families, metric)
             frame[f"selected_{menu}"] = frame.index == chosen.name
-        if isinstance(data, SyntheticInput) and config.decomposition:
+        if isinstance(data, SyntheticInput) and config.decomposition and config.schema == "pairwise":
             law = growth_population(config, 1.0 if weight is None else weight, data.patterns, data.weights)
             frame = decomposition_columns(frame, paths, cal, law, options, config.population_rows)
         if config.single_judges and not isinstance(data, SyntheticInput):

@@ -10,9 +10,9 @@ import pytest
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.ray import single_threaded_blas
-from judgecal_dist.errors import ConfigError
+from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.dataset import write_dataset
-from judgecal_dist.io.rubric_panel import rubric_bayes_mse
+from judgecal_dist.io.rubric_panel import DOC_ROWS, draw_rubric_panel, rubric_bayes_mse
 from judgecal_dist.methods.fcps.select import Cells
 from judgecal_dist.studies.regime_map import study as regime_map
 from judgecal_dist.studies.regime_map.report import summarise
@@ -135,7 +135,11 @@ def test_rubric_study_reaches_the_exact_bayes_risk_at_large_budgets():
     picked = parts[parts["selected_union"]]
     assert picked["test_accuracy"].between(0.8, 1.0).all() and picked["test_spearman"].between(0.8, 1.0).all()
     assert "## Rubric regime: exact Bayes risk per prefix" in result.report
-    assert "jury" not in {m["menu"] for m in result.extra["menus"]} and "jury menu is not run" in result.report
+    assert (
+        "jury" not in {m["menu"] for m in result.extra["menus"]}
+        and "Not run on 1-5 rubric scores: the unsupervised jury" in result.report
+    )
+    assert "Nominal alphabet = 6^k" in result.report and "risk_total" not in parts
 
 
 @pytest.mark.parametrize(
@@ -150,3 +154,81 @@ def test_a_setting_the_rubric_panel_never_reads_is_refused(overrides, match):
     with pytest.raises(ConfigError, match=match):
         regime_map.Config(data="synthetic:scalar", **overrides)
     assert regime_map.Config(data="synthetic:scalar", budgets=(64,)).schema == "scalar"
+
+
+def write_rubric(root: str, docs: int = 30, seed: int = 5, label_shift: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """A 1-5 rubric dataset from the rubric panel: scores as verdicts.score (err: null, one judge absent on some
+    rows), human scores as labels.label_score; returns the expected codes and targets."""
+    codes, y = draw_rubric_panel(docs * DOC_ROWS, np.random.default_rng(seed))
+    codes[::7, 6] = 5  # absent rows below count as err too
+    rows = [
+        (f"s{i}", f"doc{i // DOC_ROWS}", f"j{j}", None if codes[i, j] == 5 else float(codes[i, j] + 1))
+        for i in range(len(y))
+        for j in range(7)
+        if not (j == 6 and i % 7 == 0)
+    ]
+    verdicts = pa.table(
+        {
+            "dataset": ["d"] * len(rows),
+            "item_id": [r[0] for r in rows],
+            "group_id": [r[1] for r in rows],
+            "judge_id": [r[2] for r in rows],
+            "score": pa.array([r[3] for r in rows], pa.float64()),
+        }
+    )
+    items = [f"s{i}" for i in range(len(y))]
+    labels = pa.table(
+        {
+            "dataset": ["d"] * len(y),
+            "item_id": items,
+            "label": pa.array([None] * len(y), pa.string()),
+            "label_score": 1.0 + 4.0 * y + label_shift,
+        }
+    )
+    write_dataset(root, {"verdicts": verdicts, "labels": labels}, {"format": "test"})
+    order = np.argsort(items)  # the reader orders items by id
+    return codes[order], y[order]
+
+
+def test_a_rubric_dataset_url_runs_on_the_scalar_schema(tmp_path):
+    root = str(tmp_path / "rubric")
+    codes, y = write_rubric(root)
+    config = regime_map.Config(
+        data=root,
+        verdict_schema="scalar",
+        position_balance=False,
+        pool=tuple(f"j{j}" for j in range(7)),
+        replicates=2,
+        budgets=(64, 128),
+        selection_rows=96,
+        validation_rows=96,
+        test_rows=160,
+        families=("ridge_iso", "one_coin_iso"),
+        hybrid_taus=(),
+        fallbacks=(),
+        paths=("information_first", "random"),
+        max_k=4,
+        proxy_bootstrap=0,
+        proxy_permutations=0,
+    )
+    data = regime_map.load(config, EngineConfig())
+    assert data.info == {"groups": 30, "rows": 480, "schema": "scalar", "target_levels": len(np.unique(y))}
+    split = data.splits[0]
+    blocks = [split.sel, split.val, split.test, split.cal[128]]
+    assert [b.rows for b in blocks] == [96, 96, 160, 128] and all(b.schema == "scalar" for b in blocks)
+    whole = Cells.from_rows(codes, y, schema="scalar")
+    for field in ("n", "s", "q"):  # the blocks partition the hand-made rows (every document is used)
+        got = sum(_per_pattern(c, getattr(c, field), whole.codes) for c in blocks)
+        np.testing.assert_allclose(got, getattr(whole, field), err_msg=field)
+    parts = pd.concat([regime_map.run_replicate(data, r) for r in regime_map.plan(config, data)])
+    result = summarise(config, parts, data)
+    assert {r["menu"] for r in result.records} == {"table", "scalar", "union"}
+    assert "Not run on 1-5 rubric scores: the unsupervised jury menu" in result.report
+    with pytest.raises(ConfigError, match="position_balance=true: does not apply to 1-5 rubric scores"):
+        regime_map.Config(data=root, verdict_schema="scalar")
+    with pytest.raises(ConfigError, match="verdict_schema=scalar: applies to a dataset URL"):
+        regime_map.Config(data="synthetic:parity", verdict_schema="scalar")
+    bad = str(tmp_path / "bad")
+    write_rubric(bad, docs=4, label_shift=4.5)
+    with pytest.raises(InputError, match=r"label_score: \d+ score\(s\) outside the 1-5 rubric"):
+        regime_map.load(config.model_copy(update={"data": bad}), EngineConfig())
