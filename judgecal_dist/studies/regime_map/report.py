@@ -140,7 +140,8 @@ def _rubric_bayes(config: Config, parts: pd.DataFrame) -> tuple[list[dict[str, A
         "",
         "Bayes MSE = E[Y^2] - sum_z P(z) eta(z)^2 of the generator over all 6^k output patterns of the first k "
         "judges (the floor of any calibrator of that prefix); the table columns are the joint table at that k "
-        "(mean test MSE over splits). The 1-5 rubric scores form a 6-symbol alphabet with err.",
+        "(mean test MSE over splits). The 1-5 rubric scores form a 6-symbol alphabet with err. The paper's "
+        "rubric numbers (summary coherence) are not reproduced: no such dataset ships with the project.",
         "",
         "| k | Bayes MSE | " + " | ".join(f"table B={b}" for b in budgets) + " |",
         "|---|---|" + "---|" * len(budgets),
