@@ -85,6 +85,7 @@ def paired_bootstrap_ci(
     confidence: float = 0.95,
     n_resamples: int = 1000,
     rng: np.random.Generator,
+    units: Sequence[npt.ArrayLike] | None = None,
 ) -> PairedBootstrapCI:
     r"""Item-level paired bootstrap of a mean loss difference, resampling items within each fixed split.
 
@@ -100,6 +101,13 @@ def paired_bootstrap_ci(
     the percentile interval of spec §5.5(c) (H.9 of [1]_). The splits are held fixed: this interval reflects item
     sampling only, not the choice of splits.
 
+    When the splits are drawn from one set of items (random halves of the same data), resampling each split on its
+    own treats their items as independent draws and the interval narrows about as :math:`1/\sqrt S` whatever the
+    data. ``units`` gives, per split, the sampling unit of each item (e.g. its group, an integer shared across
+    splits); each replicate then draws the units once, with replacement, and every split's mean is the mean of
+    its items weighted by how often their unit was drawn (a unit not drawn drops out; a split left empty keeps
+    its own mean). The interval then has the width of one data set's item sampling.
+
     Parameters
     ----------
     d : array-like of shape (n_splits, n) or sequence of 1-D arrays
@@ -110,6 +118,9 @@ def paired_bootstrap_ci(
         Bootstrap replicates :math:`B` (spec: 1,000 per split).
     rng : numpy.random.Generator
         Source of the resampling.
+    units : sequence of 1-D integer arrays, optional
+        Per split, the unit of each item (same length as that split's ``d``); units shared across splits are
+        resampled jointly. None: every split resampled on its own.
 
     Returns
     -------
@@ -152,6 +163,8 @@ def paired_bootstrap_ci(
     estimate = float(np.mean([split.mean() for split in splits]))
     if all(np.ptp(split) == 0.0 for split in splits):
         return PairedBootstrapCI(estimate, estimate, estimate, 0.0)
+    if units is not None:
+        return _shared_unit_bootstrap(splits, units, confidence, n_resamples, rng, estimate, where)
     res = bootstrap(
         tuple(splits),
         _mean_of_split_means,
@@ -165,6 +178,39 @@ def paired_bootstrap_ci(
     )
     ci = res.confidence_interval
     return PairedBootstrapCI(estimate, float(ci.low), float(ci.high), float(res.standard_error))
+
+
+def _shared_unit_bootstrap(
+    splits: list[npt.NDArray[np.float64]],
+    units: Sequence[npt.ArrayLike],
+    confidence: float,
+    n_resamples: int,
+    rng: np.random.Generator,
+    estimate: float,
+    where: str,
+) -> PairedBootstrapCI:
+    """:func:`paired_bootstrap_ci` with units drawn once per replicate and shared by every split."""
+    if len(units) != len(splits):
+        raise InputError(f"{where}: units: one array per split expected ({len(splits)}), got {len(units)}")
+    codes = [np.asarray(u) for u in units]
+    if any(c.ndim != 1 or c.shape != d.shape for c, d in zip(codes, splits, strict=True)):
+        raise InputError(f"{where}: units: each split needs one unit per item (1-D, the length of its d)")
+    labels, index = np.unique(np.concatenate(codes), return_inverse=True)
+    index = np.split(index, np.cumsum([c.size for c in codes])[:-1])
+    draws = np.empty(n_resamples)
+    batch = max(1, 2_000_000 // labels.size)  # bounds the weight matrix at ~16 MB
+    for start in range(0, n_resamples, batch):
+        b = min(batch, n_resamples - start)
+        weights = rng.multinomial(labels.size, np.full(labels.size, 1.0 / labels.size), size=b).astype(np.float64)
+        total = np.zeros(b)
+        for d, idx in zip(splits, index, strict=True):
+            w = weights[:, idx]
+            n = w.sum(axis=1)
+            total += np.divide(w @ d, n, out=np.full(b, d.mean()), where=n > 0)
+        draws[start : start + b] = total / len(splits)
+    a = 1.0 - confidence
+    low, high = np.quantile(draws, [a / 2, 1 - a / 2])
+    return PairedBootstrapCI(estimate, float(low), float(high), float(draws.std(ddof=1)))
 
 
 def multiplier_max_t(

@@ -38,6 +38,34 @@ def test_paired_bootstrap_same_seed_same_interval_and_degenerate_case():
     assert flat == pytest.approx((0.3, 0.3, 0.3, 0.0))
 
 
+def test_shared_units_keep_the_width_of_one_data_set_when_splits_reuse_its_items():
+    """Halves of one set of 400 items, 50 times: with the items as shared units the interval keeps the width of the
+    items' own sampling (reference: the delta-method SE of the weighted split means); resampled split by split it
+    narrows about sqrt(50) times further."""
+    rng = np.random.default_rng(7)
+    d_items = rng.normal(0.05, 0.3, 400)
+    halves = [np.flatnonzero(rng.random(400) < 0.5) for _ in range(50)]
+    ds, units = [d_items[h] for h in halves], [h for h in halves]
+    shared = paired_bootstrap_ci(ds, n_resamples=2000, rng=np.random.default_rng(1), units=units)
+    alone = paired_bootstrap_ci(ds, n_resamples=2000, rng=np.random.default_rng(1))
+    assert shared.estimate == alone.estimate == pytest.approx(np.mean([d.mean() for d in ds]), abs=1e-12)
+    # Reference: the delta-method SE of the mean of per-split weighted means under multinomial item weights,
+    # sum_i a_i^2 with a_i = sum over the splits holding item i of (d_i - split mean) / (S n_s).
+    a = np.zeros(400)
+    for h in halves:
+        a[h] += (d_items[h] - d_items[h].mean()) / (len(halves) * h.size)
+    assert shared.standard_error == pytest.approx(np.sqrt(np.sum(a**2)), rel=0.03)
+    assert shared.standard_error > 4 * alone.standard_error
+
+
+def test_shared_units_refuse_a_unit_list_that_does_not_match_the_splits():
+    d = np.zeros((2, 3)) + np.arange(3)
+    with pytest.raises(InputError, match="units: one array per split expected"):
+        paired_bootstrap_ci(d, rng=np.random.default_rng(0), units=[np.arange(3)])
+    with pytest.raises(InputError, match="units: each split needs one unit per item"):
+        paired_bootstrap_ci(d, rng=np.random.default_rng(0), units=[np.arange(3), np.arange(2)])
+
+
 @pytest.mark.parametrize(
     ("d", "match"),
     [

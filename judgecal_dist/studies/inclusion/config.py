@@ -78,8 +78,9 @@ class Config(PipelineFields, AggregationFields):
     tost_margin: number(gt=0.0) = Field(default=0.01, description="TOST equivalence margin on NLL (nats)")
     item_bootstrap_resamples: integer(0, 100_000) = Field(
         default=1000,
-        description="item-level paired bootstrap (resamples per split) of the default pipeline against every other "
-        "aggregator with the same calibrator on all judges, with TOST on its SE; 0 = off",
+        description="item-level paired bootstrap (resamples; each draw of item groups shared by every split) of the "
+        "default pipeline against every other aggregator with the same calibrator on all judges, with TOST on its "
+        "SE; 0 = off",
     )
     judge_grain: one_of(GRAINS) = Field(
         default="judge",

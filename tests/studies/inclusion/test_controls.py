@@ -164,7 +164,8 @@ def test_scope_arms_drop_the_flagged_judges(run):
 
 
 def test_item_level_paired_bootstrap_equals_a_plain_resampling_loop(run):
-    """H.9: the study's interval against a stratified bootstrap written out here (4,000 draws, own stream)."""
+    """H.9: the study's interval against a bootstrap written out here (4,000 draws, own stream): each draw picks the
+    item groups with replacement once, and every split weights its evaluation items by that draw."""
     cfg, data, parts = run
     result = inclusion.summarise(cfg, parts, data)
     row = pd.DataFrame(result.extra["item_bootstrap"]).set_index("aggregator").loc["dawid_skene"]
@@ -172,8 +173,16 @@ def test_item_level_paired_bootstrap_equals_a_plain_resampling_loop(run):
     per_split = [metrics.loc[(s, "one_coin"), "nll"] - metrics.loc[(s, "dawid_skene"), "nll"] for s in (0, 1)]
     assert row["delta_nll"] == pytest.approx(np.mean(per_split), abs=1e-12)
     ds = [np.asarray(d) for d in parts[parts["kind"] == "item_pairs"].sort_values("seed")["d"]]
+    keys = data.panel.group_keys
+    groups = np.unique(keys)
+    evals = [keys[~calibration_mask(keys, [s], cfg.calib_fraction)[0]] for s in (0, 1)]
     rng = np.random.default_rng(123)
-    draws = np.mean([[d[rng.integers(0, d.size, d.size)].mean() for _ in range(4000)] for d in ds], axis=0)
+    where = [np.searchsorted(groups, k) for k in evals]
+    draws = []
+    for _ in range(4000):
+        drawn = np.bincount(rng.integers(0, groups.size, groups.size), minlength=groups.size)
+        draws.append(np.mean([(drawn[g] @ d) / drawn[g].sum() for d, g in zip(ds, where, strict=True)]))
+    draws = np.array(draws)
     low, high = np.quantile(draws, [0.025, 0.975])
     assert row["se"] == pytest.approx(draws.std(ddof=1), rel=0.1)
     assert abs(row["ci_low"] - low) < 0.25 * row["se"] and abs(row["ci_high"] - high) < 0.25 * row["se"]
