@@ -9,6 +9,7 @@ Kinds (``format`` = ``judgecal.<kind>/v<N>``; schemas and examples in ``docs/mod
 ``judgecal.davidson/v2``          a judge's repeated A/tie/B verdicts -> Davidson's three-outcome model
 ``judgecal.escalation/v2``        hard variance routing from a cheap tier to a full tier
 ``judgecal.fcps/v1``              a judge-path prefix's joint verdicts -> the joint output table or a scalar stacker
+``judgecal.flow-per-rubric/v1``   a judge's continuous score -> its rubric's own flow (one weights file per flow)
 
 Use::
 
@@ -27,9 +28,11 @@ from judgecal_dist.models.binary import BinaryPipeline, pipeline_from_estimators
 from judgecal_dist.models.continuous import (
     Corrector,
     FlowCorrector,
+    FlowPerRubricCorrector,
     LinearCorrector,
     TransportCorrector,
     flow_from_estimator,
+    flows_per_rubric_from_estimators,
     linear_from_conjugate,
     linear_from_hb,
     linear_from_moments,
@@ -51,6 +54,7 @@ __all__ = [
     "LinearCorrector",
     "TransportCorrector",
     "FlowCorrector",
+    "FlowPerRubricCorrector",
     "linear_from_hb",
     "linear_from_moments",
     "linear_from_conjugate",
@@ -58,6 +62,7 @@ __all__ = [
     "flow_from_estimator",
     "FCPSModel",
     "fcps_from_estimator",
+    "flows_per_rubric_from_estimators",
     "load_model",
     "save_model",
     "model_from_dict",

@@ -10,6 +10,8 @@ r"""Continuous correctors as models: a judge's score -> the human scale (spec 00
                                   (:class:`~judgecal_dist.methods.continuous.score_flow.ScoreFlow`): architecture in
                                   the JSON, weights in a ``.safetensors`` file beside it (``.npz`` where the
                                   ``safetensors`` package is absent), named in the document with its SHA-256
+``judgecal.flow-per-rubric/v1``   one plain flow per rubric, each fitted on its rubric's anchors alone (one
+                                  weights file per flow)
 
 Each model is rebuilt from its document into the very estimator code that was evaluated, so ``predict`` gives
 the estimator's floats: the linear map :math:`\hat\alpha_r + \hat\beta_r j`, ``MarginalOT.predict`` with the
@@ -29,7 +31,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import io
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,31 +42,43 @@ from scipy.special import ndtri
 
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.methods.continuous.score_transport import MarginalOT
-from judgecal_dist.models.documents import FlowCorrectorDoc, LinearCorrectorDoc, TransportCorrectorDoc
+from judgecal_dist.models.documents import (
+    FlowArchitectureDoc,
+    FlowCorrectorDoc,
+    FlowPerRubricDoc,
+    LinearCorrectorDoc,
+    TransportCorrectorDoc,
+    WeightsFileDoc,
+)
 
 __all__ = [
     "LINEAR_FORMAT",
     "OT_FORMAT",
     "FLOW_FORMAT",
+    "FLOW_RUBRIC_FORMAT",
     "FORMATS",
     "Corrector",
     "LinearCorrector",
     "TransportCorrector",
     "FlowCorrector",
+    "FlowPerRubricCorrector",
     "linear_from_moments",
     "linear_from_hb",
     "linear_from_conjugate",
     "ot_from_estimators",
     "flow_from_estimator",
+    "flows_per_rubric_from_estimators",
     "linear_from_document",
     "ot_from_document",
     "flow_from_document",
+    "flows_per_rubric_from_document",
 ]
 
 LINEAR_FORMAT = "judgecal.linear-corrector/v1"
 OT_FORMAT = "judgecal.ot-corrector/v1"
 FLOW_FORMAT = "judgecal.flow-corrector/v1"
-FORMATS = (LINEAR_FORMAT, OT_FORMAT, FLOW_FORMAT)
+FLOW_RUBRIC_FORMAT = "judgecal.flow-per-rubric/v1"
+FORMATS = (LINEAR_FORMAT, OT_FORMAT, FLOW_FORMAT, FLOW_RUBRIC_FORMAT)
 Array = npt.NDArray[np.float64]
 #: Distinct (score, rubric) pairs solved per flow call (bounds the (passes x pairs x hidden) activations).
 _FLOW_CHUNK = 2048
@@ -222,6 +236,24 @@ class FlowCorrector(Corrector):
             mean[part], sd[part] = _flow_solve(self, pairs[0, part], pairs[1, part].astype(np.int64))
         mean, sd = mean[inverse.ravel()], sd[inverse.ravel()]
         return {"corrected": mean, "sd": sd, "lower": _nan(j.size), "upper": _nan(j.size)}
+
+
+@dataclass(frozen=True)
+class FlowPerRubricCorrector(Corrector):
+    """One single-rubric :class:`FlowCorrector` per rubric: a score goes through its rubric's flow."""
+
+    flows: tuple[FlowCorrector, ...] = ()
+
+    kind = "flow-per-rubric"
+
+    def _predict(self, j: Array, rubric: npt.ArrayLike | None) -> dict[str, Array]:
+        r = self.rubric_codes(rubric, j.size)
+        out = {key: _nan(j.size) for key in ("corrected", "sd", "lower", "upper")}
+        for code in np.unique(r):
+            sel = r == code
+            for key, values in self.flows[int(code)]._predict(j[sel], None).items():
+                out[key][sel] = values
+        return out
 
 
 class _PassMasks:
@@ -452,23 +484,13 @@ def _weights_bytes(tensors: dict[str, np.ndarray]) -> tuple[bytes, str]:
     return save(tensors), "safetensors"
 
 
-def flow_from_estimator(
-    model: Any,
-    *,
-    judge_id: str,
-    input_range: Sequence[float] = (1.0, 5.0),
-    n_passes: int | None = None,
-    fitted_on: dict[str, Any] | None = None,
-    weights_file: str = "flow-weights",
-) -> FlowCorrector:
-    """The document and weights file of a fitted :class:`ScoreFlow` (``n_passes`` defaults to the estimator's)."""
+def _flow_entry(model: Any, n_passes: int | None, stem: str) -> tuple[dict[str, Any], str, bytes]:
+    """A fitted :class:`ScoreFlow`'s architecture, passes, seed and weights entry, its file name and bytes."""
     drift = model.stack_.drift
     tensors = {k: getattr(drift, k).detach().cpu().numpy().astype(np.float32) for k in _TENSORS}
     blob, container = _weights_bytes(tensors)
-    file = f"{weights_file}.{container}"
-    doc = _common(FLOW_FORMAT, judge_id, input_range, model.score_range, fitted_on, f"flow for {judge_id}")
-    doc |= {
-        "rubrics": [str(r) for r in model.rubrics_],
+    file = f"{stem}.{container}"
+    entry = {
         "architecture": {
             "hidden": int(model.hidden),
             "embed_dim": int(model.embed_dim),
@@ -482,7 +504,50 @@ def flow_from_estimator(
         "weights": {"file": file, "container": container, "sha256": hashlib.sha256(blob).hexdigest()},
         "final_loss": float(model.stack_.loss_history[-1, 0]) if len(model.stack_.loss_history) else None,
     }
+    return entry, file, blob
+
+
+def flow_from_estimator(
+    model: Any,
+    *,
+    judge_id: str,
+    input_range: Sequence[float] = (1.0, 5.0),
+    n_passes: int | None = None,
+    fitted_on: dict[str, Any] | None = None,
+    weights_file: str = "flow-weights",
+) -> FlowCorrector:
+    """The document and weights file of a fitted :class:`ScoreFlow` (``n_passes`` defaults to the estimator's)."""
+    entry, file, blob = _flow_entry(model, n_passes, weights_file)
+    doc = _common(FLOW_FORMAT, judge_id, input_range, model.score_range, fitted_on, f"flow for {judge_id}")
+    doc |= {"rubrics": [str(r) for r in model.rubrics_], **entry}
     return flow_from_document(FlowCorrectorDoc.model_validate(doc), doc, read_file={file: blob}.__getitem__)
+
+
+def flows_per_rubric_from_estimators(
+    flows: Mapping[str, Any],
+    *,
+    judge_id: str,
+    input_range: Sequence[float] = (1.0, 5.0),
+    n_passes: int | None = None,
+    fitted_on: dict[str, Any] | None = None,
+    weights_file: str = "flow-weights",
+) -> FlowPerRubricCorrector:
+    """The document and weights files (``<weights_file>-<i>``) of one fitted single-rubric :class:`ScoreFlow` per
+    rubric (``flows``: rubric -> estimator, all on one ``score_range``)."""
+    if not flows:
+        raise ValueError("flows_per_rubric_from_estimators: no fitted flow")
+    ranges = {tuple(float(v) for v in f.score_range) for f in flows.values()}
+    if len(ranges) != 1:
+        raise ValueError(f"flows_per_rubric_from_estimators: the flows have different score ranges {sorted(ranges)}")
+    entries, files = [], {}
+    for i, (rubric, flow) in enumerate(flows.items()):
+        entry, file, blob = _flow_entry(flow, n_passes, f"{weights_file}-{i}")
+        entries.append({"rubric": str(rubric), **entry})
+        files[file] = blob
+    name = f"flow per rubric for {judge_id}"
+    doc = _common(FLOW_RUBRIC_FORMAT, judge_id, input_range, next(iter(ranges)), fitted_on, name)
+    doc |= {"flows": entries}
+    return flows_per_rubric_from_document(FlowPerRubricDoc.model_validate(doc), doc, read_file=files.__getitem__)
 
 
 # -- documents -> models ------------------------------------------------------------------------------------------
@@ -534,10 +599,14 @@ def _weights_url(source: str, file: str) -> str:
 
 
 def _read_weights(
-    doc: FlowCorrectorDoc, source: str, read_file: Callable[[str], bytes] | None
+    w: WeightsFileDoc,
+    a: FlowArchitectureDoc,
+    n_rub: int,
+    source: str,
+    read_file: Callable[[str], bytes] | None,
 ) -> tuple[dict[str, Any], bytes]:
-    """The weights file named by the document, checked against its SHA-256 and the architecture's shapes."""
-    w = doc.weights
+    """The weights file ``w`` names (beside the document), checked against its SHA-256 and the shapes of the
+    architecture ``a`` with ``n_rub`` rubrics (every flow kind reads its files here)."""
     where = _weights_url(source, w.file) if source else w.file
     if read_file is None:
         raise InputError(f"{where}: a flow model's weights file is read beside its document (load_model reads it)")
@@ -570,7 +639,6 @@ def _read_weights(
         raise
     except Exception as err:  # a corrupt container whose hash was forged with it
         raise InputError(f"{where}: not a readable {w.container} file ({err}); export the model again") from err
-    a, n_rub = doc.architecture, len(doc.rubrics)
     e = a.embed_dim if n_rub > 1 else 0
     shapes = {
         "w1": (1, 2 + e, a.hidden),
@@ -594,6 +662,36 @@ def _read_weights(
     return tensors, blob
 
 
+def _flow(
+    rubrics: list[str],
+    a: FlowArchitectureDoc,
+    w: WeightsFileDoc,
+    n_passes: int,
+    seed: int,
+    base: dict[str, Any],
+    read_file: Callable[[str], bytes] | None,
+) -> FlowCorrector:
+    """A flow of ``rubrics`` with architecture ``a`` and the checked weights of ``w``."""
+    source = base["source"]
+    tensors, blob = _read_weights(w, a, len(rubrics), source, read_file)
+    try:
+        import torch
+    except ImportError as err:  # the flows are the kinds that need torch; scoring the others does not
+        raise ConfigError(
+            f"{source or 'model'}: {base['document'].get('format', FLOW_FORMAT)} needs torch, from the 'continuous' "
+            "extra: pip install 'judgecal-dist[continuous]'"
+        ) from err
+
+    from judgecal_dist.methods.continuous.score_flow import FlowStack, StackedDrift
+
+    drift = StackedDrift([0], hidden=a.hidden, n_rubrics=len(rubrics), embed_dim=a.embed_dim, dropout=a.dropout)
+    with torch.no_grad():
+        for key in _TENSORS:
+            getattr(drift, key).copy_(torch.from_numpy(np.array(tensors[key])))
+    stack = FlowStack(drift, a.n_steps, a.solver, np.zeros((0, 1)), a.mask_policy)
+    return FlowCorrector(rubrics=list(rubrics), stack=stack, n_passes=n_passes, seed=seed, files={w.file: blob}, **base)
+
+
 def flow_from_document(
     doc: FlowCorrectorDoc,
     raw: dict[str, Any],
@@ -603,28 +701,20 @@ def flow_from_document(
     read_file: Callable[[str], bytes] | None = None,
     **_: Any,
 ) -> FlowCorrector:
-    tensors, blob = _read_weights(doc, source, read_file)
-    try:
-        import torch
-    except ImportError as err:  # the flow is the one kind that needs torch; scoring the others does not
-        raise ConfigError(
-            f"{source or 'model'}: {FLOW_FORMAT} needs torch, from the 'continuous' extra: "
-            "pip install 'judgecal-dist[continuous]'"
-        ) from err
+    base = _base(doc, raw, source, digest)
+    return _flow(list(doc.rubrics), doc.architecture, doc.weights, doc.n_passes, doc.seed, base, read_file)
 
-    from judgecal_dist.methods.continuous.score_flow import FlowStack, StackedDrift
 
-    a = doc.architecture
-    drift = StackedDrift([0], hidden=a.hidden, n_rubrics=len(doc.rubrics), embed_dim=a.embed_dim, dropout=a.dropout)
-    with torch.no_grad():
-        for key in _TENSORS:
-            getattr(drift, key).copy_(torch.from_numpy(np.array(tensors[key])))
-    stack = FlowStack(drift, a.n_steps, a.solver, np.zeros((0, 1)), a.mask_policy)
-    return FlowCorrector(
-        rubrics=list(doc.rubrics),
-        stack=stack,
-        n_passes=doc.n_passes,
-        seed=doc.seed,
-        files={doc.weights.file: blob},
-        **_base(doc, raw, source, digest),
-    )
+def flows_per_rubric_from_document(
+    doc: FlowPerRubricDoc,
+    raw: dict[str, Any],
+    *,
+    source: str = "",
+    digest: str = "",
+    read_file: Callable[[str], bytes] | None = None,
+    **_: Any,
+) -> FlowPerRubricCorrector:
+    base = _base(doc, raw, source, digest)
+    flows = [_flow([f.rubric], f.architecture, f.weights, f.n_passes, f.seed, base, read_file) for f in doc.flows]
+    files = {name: blob for flow in flows for name, blob in flow.files.items()}
+    return FlowPerRubricCorrector(rubrics=[f.rubric for f in doc.flows], flows=tuple(flows), **base | {"files": files})

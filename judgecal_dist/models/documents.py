@@ -22,6 +22,7 @@ __all__ = [
     "LinearCorrectorDoc",
     "TransportCorrectorDoc",
     "FlowCorrectorDoc",
+    "FlowPerRubricDoc",
     "DavidsonDoc",
     "EscalationDoc",
     "FCPSDoc",
@@ -365,6 +366,36 @@ class FlowCorrectorDoc(CorrectorDoc):
         return self
 
 
+class RubricFlowDoc(Document):
+    """One rubric's own flow (no rubric embedding): its architecture, MC passes, seed and weights file."""
+
+    rubric: RubricName
+    architecture: FlowArchitectureDoc
+    n_passes: Annotated[int, Field(ge=0, le=10_000)] = 40
+    seed: Annotated[int, Field(ge=0)] = 0
+    weights: WeightsFileDoc
+    final_loss: NonNeg | None = None
+
+
+class FlowPerRubricDoc(CorrectorDoc):
+    """``judgecal.flow-per-rubric/v1``: one plain neural-ODE flow per rubric, each fitted on that rubric's anchors
+    alone; a score is corrected by its rubric's flow (MC passes as in ``judgecal.flow-corrector/v1``). Every flow's
+    weights sit in their own file beside the document."""
+
+    format: Literal["judgecal.flow-per-rubric/v1"]
+    flows: Annotated[list[RubricFlowDoc], Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> FlowPerRubricDoc:
+        self._check_ranges()
+        _unique([f.rubric for f in self.flows], "flows: rubric")
+        _unique([f.weights.file for f in self.flows], "flows: weights.file")
+        for i, f in enumerate(self.flows):
+            if f.n_passes == 1:
+                raise ValueError(f"flows.{i}.n_passes: 0 (deterministic map) or >= 2 (MC mean and s.d.), got 1")
+        return self
+
+
 # -- Davidson for repeated verdicts with ties ---------------------------------------------------------------------
 _TIE_PARAMS = {"global": ("beta", "eta0"), "local": ("beta", "gamma"), "local_intercept": ("beta", "eta0", "gamma")}
 
@@ -613,6 +644,7 @@ KINDS: dict[str, tuple[str, type[Document]]] = {
     "linear-corrector": ("judgecal.linear-corrector/v1", LinearCorrectorDoc),
     "ot-corrector": ("judgecal.ot-corrector/v1", TransportCorrectorDoc),
     "flow-corrector": ("judgecal.flow-corrector/v1", FlowCorrectorDoc),
+    "flow-per-rubric": ("judgecal.flow-per-rubric/v1", FlowPerRubricDoc),
     "davidson": ("judgecal.davidson/v2", DavidsonDoc),
     "escalation": ("judgecal.escalation/v2", EscalationDoc),
     "fcps": ("judgecal.fcps/v1", FCPSDoc),

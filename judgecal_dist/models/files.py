@@ -97,9 +97,10 @@ _BUILDERS: dict[str, Any] = {
     continuous.LINEAR_FORMAT: continuous.linear_from_document,
     continuous.OT_FORMAT: continuous.ot_from_document,
     continuous.FLOW_FORMAT: continuous.flow_from_document,
+    continuous.FLOW_RUBRIC_FORMAT: continuous.flows_per_rubric_from_document,
 }
 #: Kinds whose document names files beside it (read through ``read_file``).
-_WITH_FILES = {continuous.FLOW_FORMAT}
+_WITH_FILES = {continuous.FLOW_FORMAT, continuous.FLOW_RUBRIC_FORMAT}
 
 
 def _split(url: str) -> tuple[str, str]:

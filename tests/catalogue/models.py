@@ -62,6 +62,20 @@ FCPS: dict[str, Any] = {
 }
 
 
+_FLOW = {
+    "architecture": {"hidden": 8, "embed_dim": 2, "dropout": 0.1, "n_steps": 4},
+    "weights": {"file": "flow-weights-0.safetensors", "container": "safetensors", "sha256": "0" * 64},
+}
+FLOWS_PER_RUBRIC: dict[str, Any] = {
+    "format": "judgecal.flow-per-rubric/v1",
+    "judge_id": "j1",
+    "flows": [
+        {"rubric": "chat", **_FLOW},
+        {"rubric": "chat", **_FLOW, "weights": {**_FLOW["weights"], "file": "flow-weights-1.safetensors"}},
+    ],
+}
+
+
 def _davidson(tmp: Path, doc: dict[str, Any] = DAVIDSON) -> list[str]:
     path = tmp / "model.json"
     path.write_text(json.dumps(doc))
@@ -105,5 +119,6 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
     "models-davidson-pairs-on-verdicts": lambda t: _davidson_on_other_data(t, "score-pairs"),
     "models-davidson-verdicts-on-scores": lambda t: _davidson_on_other_data(t, "verdicts"),
     "models-fcps-cell-sum": lambda t: _davidson(t, FCPS),
+    "models-flow-per-rubric-repeated": lambda t: _davidson(t, FLOWS_PER_RUBRIC),
     "fit-export-unknown": lambda t: _fit(t, "--set", "export=borda+none@all"),
 }

@@ -16,6 +16,7 @@ from judgecal_dist.methods.continuous.linear_conjugate import ConjugateLinear, s
 from judgecal_dist.methods.continuous.score_transport import MarginalOT
 from judgecal_dist.models import (
     flow_from_estimator,
+    flows_per_rubric_from_estimators,
     linear_from_conjugate,
     linear_from_hb,
     load_model,
@@ -152,6 +153,57 @@ def test_npz_weights_are_read_when_safetensors_is_absent(flow, tmp_path, monkeyp
     np.testing.assert_array_equal(
         load_model(url).predict([1.0, 3.0], ["chat", "math"]), model.predict([1.0, 3.0], ["chat", "math"])
     )
+
+
+@pytest.fixture(scope="module")
+def per_rubric(anchors):
+    """One plain flow per rubric, each on its rubric's anchors (the study's ``flow_per_rubric``)."""
+    from judgecal_dist.methods.continuous.score_flow import ScoreFlow
+
+    j, y, rubric = anchors
+    return {
+        r: ScoreFlow(epochs=15, hidden=8, n_passes=0, random_state=7 + i).fit(
+            j[rubric == r], y[rubric == r], rubric[rubric == r]
+        )
+        for i, r in enumerate(RUBRICS)
+    }
+
+
+def test_flows_per_rubric_round_trip_and_each_score_goes_through_its_rubrics_flow(anchors, per_rubric, tmp_path):
+    j, _, rubric = anchors
+    model = flows_per_rubric_from_estimators(per_rubric, judge_id="mini")
+    loaded = load_model(save_model(model, str(tmp_path / "model.json")))
+    files = [f["weights"]["file"] for f in loaded.document["flows"]]
+    assert files == ["flow-weights-0.safetensors", "flow-weights-1.safetensors"]
+    assert all((tmp_path / f).exists() for f in files) and loaded.rubrics == RUBRICS
+    got = loaded.predict(j, rubric)
+    for r, est in per_rubric.items():  # the deterministic map of each rubric's own flow, float32 solves
+        np.testing.assert_allclose(got[rubric == r], est.predict(j[rubric == r], rubric[rubric == r]), atol=1e-5)
+    # MC passes: the masks are per pass, never dependent on the batch (so in memory and on Spark agree to the
+    # float32 rounding of solves of other batch shapes)
+    mc = load_model(
+        save_model(flows_per_rubric_from_estimators(per_rubric, judge_id="mini", n_passes=12), str(tmp_path / "mc"))
+    )
+    whole, part = mc.correct(j, rubric), mc.correct(j[:9], rubric[:9])
+    np.testing.assert_allclose(whole["corrected"][:9], part["corrected"], rtol=0, atol=1e-6)
+    assert np.all(np.abs(whole["corrected"] - got) <= 6 * np.maximum(whole["sd"], 1e-3))
+
+
+def test_a_tampered_per_rubric_weights_file_or_document_is_refused_naming_it(per_rubric, tmp_path):
+    url = save_model(flows_per_rubric_from_estimators(per_rubric, judge_id="mini"), str(tmp_path / "model.json"))
+    doc = json.loads(Path(url).read_text())
+    weights = tmp_path / "flow-weights-1.safetensors"
+    blob = bytearray(weights.read_bytes())
+    blob[-3] ^= 0xFF
+    weights.write_bytes(bytes(blob))
+    with pytest.raises(InputError, match=r"flow-weights-1\.safetensors: sha256 .* does not match"):
+        load_model(url)
+    doc["flows"][1]["rubric"] = "chat"
+    with pytest.raises(InputError, match=r"^m\.json: flows: rubric: 1 id\(s\) listed twice \(e\.g\. \['chat'\]\)"):
+        model_from_dict(doc, source="m.json")
+    doc["flows"][1] |= {"rubric": "math", "n_passes": 1}
+    with pytest.raises(InputError, match=r"^m\.json: flows\.1\.n_passes: 0 \(deterministic map\) or >= 2"):
+        model_from_dict(doc, source="m.json")
 
 
 _OT = {

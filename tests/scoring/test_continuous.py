@@ -16,7 +16,13 @@ from judgecal_dist.errors import InputError
 from judgecal_dist.io.dataset import write_dataset
 from judgecal_dist.methods.continuous.linear_conjugate import ConjugateLinear, sufficient_stats
 from judgecal_dist.methods.continuous.score_transport import MarginalOT
-from judgecal_dist.models import flow_from_estimator, linear_from_conjugate, ot_from_estimators, save_model
+from judgecal_dist.models import (
+    flow_from_estimator,
+    flows_per_rubric_from_estimators,
+    linear_from_conjugate,
+    ot_from_estimators,
+    save_model,
+)
 from judgecal_dist.scoring.apply import score_dataset
 
 RUBRICS = ["chat", "math"]
@@ -69,6 +75,20 @@ def _models(frame: pd.DataFrame, folder: Path) -> dict:
 
     flow_est = ScoreFlow(epochs=20, hidden=8, embed_dim=2, n_passes=0, random_state=2).fit(j, y, rubric)
     flow = flow_from_estimator(flow_est, judge_id="mini", input_range=(1, 10), n_passes=8)
+    # one plain flow per rubric, fitted on its rubric's anchors alone (the study's flow_per_rubric)
+    per = {
+        r: ScoreFlow(epochs=20, hidden=8, n_passes=0, random_state=3 + i).fit(
+            j[rubric == r], y[rubric == r], [r] * (rubric == r).sum()
+        )
+        for i, r in enumerate(RUBRICS)
+    }
+    per_rubric = flows_per_rubric_from_estimators(per, judge_id="mini", input_range=(1, 10), n_passes=8)
+
+    def per_rubric_predict(x, r):
+        out = np.full(len(x), np.nan)
+        for rr, est in per.items():
+            out[r == rr] = est.predict(x[r == rr], r[r == rr])
+        return out
 
     def linear_predict(x, r):
         i = np.searchsorted(RUBRICS, r)
@@ -82,6 +102,7 @@ def _models(frame: pd.DataFrame, folder: Path) -> dict:
         "ot": (save_model(ot, str(folder / "ot" / "model.json")), ot_predict, 1e-12),
         # the estimator's deterministic map; the exported model's MC mean is compared with it at its own s.d.
         "flow": (save_model(flow, str(folder / "flow" / "model.json")), flow_est.predict, None),
+        "flow_per_rubric": (save_model(per_rubric, str(folder / "per" / "model.json")), per_rubric_predict, None),
     }
 
 
@@ -94,7 +115,7 @@ def _items(out: str) -> pd.DataFrame:
     return pd.read_parquet(f"{out}/items").sort_values("item_id").reset_index(drop=True)
 
 
-@pytest.mark.parametrize("kind", ["linear", "ot", "flow"])
+@pytest.mark.parametrize("kind", ["linear", "ot", "flow", "flow_per_rubric"])
 def test_score_equals_the_estimator_on_both_engines(kind, table, models, tmp_path, spark) -> None:
     data, frame = table
     url, predict, tol = models[kind]
@@ -108,7 +129,7 @@ def test_score_equals_the_estimator_on_both_engines(kind, table, models, tmp_pat
     local, on_spark = got["local"], got["spark"]
     assert local["item_id"].tolist() == frame["item_id"].tolist() == on_spark["item_id"].tolist()
     cols = ["corrected", "sd", "lower", "upper"]
-    np.testing.assert_allclose(on_spark[cols], local[cols], rtol=0, atol=1e-6 if kind == "flow" else 0)
+    np.testing.assert_allclose(on_spark[cols], local[cols], rtol=0, atol=1e-6 if kind.startswith("flow") else 0)
     scored = frame["score"].notna().to_numpy()
     assert local["corrected"].isna().to_numpy().tolist() == (~scored).tolist()
     want = predict(_to5(frame["score"].to_numpy()[scored]), frame["rubric"].to_numpy()[scored])

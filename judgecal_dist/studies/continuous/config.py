@@ -27,7 +27,7 @@ from judgecal_dist.settings import (
 FLOW_RUBRICS = ("shared", "per_rubric")
 
 #: Correctors that export as a model (``raw`` is the judge's own score).
-EXPORTABLE = ("linear_hb", "ot", "flow")
+EXPORTABLE = ("linear_hb", "ot", "flow", "flow_per_rubric")
 
 
 class Config(TypedSettings):

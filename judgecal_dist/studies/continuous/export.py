@@ -10,7 +10,9 @@ the largest budget, on the very anchors of the study's rows for that seed:
   them are refitted the same way;
 - ``ot``: ``MarginalOT`` per rubric on those anchors (the rows' maps, a deterministic fit);
 - ``flow``: one :class:`~judgecal_dist.methods.continuous.score_flow.ScoreFlow` with the study's settings on those
-  anchors (the study trains its flows in stacks, so this is the same recipe, not the same weights).
+  anchors (the study trains its flows in stacks, so this is the same recipe, not the same weights);
+- ``flow_per_rubric``: one such flow per rubric on that rubric's anchors, each with its member's seed
+  (``judgecal.flow-per-rubric/v1``).
 
 Scores in the exported model are on RewardBench 2's 1-10 (``input_range``), corrected onto 1-5 as in the study.
 """
@@ -81,6 +83,19 @@ def export_corrector(
 
         flow = ScoreFlow(n_passes=config.flow_passes, random_state=seed, **flow_settings(config))
         return flow_from_estimator(flow.fit(j, y, rubric), **common)
+    if corrector == "flow_per_rubric":  # each rubric's own flow, seeded as the study seeds that member
+        from judgecal_dist.methods.continuous.score_flow import ScoreFlow
+        from judgecal_dist.models import flows_per_rubric_from_estimators
+        from judgecal_dist.studies.continuous.study import RUBRIC_STRIDE, flow_settings
+
+        flows = {
+            r: ScoreFlow(
+                n_passes=config.flow_passes, random_state=seed * RUBRIC_STRIDE + i, **flow_settings(config)
+            ).fit(j[rubric == r], y[rubric == r], rubric[rubric == r])
+            for i, r in enumerate(rubrics)
+            if (rubric == r).sum() >= 2
+        }
+        return flows_per_rubric_from_estimators(flows, **common)
     kept = _kept_linear(parts, judge, seed, budget, rubrics)
     if corrector == "linear_hb" and kept is not None:
         return linear_from_moments(

@@ -49,7 +49,7 @@ __all__ = ["NAME", "Config", "ContinuousInput", "Replicate", "load", "plan", "ru
 NAME = "continuous"
 CORRECTORS = ("raw", "linear_hb", "flow", "flow_per_rubric", "ot", "ot_oracle", "constant")
 #: Seed offset of the per-rubric flows' members (member seed = seed * stride + rubric index).
-_RUBRIC_STRIDE = 64
+RUBRIC_STRIDE = 64
 
 
 @dataclass(frozen=True)
@@ -326,7 +326,7 @@ def _flow_predictions(
         for m, (anchors, t) in enumerate(per_seed):
             for r, rubric in enumerate(data.rubrics):
                 members.append((anchors[anchors["rubric"] == rubric], t[t["rubric"] == rubric]))
-                member_seeds.append(seeds[m] * _RUBRIC_STRIDE + r)
+                member_seeds.append(seeds[m] * RUBRIC_STRIDE + r)
                 where.append((m, (t["rubric"] == rubric).to_numpy()))
         result = fit_predict_flows(_flow_job(config, members, tuple(member_seeds), dict.fromkeys(data.rubrics, 0), 1))
         means = [np.full(len(t), np.nan) for t in tests]

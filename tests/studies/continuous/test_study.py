@@ -157,3 +157,32 @@ def test_continuous_study_through_the_runner(rb2_slice: Path, tmp_path: Path, ra
     )
     again = execute(prepare(CONFIG, overrides), EngineConfig(ray_num_cpus=2), output=str(tmp_path))
     assert Path(again) == folder  # a finished run is returned as is
+
+
+def test_per_rubric_flows_export_one_flow_per_rubric_seeded_as_the_studys_members(rb2_slice: Path, tmp_path: Path):
+    """``export=flow_per_rubric@<judge>`` writes ``judgecal.flow-per-rubric/v1``: each rubric's flow is the one a
+    member of the study's per-rubric fit would train on that rubric's anchors (its seed, its anchors), and the
+    reloaded model corrects each score with its rubric's flow."""
+    from judgecal_dist.methods.continuous.score_flow import ScoreFlow
+    from judgecal_dist.models import save_model
+    from judgecal_dist.studies.continuous.export import export_corrector
+
+    config = continuous.Config(
+        data=str(rb2_slice), judges=("nano",), test_groups=10, budgets=(40,), flow_epochs=4, flow_passes=2
+    )
+    data = continuous.load(config, EngineConfig())
+    model = load_model(save_model(export_corrector(config, data, "flow_per_rubric", "nano"), str(tmp_path)))
+    assert model.kind == "flow-per-rubric" and model.judge_id == "nano"
+    rows = continuous.arm_data(data, "nano", config.seed)
+    anchors = continuous.draw_anchors(rows, continuous.split(rows, config.seed, config.test_groups)[1], 40)
+    assert model.rubrics == [r for r in data.rubrics if (anchors["rubric"] == r).sum() >= 2]
+    for flow, entry in zip(model.flows, model.document["flows"], strict=True):
+        i = list(data.rubrics).index(entry["rubric"])
+        assert entry["seed"] == config.seed * continuous.RUBRIC_STRIDE + i and flow.rubrics == [entry["rubric"]]
+        mine = anchors[anchors["rubric"] == entry["rubric"]]
+        est = ScoreFlow(n_passes=2, random_state=entry["seed"], **continuous.flow_settings(config))
+        est.fit(mine["j"].to_numpy(), mine["y"].to_numpy(), mine["rubric"].to_numpy())
+        for key in ("w1", "b1", "w2", "b2", "w3", "b3"):  # the same training, bit for bit
+            np.testing.assert_array_equal(
+                getattr(flow.stack.drift, key).detach().numpy(), getattr(est.stack_.drift, key).detach().numpy()
+            )
