@@ -543,7 +543,10 @@ def diagnostics_report(config: Config, parts: pd.DataFrame, data: Any) -> tuple[
             "Exact population risk of each selected candidate, split into the information of its prefix (the risk "
             "of the best possible function of those judges' votes), the approximation gap (the family's best member "
             f"fitted on {config.population_rows:,} rows, minus that; 0 for the table) and the finite-calibration "
-            "cost (the fitted candidate minus the family's best); the three add up to the total. Test MSE is the "
+            "cost (the fitted candidate minus the family's best); the three add up to the total. The family's best is its "
+            "own fitting procedure on that many rows (two-stage score + isotonic fits, penalties), not the exact "
+            "minimiser over the family, so a small fit can beat it and the finite-calibration cost can dip below 0. "
+            "Test MSE is the "
             f"same risk estimated on the test block. Means over splits. Bayes risk with all judges: {bayes:.4f}.",
             "",
             "| B | menu | modal family | mean k | prefix information | approximation | finite calibration | total "
@@ -566,7 +569,8 @@ def diagnostics_report(config: Config, parts: pd.DataFrame, data: Any) -> tuple[
             "The table is preferable iff the family's approximation gap exceeds the table's estimation pressure minus "
             "the family's (main scalar families). Table pressure: exact binomial formula (cell counts Bin(B, p_c), smoothing toward the true "
             f"mean) and, beside it, Monte Carlo of the table as fitted (its own sample mean); family pressure: Monte "
-            f"Carlo over {config.boundary_reps} refits on fresh B-row samples (± SE). Observed = mean over splits of "
+            f"Carlo over {config.boundary_reps} refits on fresh B-row samples (± SE; below 0 where a small fit beats the "
+            "population fit, as above). Observed = mean over splits of "
             "family minus table test MSE (> 0: the table won).",
             "",
             "| B | family | approx. gap | family pressure | table pressure exact | table as fitted | predicted "
