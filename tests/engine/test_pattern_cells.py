@@ -20,10 +20,22 @@ BUDGETS = (20, 60, 100)
 
 @pytest.fixture(scope="module")
 def panel_url(tmp_path_factory) -> str:
+    import pyarrow as pa
+
+    from judgecal_dist.io.dataset import write_dataset
     from judgecal_dist.io.synthetic import generate_panel
 
-    dest = str(tmp_path_factory.mktemp("fcps") / "panel")
-    generate_panel(dest, n_items=300, n_judges=7, seed=2, pairs=True, tie_rate=0.05)  # swapped copies share group_id
+    folder = tmp_path_factory.mktemp("fcps")
+    generated = str(folder / "generated")
+    generate_panel(generated, n_items=300, n_judges=7, seed=2, pairs=True, tie_rate=0.05)  # pairs share group_id
+    # Every 9th gold label becomes a tie, so the block cells' label_ties count is checked on every engine too.
+    verdicts, labels = (read_dataset_table(generated, name) for name in ("verdicts", "labels"))
+    tied = pa.array(
+        [None if v is None else ("tie" if i % 9 == 0 else v) for i, v in enumerate(labels["label"].to_pylist())]
+    )
+    dest = str(folder / "panel")
+    labels = labels.set_column(labels.schema.get_field_index("label"), "label", tied)
+    write_dataset(dest, {"verdicts": verdicts, "labels": labels}, {"format": "test"})
     return dest
 
 
@@ -76,6 +88,7 @@ def test_block_pattern_cells_equal_brute_force(panel_url):
     assert groups["n_items"].sum() == 300 and (groups["n_items"] == 2).all()
     local = stats.pattern_cells(panel_url, judges, blocks=table, full_patterns=True, engine="local")
     pd.testing.assert_frame_equal(local, _brute_cells(panel_url, judges, table))
+    assert local["label_ties"].sum() > 0  # the fixture's tie labels are counted
     # Prefix expansion of the block cells equals the per-prefix sums of the full patterns.
     prefixes = stats.pattern_cells(panel_url, judges[:3], blocks=table, engine="local")
     assert prefixes.groupby(["replicate", "block", "k"])["n"].sum().unstack("k").nunique(axis=1).eq(1).all()

@@ -7,6 +7,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+from sklearn.isotonic import IsotonicRegression
+from sklearn.linear_model import Ridge
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.ray import single_threaded_blas
@@ -17,6 +19,7 @@ from judgecal_dist.methods.fcps.select import Cells
 from judgecal_dist.studies.regime_map import study as regime_map
 from judgecal_dist.studies.regime_map.report import summarise
 
+SCORE_S = np.array([0.0, 0.25, 0.5, 0.75, 1.0, 0.5])  # (score - 1)/4, err at the midpoint
 CODE = {"B": 0, "A": 1, "tie": 2, None: 3}
 FLIP = {"A": "B", "B": "A", "tie": "tie", None: None}
 
@@ -135,6 +138,17 @@ def test_rubric_study_reaches_the_exact_bayes_risk_at_large_budgets():
     picked = parts[parts["selected_union"]]
     assert picked["test_accuracy"].between(0.8, 1.0).all() and picked["test_spearman"].between(0.8, 1.0).all()
     assert "## Rubric regime: exact Bayes risk per prefix" in result.report
+    # One candidate end to end against sklearn on the same rows: the study draws validation, test, then calibration
+    # from the generator seeded (split, budget); ridge_iso at k = 3 on the pool path is Ridge on t = 2s - 1 + PAV.
+    rng = np.random.default_rng([0, 256])
+    draws = [draw_rubric_panel(n, rng) for n in (512, 20_000, 256)]
+    (_, _), (test_codes, test_y), (cal_codes, cal_y) = draws
+    t_cal, t_test = (2 * SCORE_S[c[:, :3]] - 1 for c in (cal_codes, test_codes))
+    ridge = Ridge(alpha=1.0).fit(t_cal, cal_y)
+    iso = IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip").fit(ridge.predict(t_cal), cal_y)
+    want = np.mean((np.clip(iso.predict(ridge.predict(t_test)), 0, 1) - test_y) ** 2)
+    row = parts[(parts["seed"] == 0) & (parts["budget"] == 256) & (parts["k"] == 3) & (parts["family"] == "ridge_iso")]
+    assert row["test_mse"].item() == pytest.approx(want, abs=1e-12)
     assert (
         "jury" not in {m["menu"] for m in result.extra["menus"]}
         and "Not run on 1-5 rubric scores: the unsupervised jury" in result.report
