@@ -11,6 +11,7 @@ from judgecal_dist.io.rubric_panel import DOC_ROWS
 from judgecal_dist.methods.fcps.joint_table import FALLBACKS
 from judgecal_dist.methods.fcps.paths import PATH_RULES
 from judgecal_dist.methods.fcps.scalar_families import SCALAR_FAMILIES
+from judgecal_dist.methods.fcps.select import MENUS
 from judgecal_dist.settings import (
     NonNegative,
     Positive,
@@ -39,6 +40,8 @@ LLMBAR7 = (
 HYBRID_TAUS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
 #: Spec 002 §3.5's main low-dimensional alternatives.
 SCALAR_MAIN = ("mean_iso", "ridge_iso", "logistic")
+#: Menus whose selections the run cannot export (the hybrid's residual table and the unsupervised jury).
+NOT_EXPORTABLE = ("hybrid", "jury")
 #: Prefix of a `data` value that names a simulated regime instead of a dataset URL (`synthetic:<regime>`).
 SYNTHETIC = "synthetic:"
 #: Prefix of the ``path`` of the single-judge rows (Table 3's best single judge); no menu selects among them.
@@ -139,6 +142,12 @@ class Config(TypedSettings):
     )
     semi_real_source: str | None = None
     ci_level: number(gt=0.5, lt=1.0) = 0.95
+    export: str = Field(
+        default="auto",
+        description="the menu whose selection (first split, largest budget) is exported as model/model.json: auto "
+        "(the recommended menu: table, scalar, or union when neither wins) or a menu such as table, scalar, union, "
+        "scalar_main, full, table_hierarchical",
+    )
     decomposition: bool = Field(
         default=True, description="synthetic: split the selected candidates' risk into prefix, approximation, fit"
     )
@@ -173,6 +182,13 @@ class Config(TypedSettings):
         if self.synthetic and self.semi_real_source and len(self.pool) != N_JUDGES:
             raise refuse("pool", list(self.pool), f"must name {N_JUDGES} judges with semi_real_source")
         self._refuse_what_does_not_apply()
+        exportable = ("auto", *MENUS, *(m for m in extra_menus(self) if m not in NOT_EXPORTABLE))
+        if self.export not in exportable:
+            raise refuse(
+                "export",
+                self.export,
+                f"must be one of {', '.join(exportable)} (the hybrid and jury menus export no model)",
+            )
         panel = N_JUDGES if self.synthetic else len(self.pool)
         if self.main_families != SCALAR_MAIN and not set(self.main_families) <= set(self.families):
             raise refuse("main_families", list(self.main_families), f"must be among families {list(self.families)}")

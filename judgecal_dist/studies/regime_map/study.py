@@ -24,7 +24,7 @@ References
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -43,11 +43,14 @@ from judgecal_dist.io.growth import (
 from judgecal_dist.io.rubric_panel import draw_rubric_panel
 from judgecal_dist.methods.fcps.paths import JudgePath
 from judgecal_dist.methods.fcps.select import MENUS, Cells, evaluate_candidates, menu_families, select_candidate
+from judgecal_dist.models.fcps import FORMAT
 from judgecal_dist.studies.base import StudyResult
+from judgecal_dist.studies.recommendation import exported_model
 from judgecal_dist.studies.regime_map import report as regime_map_report
 from judgecal_dist.studies.regime_map.config import LLMBAR7, RUBRIC, SINGLE, SYNTHETIC, Config, extra_menus
 from judgecal_dist.studies.regime_map.data import RealInput, balanced_cells, load_real, load_rubric
 from judgecal_dist.studies.regime_map.diagnostics import decomposition_columns, growth_population
+from judgecal_dist.studies.regime_map.export import export_candidate, exported_menu, selected_row
 
 __all__ = [
     "NAME",
@@ -186,16 +189,21 @@ def _families(config: Config) -> tuple[str, ...]:
     )
 
 
-def run_replicate(data: Any, rep: Replicate) -> pd.DataFrame:
-    """Every candidate's validation/test MSE and diagnostics at every budget, with each menu's selection flag."""
-    config = rep.config
-    options = {
+def fit_options(config: Config) -> dict[str, Any]:
+    """The candidates' hyperparameters, as :func:`~judgecal_dist.methods.fcps.select.evaluate_candidates` reads them."""
+    return {
         "alpha": config.alpha,
         "fallback": config.fallback,
         "ridge_lam": config.ridge_lam,
         "C": config.logistic_c,
         "hybrid_taus": config.hybrid_taus,
     }
+
+
+def run_replicate(data: Any, rep: Replicate) -> pd.DataFrame:
+    """Every candidate's validation/test MSE and diagnostics at every budget, with each menu's selection flag."""
+    config = rep.config
+    options = fit_options(config)
     extra = extra_menus(config)
     frames = []
     weights = config.interaction_weights or (None,)
@@ -226,5 +234,16 @@ def run_replicate(data: Any, rep: Replicate) -> pd.DataFrame:
 
 
 def summarise(config: Config, parts: pd.DataFrame, data: Any) -> StudyResult:
-    """Records per (budget, menu), paired table-vs-scalar differences, figures and the report."""
-    return regime_map_report.summarise(config, parts, data)
+    """Records per (budget, menu), paired table-vs-scalar differences, figures, the report and the exported model
+    (:mod:`~judgecal_dist.studies.regime_map.export`), which the Recommendation names."""
+    result = regime_map_report.summarise(config, parts, data)
+    menu = exported_menu(config, result.extra["table_vs_scalar"])
+    row = selected_row(config, parts, menu)
+    weight = float(row["interaction_weight"]) if "interaction_weight" in row else 1.0
+    paths, cal, _, _ = _blocks(data, Replicate(seed=config.seed, config=config), max(config.budgets), weight)
+    model = export_candidate(config, row, paths, cal, fit_options(config), menu)
+    line = exported_model(model.name, FORMAT, "<menu> (auto, or a menu of this run: table, scalar, union, ...)")
+    line += f"; the selection of split {config.seed} at {max(config.budgets)} labels, fitted on its calibration block"
+    line += f" (test MSE there {float(row['test_mse']):.4f})"
+    recommendation = replace(result.recommendation, exported=line) if result.recommendation else None
+    return replace(result, model={"model.json": model.document}, recommendation=recommendation)
