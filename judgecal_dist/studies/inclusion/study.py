@@ -507,6 +507,20 @@ def _item_bootstrap_lines(table: pd.DataFrame, config: Config, metrics: pd.DataF
             lines.append(f"- vs {agg}: the paper's interval {claim}; here it {found}.")
             if agg == "dawid_skene" and high < 0 and metrics is not None:
                 lines += _dawid_skene_accuracy(metrics)
+    stacking = table[table["aggregator"] == "stacking"]
+    if not stacking.empty:
+        r = stacking.iloc[0]
+        found = (
+            "stacking better (interval above 0)"
+            if r["ci_low"] > 0
+            else "one-coin better (interval below 0)"
+            if r["ci_high"] < 0
+            else "no clear difference"
+        )
+        lines.append(
+            "- vs stacking: the paper found stacking degenerate (NLL at the clipping floor, as an encoding of every "
+            f"label as the preferred response would make it); here ΔNLL is {r['delta_nll']:+.4f}: {found}."
+        )
     return "\n".join(lines) + "\n"
 
 
