@@ -21,7 +21,6 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import expit, logit
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils.validation import check_is_fitted
 
 from judgecal_dist.methods.aggregation.votes import (
     MISSING,
@@ -139,8 +138,7 @@ class MajorityVote(ClassifierMixin, LogOddsTransformer, BaseEstimator):
         InputError
             If ``V`` is not a valid vote matrix for the fitted panel.
         """
-        check_is_fitted(self)
-        votes = check_votes(V, where="MajorityVote.predict_proba", n_judges=self.n_features_in_)
+        votes = self._fitted_votes(V, "predict_proba")
         n_a = (votes == VOTE_A).sum(axis=1, dtype=np.int64)
         n_voted = (votes != MISSING).sum(axis=1, dtype=np.int64)
         p_a = np.divide(n_a, n_voted, out=np.full(n_a.shape, 0.5), where=n_voted > 0)
@@ -151,14 +149,6 @@ class MajorityVote(ClassifierMixin, LogOddsTransformer, BaseEstimator):
         p = self.predict_proba(V)
         with np.errstate(divide="ignore"):
             return np.asarray(np.log(p[:, 1]) - np.log(p[:, 0]), dtype=np.float64)
-
-    def predict(self, V: npt.ArrayLike) -> npt.NDArray[np.int64]:
-        """Hard labels: 1 (A) iff more than half of the non-missing verdicts vote A; an exact tie gives 0 (B).
-
-        The accuracy metric (:func:`judgecal_dist.stats.metrics.accuracy`) gives half credit to ties instead of
-        using this rule.
-        """
-        return (self.predict_proba(V)[:, 1] > 0.5).astype(np.int64)
 
 
 class CountAggregator(ClassifierMixin, LogOddsTransformer, BaseEstimator):
@@ -266,9 +256,7 @@ class CountAggregator(ClassifierMixin, LogOddsTransformer, BaseEstimator):
         InputError
             If ``V`` is not a valid vote matrix for the fitted panel.
         """
-        check_is_fitted(self)
-        votes = check_votes(V, where=f"{type(self).__name__}.predict_proba", n_judges=self.n_features_in_)
-        return self._predict_proba(votes)
+        return self._predict_proba(self._fitted_votes(V, "predict_proba"))
 
     def decision_function(self, V: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """Log-odds :math:`\\mathrm{logit}\\,P(Y=1 \\mid V_i)` per item, unclipped (0 for the half prior without a verdict).
@@ -283,13 +271,7 @@ class CountAggregator(ClassifierMixin, LogOddsTransformer, BaseEstimator):
         InputError
             If ``V`` is not a valid vote matrix for the fitted panel.
         """
-        check_is_fitted(self)
-        votes = check_votes(V, where=f"{type(self).__name__}.decision_function", n_judges=self.n_features_in_)
-        return self._decision_function(votes)
-
-    def predict(self, V: npt.ArrayLike) -> npt.NDArray[np.int64]:
-        """Hard labels: 1 iff :math:`P(Y=1 \\mid V_i) > 1/2`; an exact 1/2 gives 0."""
-        return (self.predict_proba(V)[:, 1] > 0.5).astype(np.int64)
+        return self._decision_function(self._fitted_votes(V, "decision_function"))
 
     def _decision_function(self, votes: npt.NDArray[np.int8]) -> npt.NDArray[np.float64]:
         p = self._predict_proba(votes)

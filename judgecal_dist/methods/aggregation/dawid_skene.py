@@ -22,7 +22,6 @@ import numpy.typing as npt
 from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.validation import check_is_fitted
 
 from judgecal_dist.errors import InputError
 from judgecal_dist.methods.aggregation.votes import MISSING, VOTE_A, VOTE_B, LogOddsTransformer, check_votes
@@ -306,8 +305,7 @@ class DawidSkene(ClassifierMixin, LogOddsTransformer, BaseEstimator):
         InputError
             If ``V`` is not a valid vote matrix for the fitted panel.
         """
-        check_is_fitted(self)
-        votes = check_votes(V, where="DawidSkene.predict_proba", n_judges=self.n_features_in_)
+        votes = self._fitted_votes(V, "predict_proba")
         return _normalise(self._log_joint(vote_indicators(votes), self.prior_, self.confusion_))
 
     def decision_function(self, V: npt.ArrayLike) -> npt.NDArray[np.float64]:
@@ -322,8 +320,7 @@ class DawidSkene(ClassifierMixin, LogOddsTransformer, BaseEstimator):
         InputError
             If ``V`` is not a valid vote matrix for the fitted panel.
         """
-        check_is_fitted(self)
-        votes = check_votes(V, where="DawidSkene.decision_function", n_judges=self.n_features_in_)
+        votes = self._fitted_votes(V, "decision_function")
         eps = float(self.eps)
         log_conf = np.log(np.clip(self.confusion_, eps, 1.0 - eps))  # [j, y, v]
         w_a = log_conf[:, 1, 1] - log_conf[:, 0, 1]  # a vote for A (v = 1)
@@ -331,10 +328,6 @@ class DawidSkene(ClassifierMixin, LogOddsTransformer, BaseEstimator):
         prior = np.clip(self.prior_, eps, 1.0 - eps)
         t = np.log(prior) - np.log1p(-prior) + (votes == VOTE_A) @ w_a + (votes == VOTE_B) @ w_b
         return np.asarray(t, dtype=np.float64)
-
-    def predict(self, V: npt.ArrayLike) -> npt.NDArray[np.int64]:
-        """Hard labels: 1 iff :math:`P(Y=1 \\mid V_i) > 1/2`; an exact 1/2 gives 0."""
-        return (self.predict_proba(V)[:, 1] > 0.5).astype(np.int64)
 
     # ------------------------------------------------------------------ EM steps
     # Public so that an engine holding the votes elsewhere (Spark: engine/ds_spark.py) runs this very EM, batch by

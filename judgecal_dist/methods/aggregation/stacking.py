@@ -22,7 +22,6 @@ from scipy.special import logit
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold, cross_val_predict
-from sklearn.utils.validation import check_is_fitted
 
 from judgecal_dist.errors import InputError
 from judgecal_dist.methods.aggregation.votes import LogOddsTransformer, check_votes, signed_votes
@@ -188,8 +187,7 @@ class LogisticStacking(ClassifierMixin, LogOddsTransformer, BaseEstimator):
         InputError
             If ``V`` is not a valid vote matrix for the fitted panel.
         """
-        check_is_fitted(self)
-        votes = check_votes(V, where="LogisticStacking.predict_proba", n_judges=self.n_features_in_)
+        votes = self._fitted_votes(V, "predict_proba")
         if self.model_ is None:
             p = np.full(votes.shape[0], float(self.oof_scores_[0]))
             return np.column_stack([1.0 - p, p])
@@ -205,8 +203,7 @@ class LogisticStacking(ClassifierMixin, LogOddsTransformer, BaseEstimator):
         InputError
             If ``V`` is not a valid vote matrix for the fitted panel.
         """
-        check_is_fitted(self)
-        votes = check_votes(V, where="LogisticStacking.decision_function", n_judges=self.n_features_in_)
+        votes = self._fitted_votes(V, "decision_function")
         if self.model_ is None:
             return np.full(votes.shape[0], float(logit(self.oof_scores_[0])))
         return np.asarray(self.model_.decision_function(signed_votes(votes)), dtype=np.float64)
@@ -222,7 +219,3 @@ class LogisticStacking(ClassifierMixin, LogOddsTransformer, BaseEstimator):
         # eps = 0: float64 resolves P(Y=1) up to 1 - 2^-53, so the logit stays finite (as methods.pipeline does).
         p = np.clip(self.oof_scores_, np.finfo(np.float64).tiny, 1.0 - 2.0**-53)
         return np.asarray(logit(p), dtype=np.float64).reshape(-1, 1)
-
-    def predict(self, V: npt.ArrayLike) -> npt.NDArray[np.int64]:
-        """Hard labels: 1 iff :math:`P(Y=1 \\mid V_i) > 1/2`."""
-        return (self.predict_proba(V)[:, 1] > 0.5).astype(np.int64)

@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import logit
 from sklearn.base import TransformerMixin
+from sklearn.utils.validation import check_is_fitted
 
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.schema import MISSING_CODE as MISSING
@@ -217,7 +218,9 @@ def class_prior(prior: str, *, n_items: int | None, n_positive: int | None, wher
 class LogOddsTransformer(TransformerMixin):
     """Step 1 as a scikit-learn transformer: ``transform(V)`` is the one column of log-odds the calibrators read
     (their default ``score_input="logit"``), so ``make_pipeline(OneCoin(), BetaCalibration())`` is the default
-    pipeline and fits, predicts and cross-validates like any scikit-learn classifier.
+    pipeline and fits, predicts and cross-validates like any scikit-learn classifier. Being every aggregator's
+    base, it also holds what their predictions share: the checks before one (:meth:`_fitted_votes`) and the hard
+    label (:meth:`predict`).
 
     The column is the exact, unclipped log-odds of the log-odds models (``decision_function``: one-coin, plug-in
     log-odds, Dawid-Skene, stacking's linear predictor) and, for the vote-fraction models, the logit of
@@ -227,6 +230,29 @@ class LogOddsTransformer(TransformerMixin):
 
     #: True where ``decision_function`` is the model's own finite log-odds.
     exact_log_odds: ClassVar[bool] = False
+
+    def _fitted_votes(self, V: npt.ArrayLike, method: str) -> npt.NDArray[np.int8]:
+        """``V`` checked for a prediction: the model is fitted and ``V`` a valid vote matrix of its panel.
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            If called before the model is fitted.
+        InputError
+            If ``V`` is not a valid vote matrix for the fitted panel (named ``<class>.<method>``).
+        """
+        check_is_fitted(self)
+        model: Any = self
+        return check_votes(V, where=f"{type(self).__name__}.{method}", n_judges=model.n_features_in_)
+
+    def predict(self, V: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        """Hard labels: 1 (A) iff :math:`P(Y=1 \\mid V_i) > 1/2`; an exact 1/2 gives 0 (B).
+
+        The accuracy metric (:func:`judgecal_dist.stats.metrics.accuracy`) gives half credit to ties instead of
+        using this rule.
+        """
+        model: Any = self
+        return (model.predict_proba(V)[:, 1] > 0.5).astype(np.int64)
 
     def transform(self, V: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """Log-odds of every item, shape (n_items, 1)."""
