@@ -177,36 +177,14 @@ def _calibrator_doc(name: str, model: Any) -> dict[str, Any]:
     raise ValueError(f"calibrator: no document for {name!r}")
 
 
-def pipeline_from_estimators(
-    *,
-    judge_ids: Sequence[str],
-    aggregator_name: str,
-    aggregator: Any,
-    calibrator_name: str,
-    calibrator: Any,
-    settings: Settings,
-    conformal: Sequence[SplitConformal] = (),
-    panel: str = "all",
-    ignored_judges: Sequence[str] = (),
-    fitted_on: dict[str, Any] | None = None,
-) -> BinaryPipeline:
+def pipeline_from_estimators(**fields: Any) -> BinaryPipeline:
     """A :class:`BinaryPipeline` of fitted estimators (its ``document`` filled, validated as a reader would).
 
     This is the one way to export a binary pipeline: fit with :mod:`judgecal_dist.methods.pipeline` (or any of its
-    estimators), pass them here, then :func:`judgecal_dist.models.save_model`.
+    estimators), pass them here with the keywords of :func:`to_document`, then
+    :func:`judgecal_dist.models.save_model`.
     """
-    doc = to_document(
-        judge_ids=judge_ids,
-        aggregator_name=aggregator_name,
-        aggregator=aggregator,
-        calibrator_name=calibrator_name,
-        calibrator=calibrator,
-        settings=settings,
-        conformal=conformal,
-        panel=panel,
-        ignored_judges=ignored_judges,
-        fitted_on=fitted_on,
-    )
+    doc = to_document(**fields)
     return from_document(BinaryPipelineDoc.model_validate(doc), doc)
 
 
@@ -223,7 +201,26 @@ def to_document(
     ignored_judges: Sequence[str] = (),
     fitted_on: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The ``judgecal.binary-pipeline/v1`` document of fitted estimators (plain JSON data)."""
+    """The ``judgecal.binary-pipeline/v1`` document of fitted estimators (plain JSON data).
+
+    Parameters
+    ----------
+    judge_ids : sequence of str
+        The panel's judges, in the aggregator's column order.
+    aggregator_name, aggregator : str, estimator
+        The fitted aggregator and its name (``one_coin``, ``dawid_skene``, ``stacking``, ...).
+    calibrator_name, calibrator : str, estimator
+        The fitted calibrator and its name (``none``, ``platt``, ``beta``, ``isotonic``, ...).
+    settings : Settings
+        ``calibrator_input`` and ``eps`` the pipeline was fitted with.
+    conformal : sequence of SplitConformal, optional
+        Fitted conformal thresholds.
+    panel : str, default "all"
+    ignored_judges : sequence of str, optional
+        Judges of the data the panel leaves out.
+    fitted_on : dict, optional
+        Provenance (``FittedOn`` fields).
+    """
     return {
         "format": FORMAT,
         "name": f"{aggregator_name} + {calibrator_name} @ {panel}",
