@@ -7,11 +7,10 @@ from typing import ClassVar
 
 from pydantic import model_validator
 
-from judgecal_dist.methods.pipeline import AGGREGATORS, CALIBRATOR_INPUTS, CALIBRATORS, PANELS, Settings
+from judgecal_dist.methods.pipeline import PANELS, Settings
 from judgecal_dist.settings import (
     AggregationFields,
     CiLevel,
-    Fraction,
     PipelineFields,
     Resamples,
     Seed,
@@ -19,9 +18,9 @@ from judgecal_dist.settings import (
     check_export,
     check_panels,
     integer,
-    listed,
     one_of,
 )
+from judgecal_dist.studies.candidates import CandidateFields
 
 #: Simplest first: the one-standard-error rule moves toward these (after fewer judges).
 CALIBRATOR_ORDER = ("none", "temperature", "platt", "beta", "isotonic")
@@ -34,9 +33,10 @@ def candidate_name(aggregator: str, calibrator: str, panel: str) -> str:
     return f"{aggregator}+{calibrator}@{panel}"
 
 
-class Config(PipelineFields, AggregationFields):
+class Config(CandidateFields, PipelineFields, AggregationFields):
     """Settings of ``judgecal fit``: the candidates, the cross-fitting and the choice rule.
 
+    The candidates and ``export`` are the shared :class:`~judgecal_dist.studies.candidates.CandidateFields`:
     ``export`` is ``auto`` (the rule's choice) or a candidate ``aggregator+calibrator@panel`` to export instead;
     the card still reports the rule's choice beside it.
     """
@@ -48,13 +48,7 @@ class Config(PipelineFields, AggregationFields):
     sample: integer(0) = 0
     seed: Seed = 0
     folds: integer(2, 50, description="cross-fitting folds (grouped by group_id)") = 5
-    aggregators: listed(one_of(AGGREGATORS), min_length=1) = AGGREGATORS
-    calibrators: listed(one_of(CALIBRATORS), min_length=1) = CALIBRATORS
-    panels: listed(str, min_length=1) = PANELS
-    calibrator_input: one_of(CALIBRATOR_INPUTS) = "logit"
     rule: one_of(RULES) = "one_se"
-    export: str = "auto"
-    conformal_alphas: listed(Fraction) = (0.1, 0.2)
     resamples: Resamples = 2000
     ci_level: CiLevel = 0.95
 

@@ -9,7 +9,7 @@ from typing import ClassVar
 from pydantic import Field, model_validator
 
 from judgecal_dist.engine.panel import ORIENTATIONS
-from judgecal_dist.methods.pipeline import AGGREGATORS, CALIBRATOR_INPUTS, CALIBRATORS, PANELS, PROTOCOLS, Settings
+from judgecal_dist.methods.pipeline import PANELS, PROTOCOLS, Settings
 from judgecal_dist.settings import (
     AggregationFields,
     CiLevel,
@@ -26,6 +26,7 @@ from judgecal_dist.settings import (
     number,
     one_of,
 )
+from judgecal_dist.studies.candidates import CandidateFields
 from judgecal_dist.studies.inclusion.controls import CONTROLS
 from judgecal_dist.studies.inclusion.grain import GRAINS
 from judgecal_dist.studies.inclusion.search import SEARCHES, SearchSettings, is_search
@@ -42,10 +43,12 @@ DIAGNOSTIC_PANEL = re.compile(r"(oracle|random)[1-9][0-9]*|l1|operating|no_p3")
 ITEM_FEATURES = ("agreement", "coverage")
 
 
-class Config(PipelineFields, AggregationFields):
+class Config(CandidateFields, PipelineFields, AggregationFields):
     """Settings of the inclusion study (``studies/configs/inclusion.yaml``); every key can be ``--set``.
 
-    The pipeline hyperparameters (``eps``, ``alpha0``, ..., ``ds_n_iter``, ``stacking_folds``) are the shared
+    The candidates (``aggregators``, ``calibrators``, ``panels``, ``calibrator_input``, ``conformal_alphas``,
+    ``export``) are the shared :class:`~judgecal_dist.studies.candidates.CandidateFields`, as in ``judgecal fit``;
+    the pipeline hyperparameters (``eps``, ``alpha0``, ..., ``ds_n_iter``, ``stacking_folds``) are the shared
     :class:`~judgecal_dist.settings.PipelineFields` and :class:`~judgecal_dist.settings.AggregationFields`.
     """
 
@@ -56,12 +59,8 @@ class Config(PipelineFields, AggregationFields):
     replicates: Replicates = 100
     seed: Seed = 0
     calib_fraction: Fraction = 0.5
-    aggregators: listed(one_of(AGGREGATORS), min_length=1) = AGGREGATORS
-    calibrators: listed(one_of(CALIBRATORS), min_length=1) = CALIBRATORS
-    panels: listed(str, min_length=1) = PANELS
     orientation: one_of(ORIENTATIONS) = "natural"
     sample: integer(0) = 0
-    calibrator_input: one_of(CALIBRATOR_INPUTS) = "logit"
     calib_scores: one_of(PROTOCOLS) = "insample"
     nested_fraction: Fraction = 0.7
     crossfit_folds: integer(2, 100) = 5
@@ -69,10 +68,8 @@ class Config(PipelineFields, AggregationFields):
     search_max_additions: integer(1, 1_000) = 10
     search_inner_fraction: Fraction = 0.7
     search_folds: integer(2, 100) = 5
-    conformal_alphas: listed(Fraction) = (0.1, 0.2)
     permutation_resamples: Resamples = 10_000
     ci_level: CiLevel = 0.95
-    export: str = "auto"
     l1_c: number(gt=0.0) = Field(default=0.1, description="inverse L1 strength of the l1 panel (the paper's grid)")
     selective_tau: number(ge=0.5, le=1.0) = Field(default=0.9, description="confidence threshold of Cov @ conf")
     tost_margin: number(gt=0.0) = Field(default=0.01, description="TOST equivalence margin on NLL (nats)")
