@@ -56,7 +56,7 @@ def ensure_table(cache: Path, n_items: int, variant: str) -> str:
 
 
 def ensure_model(cache: Path, url: str) -> str:
-    """A small inclusion run on ``url`` whose ``model/calibration.json`` the ``score`` workload applies."""
+    """A small inclusion run on ``url`` whose ``model/model.json`` the ``score`` workload applies."""
     from judgecal_dist.config import EngineConfig
     from judgecal_dist.studies.runner import execute, prepare
 

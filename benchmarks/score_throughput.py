@@ -2,7 +2,7 @@
 
 One run generates a seeded panel (``--items`` x ``--judges``, 1% labelled, :func:`judgecal_dist.io.synthetic.
 generate_panel`), fits the study's default pipeline on the labelled items and saves it as a run's
-``model/calibration.json`` (the inclusion study's own writer; ``--run`` reuses a fitted run instead, e.g. one
+``model/model.json`` (the inclusion study's own export; ``--run`` reuses a fitted run instead, e.g. one
 fitted on a smaller panel of the same generator, which has the same judges), then times, each in a fresh
 subprocess:
 
@@ -77,7 +77,7 @@ def _jvm_peak_mb() -> float:
 def prepare(workdir: Path, items: int, judges: int, run_url: str | None = None) -> tuple[str, str, int]:
     from judgecal_dist.engine.panel import load_panel
     from judgecal_dist.io.synthetic import generate_panel
-    from judgecal_dist.studies.inclusion.model import fit_model
+    from judgecal_dist.studies.inclusion.model import DEFAULT_AGGREGATOR, DEFAULT_CALIBRATOR, export_model
     from judgecal_dist.studies.inclusion.study import Config
 
     data = str(workdir / f"panel-{items}x{judges}")
@@ -90,8 +90,8 @@ def prepare(workdir: Path, items: int, judges: int, run_url: str | None = None) 
         return data, str(run), items * judges
     (run / "model").mkdir(parents=True, exist_ok=True)
     panel = load_panel(data)  # the labelled 1%
-    model = fit_model(Config(data=data), panel)  # the study's own writer of model/calibration.json
-    (run / "model" / "calibration.json").write_text(json.dumps(model))
+    model = export_model(Config(data=data), panel, (DEFAULT_AGGREGATOR, DEFAULT_CALIBRATOR, "all"))
+    (run / "model" / "model.json").write_text(json.dumps(model.document))  # the study's own export
     (run / "_SUCCESS").write_text("")
     return data, str(run), items * judges
 
@@ -103,14 +103,14 @@ def baseline(model_url: str, data: str, out: str) -> None:
     import pyarrow.parquet as pq
     from scipy.special import expit, log_expit, logit
 
-    model = json.loads(Path(model_url, "model", "calibration.json").read_text())
+    model = json.loads(Path(model_url, "model", "model.json").read_text())
     agg, cal = model["aggregator"], model["calibrator"]
     table = pq.read_table(f"{data}/verdicts", columns=["item_id", "judge_id", "verdict"])
     items = pc.dictionary_encode(table["item_id"].combine_chunks())
     row = items.indices.to_numpy()
-    col = pc.index_in(table["judge_id"], value_set=pa.array(agg["judge_ids"])).to_numpy(zero_copy_only=False)
+    col = pc.index_in(table["judge_id"], value_set=pa.array(model["judge_ids"])).to_numpy(zero_copy_only=False)
     vote = pc.fill_null(pc.index_in(table["verdict"], value_set=pa.array(["B", "A"])), -1).to_numpy()
-    z = np.zeros((len(items.dictionary), len(agg["judge_ids"])))
+    z = np.zeros((len(items.dictionary), len(model["judge_ids"])))
     keep = vote >= 0
     z[row[keep], col[keep].astype(np.int64)] = 2.0 * vote[keep] - 1.0
     t = logit(agg["class_prior"]) + z @ np.array(agg["weights"])

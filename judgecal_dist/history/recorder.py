@@ -13,12 +13,13 @@ from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.store import RunStore
 from judgecal_dist.history.judges import judge_counts, with_rates
 from judgecal_dist.history.store import record_run
+from judgecal_dist.models.files import LEGACY_FILE, MODEL_FILE
 
 __all__ = ["record_study_run", "model_parameters"]
 
 log = logging.getLogger(__name__)
 #: The exported model (``judgecal.binary-pipeline``) first, then the calibration file of runs made before it.
-MODEL_FILES = ("model/model.json", "model/calibration.json")
+MODEL_FILES = (MODEL_FILE, LEGACY_FILE)
 
 
 def model_parameters(store: RunStore) -> tuple[pd.DataFrame, dict[str, Any]]:

@@ -52,8 +52,10 @@ def test_a_run_is_logged_once_with_params_metrics_figures_and_model(tmp_path, mo
 
     figures = sorted(a.path for a in client.list_artifacts(logged.info.run_id, "figures"))
     assert figures == sorted(f"figures/{p.name}" for p in (run_dir / "figures").iterdir()) and figures
-    model = client.download_artifacts(logged.info.run_id, "model/calibration.json", str(tmp_path / "dl"))
-    assert Path(model).read_text() == (run_dir / "model" / "calibration.json").read_text()
+    # The exported model is logged as written; the legacy model/calibration.json is no longer written.
+    assert [a.path for a in client.list_artifacts(logged.info.run_id, "model")] == ["model/model.json"]
+    model = client.download_artifacts(logged.info.run_id, "model/model.json", str(tmp_path / "dl"))
+    assert Path(model).read_text() == (run_dir / "model" / "model.json").read_text()
 
     again = _run(data, tmp_path / "out", uri)  # the run is complete: found, not logged a second time
     assert again.exit_code == 0 and f"mlflow: run {logged.info.run_id}" in again.output

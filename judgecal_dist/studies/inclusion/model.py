@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 
 from judgecal_dist.engine.panel import Panel
-from judgecal_dist.io.schema import VOTE_CODING
 from judgecal_dist.methods.calibration.conformal import SplitConformal
 from judgecal_dist.methods.pipeline import (
     PANELS,
@@ -34,19 +33,16 @@ if TYPE_CHECKING:
     from judgecal_dist.studies.inclusion.config import Config, Replicate
 
 __all__ = [
-    "MODEL_FORMAT",
     "DEFAULT_AGGREGATOR",
     "DEFAULT_CALIBRATOR",
     "CONFORMAL_SEED_OFFSET",
     "conformal_rows",
     "summarise_conformal",
     "choices",
-    "fit_model",
     "exported_candidate",
     "export_model",
 ]
 
-MODEL_FORMAT = "judgecal.calibration/v2"
 #: The default pipeline of spec 000 §1: integrated one-coin, then beta calibration with the elastic net.
 DEFAULT_AGGREGATOR, DEFAULT_CALIBRATOR = "one_coin", "beta"
 #: Seed offset of the conformal sub-split inside the calibration part (independent of the outer split).
@@ -149,56 +145,6 @@ def choices(config: Config) -> dict[str, Any]:
             "intercept fits have no finite optimum; use only to reproduce the paper's numbers"
         )
     return choices
-
-
-def fit_model(config: Config, panel: Panel) -> dict[str, Any]:
-    """The default pipeline fitted on every labelled item as data: one-coin weights, beta parameters and the
-    conformal thresholds (aggregator + beta on 80% of the groups, conformal slice on the other 20%)."""
-    settings = config.settings
-    blocks = assign_blocks(panel.group_keys, config.seed + CONFORMAL_SEED_OFFSET, [0.8, 0.2])
-    fit, slice_ = blocks == 0, blocks == 1
-    s_fit, s_slice, agg = aggregate(
-        DEFAULT_AGGREGATOR, settings, panel.votes[fit], panel.labels[fit], panel.votes[slice_]
-    )
-    beta = calibrator(DEFAULT_CALIBRATOR, settings).fit(s_fit, panel.labels[fit])
-    p_slice = beta.predict_proba(s_slice)[:, 1]
-    conformal = [SplitConformal(alpha=a).fit(p_slice, panel.labels[slice_]).to_dict() for a in config.conformal_alphas]
-    return {
-        "format": MODEL_FORMAT,
-        # How the scorer must feed beta: "logit" = a ln sigma(t) + b (-ln sigma(-t)) + c on the unclipped one-coin
-        # log-odds t; "probability" = on P(Y=1) = sigma(t) clipped at eps (an absent field means "probability").
-        "calibrator_input": settings.calibrator_input,
-        "aggregator": {
-            "name": DEFAULT_AGGREGATOR,
-            "judge_ids": panel.judge_ids.tolist(),
-            "weights": agg.weights_.tolist(),
-            "class_prior": float(agg.prior_),
-            "alpha0": config.alpha0,
-            "beta0": config.beta0,
-        },
-        "calibrator": {
-            "name": DEFAULT_CALIBRATOR,
-            "a": float(beta.a_),
-            "b": float(beta.b_),
-            "c": float(beta.c_),
-            "penalty": config.beta_penalty,
-            "l1_ratio": config.beta_l1_ratio,
-            "calibrator_input": settings.calibrator_input,
-        },
-        "conformal": conformal,
-        "eps": config.eps,
-        "vote_codes": dict(VOTE_CODING),
-        "fitted_on": {
-            "dataset": panel.dataset,
-            # Every item the model saw (aggregator, calibrator and conformal slice), as plain ids: a scorer flags
-            # them (``in_calibration``), since metrics on them are in-sample.
-            "item_ids": sorted(str(i) for i in panel.item_ids),
-            "items": int(fit.sum()),
-            "conformal_items": int(slice_.sum()),
-            "orientation": config.orientation,
-            "sample": config.sample,
-        },
-    }
 
 
 def exported_candidate(config: Config, summary: pd.DataFrame) -> tuple[str, str, str]:

@@ -69,12 +69,10 @@ from judgecal_dist.studies.inclusion.grain import grain_lines, regrain
 from judgecal_dist.studies.inclusion.model import (
     DEFAULT_AGGREGATOR,
     DEFAULT_CALIBRATOR,
-    MODEL_FORMAT,
     choices,
     conformal_rows,
     export_model,
     exported_candidate,
-    fit_model,
     summarise_conformal,
 )
 from judgecal_dist.studies.inclusion.recommend import recommend
@@ -93,7 +91,6 @@ __all__ = [
     "CALIBRATORS",
     "PANELS",
     "SEARCHES",
-    "MODEL_FORMAT",
 ]
 
 NAME = "inclusion"
@@ -633,7 +630,7 @@ def summarise(config: Config, parts: pd.DataFrame, data: InclusionInput) -> Stud
     note = (
         f"**Exported model:** `{exported.name}` ({len(exported.judge_ids)} judges) as `model/model.json` "
         f"({FORMAT}; `judgecal score --model <this run>` applies it; `--set export=aggregator+calibrator@panel` "
-        "exports another pipeline). `model/calibration.json` keeps the one-coin + beta default of earlier versions."
+        "exports another pipeline)."
     )
     return StudyResult(
         records=records,
@@ -645,7 +642,7 @@ def summarise(config: Config, parts: pd.DataFrame, data: InclusionInput) -> Stud
         + scope_lines(summary, scope, config)
         + control_lines(controls, config),
         figures=inclusion_report.figures(metrics, summary, reliability, config),
-        model={"calibration.json": fit_model(config, panel), "model.json": exported.document},
+        model={"model.json": exported.document},
         extra={
             "panel": {"dataset": panel.dataset, "items": panel.n_items, "judges": panel.n_judges} | panel.info,
             "choices": made,

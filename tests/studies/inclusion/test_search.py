@@ -109,19 +109,21 @@ def test_nested_and_crossfit_protocols():
 
 
 def test_model_artifact_records_the_calibrator_input_and_replays(tmp_path):
-    """A scorer that follows calibration.json (one-coin log-odds, beta on log sigma(t)) reproduces the fit."""
+    """A scorer that follows the exported model.json (one-coin log-odds, beta on log sigma(t) or on the clipped
+    probability, as ``calibrator_input`` says) reproduces the loaded pipeline's probabilities."""
     from judgecal_dist.engine.panel import load_panel
     from judgecal_dist.io.one_coin import simulate_one_coin, write_one_coin_panel
+    from judgecal_dist.models import model_from_dict
     from judgecal_dist.studies.inclusion import study as inclusion
-    from judgecal_dist.studies.inclusion.model import fit_model
+    from judgecal_dist.studies.inclusion.model import export_model
 
     panel_sim = simulate_one_coin(400, np.r_[np.full(30, 0.8), np.full(10, 0.35)], seed=6, missing_rate=0.05)
     write_one_coin_panel(str(tmp_path / "p"), panel_sim)
     panel = load_panel(str(tmp_path / "p"))
     for mode in ("logit", "probability"):
         config = inclusion.Config(data=str(tmp_path / "p"), calibrator_input=mode)
-        model = fit_model(config, panel)
-        assert model["calibrator_input"] == mode == model["calibrator"]["calibrator_input"]
+        model = export_model(config, panel, ("one_coin", "beta", "all")).document
+        assert model["calibrator_input"] == mode
         w, prior = np.array(model["aggregator"]["weights"]), model["aggregator"]["class_prior"]
         z = np.where(panel.votes < 0, 0.0, 2.0 * panel.votes - 1.0)
         t = np.log(prior / (1 - prior)) + z @ w
@@ -131,10 +133,8 @@ def test_model_artifact_records_the_calibrator_input_and_replays(tmp_path):
         else:
             s = np.clip(1 / (1 + np.exp(-t)), model["eps"], 1 - model["eps"])
             u = a * np.log(s) - b * np.log1p(-s) + c
-        beta = BetaCalibration(score_input=mode)
-        beta.a_, beta.b_, beta.c_ = a, b, c
-        score = t if mode == "logit" else 1 / (1 + np.exp(-t))
-        np.testing.assert_allclose(1 / (1 + np.exp(-u)), beta.predict_proba(score)[:, 1], atol=1e-12)
+        loaded = model_from_dict(model, source="model.json")
+        np.testing.assert_allclose(1 / (1 + np.exp(-u)), loaded.predict_proba(panel.votes), atol=1e-12)
         assert np.abs(t).max() > -np.log(model["eps"])  # the case the logit input exists for
 
 

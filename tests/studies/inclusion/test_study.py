@@ -120,9 +120,9 @@ def test_study_on_generated_panel(panel_url, tmp_path, ray_local):
     assert len(parts) == 12
     for name in ("nll_grid.png", "nll_vs_panel_size.png", "reliability.png"):
         assert (folder / "figures" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    model = json.loads((folder / "model" / "calibration.json").read_text())
-    assert model["format"] == inclusion.MODEL_FORMAT and len(model["aggregator"]["weights"]) == 9
-    assert model["calibrator"]["a"] >= 0 and model["calibrator"]["b"] >= 0
+    assert sorted(p.name for p in (folder / "model").iterdir()) == ["model.json"]  # no legacy calibration.json
+    model = json.loads((folder / "model" / "model.json").read_text())
+    assert model["format"] == "judgecal.binary-pipeline/v1"
     assert [c["alpha"] for c in model["conformal"]] == [0.1, 0.2]
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["status"] == "succeeded" and manifest["config"]["replicates"] == 12
