@@ -15,7 +15,6 @@ from scipy import stats as sps
 from scipy.special import expit, logit
 from sklearn.linear_model import LogisticRegression
 
-from judgecal_dist.config import EngineConfig
 from judgecal_dist.errors import ConfigError
 from judgecal_dist.methods.pipeline import aggregate, calibrate
 from judgecal_dist.splits import calibration_mask
@@ -25,33 +24,12 @@ from judgecal_dist.studies.inclusion.search import InnerProblem
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    from judgecal_dist.io.synthetic import generate_panel
-
-    url = str(tmp_path_factory.mktemp("synthetic") / "panel")
-    generate_panel(url, n_items=600, n_judges=9, seed=5)
-    cfg = inclusion.Config(
-        data=url,
-        replicates=2,
+def run(run_splits):
+    return run_splits(
         aggregators=("one_coin", "dawid_skene"),
         calibrators=("beta",),
         panels=("all", "greedy3", "greedy5", "operating", "no_p3"),
         permutation_resamples=100,
-    )
-    data = inclusion.load(cfg, EngineConfig(ray_num_cpus=1))
-    parts = pd.concat([inclusion.run_replicate(data, rep) for rep in inclusion.plan(cfg, data)])
-    return cfg, data, parts
-
-
-def _split(data, cfg, seed):
-    panel = data.panel
-    in_cal = calibration_mask(panel.group_keys, [seed], cfg.calib_fraction)[0]
-    return (
-        panel.votes[in_cal],
-        panel.labels[in_cal],
-        panel.group_keys[in_cal],
-        panel.votes[~in_cal],
-        panel.labels[~in_cal],
     )
 
 
@@ -73,11 +51,11 @@ def test_random_labels_score_log_2(run):
     assert np.all(np.abs(calibrated - np.log(2)) < 0.04), calibrated.tolist()
 
 
-def test_difficulty_transfer_and_chaining_equal_sklearn_platt(run):
+def test_difficulty_transfer_and_chaining_equal_sklearn_platt(run, halves):
     cfg, data, parts = run
     settings = inclusion.plan(cfg, data)[0].settings
     for seed in (0, 1):
-        v_cal, y_cal, _, v_eval, y_eval = _split(data, cfg, seed)
+        v_cal, y_cal, _, v_eval, y_eval = halves(data, cfg, seed)
         s_cal, s_eval, _ = aggregate("one_coin", settings, v_cal, y_cal, v_eval)  # log-odds (insample protocol)
         got = _controls(parts, seed)
 
@@ -126,10 +104,10 @@ def test_distortions_follow_proposition_3(run):
     assert ((flipped >= 0) == (votes >= 0)).all()  # missing votes stay missing
 
 
-def test_greedy_targets_equal_a_plain_greedy_loop(run):
+def test_greedy_targets_equal_a_plain_greedy_loop(run, halves):
     cfg, data, parts = run
     rep = inclusion.plan(cfg, data)[0]
-    v_cal, y_cal, keys, _, _ = _split(data, cfg, rep.seed)
+    v_cal, y_cal, keys, _, _ = halves(data, cfg, rep.seed)
     problem = InnerProblem(v_cal, y_cal, keys, rep.seed, rep.settings, rep.search)
     current: tuple[int, ...] = ()
     want = {}
@@ -144,10 +122,10 @@ def test_greedy_targets_equal_a_plain_greedy_loop(run):
         assert search.loc[f"greedy{k}", "inner_nll"] == pytest.approx(want[k], abs=1e-9)
 
 
-def test_scope_arms_drop_the_flagged_judges(run):
+def test_scope_arms_drop_the_flagged_judges(run, halves):
     cfg, data, parts = run
     for seed in (0, 1):
-        v_cal, y_cal, _, _, _ = _split(data, cfg, seed)
+        v_cal, y_cal, _, _, _ = halves(data, cfg, seed)
         n = (v_cal >= 0).sum(0)
         c = ((v_cal == y_cal[:, None]) & (v_cal >= 0)).sum(0)
         # Operating rule: P1 filter (parse rate <= 0.60) or P(theta < 1/2) > 0.975 under Beta(1 + c, 1 + n - c).

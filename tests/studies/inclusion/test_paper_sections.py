@@ -11,44 +11,27 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from judgecal_dist.config import EngineConfig
 from judgecal_dist.errors import ConfigError
 from judgecal_dist.methods.pipeline import Settings, fit_pipelines, protocol_roles
-from judgecal_dist.splits import calibration_mask
 from judgecal_dist.studies.inclusion import study as inclusion
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    from judgecal_dist.io.synthetic import generate_panel
-
-    url = str(tmp_path_factory.mktemp("synthetic") / "panel")
-    generate_panel(url, n_items=600, n_judges=9, seed=5)
-    cfg = inclusion.Config(
-        data=url,
-        replicates=2,
+def run(run_splits):
+    return run_splits(
         aggregators=("one_coin",),
         calibrators=("none", "beta"),
         panels=("all", "top3", "oracle3", "random3", "l1"),
         permutation_resamples=200,
         l1_c=0.01,
     )
-    data = inclusion.load(cfg, EngineConfig(ray_num_cpus=1))
-    parts = pd.concat([inclusion.run_replicate(data, rep) for rep in inclusion.plan(cfg, data)])
-    return cfg, data, parts
 
 
-def _halves(data, cfg, seed):
-    panel = data.panel
-    in_cal = calibration_mask(panel.group_keys, [seed], cfg.calib_fraction)[0]
-    return panel.votes[in_cal], panel.labels[in_cal], panel.votes[~in_cal], panel.labels[~in_cal]
-
-
-def test_diagnostic_panels_are_the_curators_on_the_right_half(run):
+def test_diagnostic_panels_are_the_curators_on_the_right_half(run, halves):
     cfg, data, parts = run
     metrics = parts[(parts["kind"] == "metrics") & (parts["calibrator"] == "none")].set_index(["seed", "panel"])
     for seed in (0, 1):
-        v_cal, y_cal, v_eval, y_eval = _halves(data, cfg, seed)
+        v_cal, y_cal, _, v_eval, y_eval = halves(data, cfg, seed)
         # oracle3: the three judges with the best evaluation accuracy (ties never occur on 300 items here).
         acc_eval = ((v_eval == y_eval[:, None]) & (v_eval >= 0)).sum(0) / (v_eval >= 0).sum(0)
         best = np.sort(np.argsort(-acc_eval, kind="stable")[:3])
@@ -65,10 +48,10 @@ def test_diagnostic_panels_are_the_curators_on_the_right_half(run):
         inclusion.Config(data="x", panels=("all", "oracle0"))
 
 
-def test_item_level_tost_and_the_selective_metrics_match_their_formulas(run):
+def test_item_level_tost_and_the_selective_metrics_match_their_formulas(run, halves):
     cfg, data, parts = run
     seed = 1
-    v_cal, y_cal, v_eval, y_eval = _halves(data, cfg, seed)
+    v_cal, y_cal, _, v_eval, y_eval = halves(data, cfg, seed)
     settings = cfg.settings
     roles = protocol_roles("insample", data.panel.group_keys, seed)  # None: the main protocol
     p_all = fit_pipelines("one_coin", ("beta",), settings, v_cal, y_cal, v_eval, "insample", roles)["beta"]

@@ -30,12 +30,8 @@ FULL = os.environ.get("JUDGECAL_FULL") == "1"  # `make test-heavy`: the paper's 
 
 
 @pytest.fixture(scope="module")
-def panel_url(tmp_path_factory) -> str:
-    from judgecal_dist.io.synthetic import generate_panel
-
-    dest = str(tmp_path_factory.mktemp("synthetic") / "panel")
-    generate_panel(dest, n_items=1200, n_judges=9, seed=3)
-    return dest
+def panel_url(nine_judges) -> str:
+    return nine_judges(1200, 3)
 
 
 @pytest.fixture(scope="module")
