@@ -63,6 +63,8 @@ _RUBRIC_UNREAD = (
     "interaction_weights",
     "semi_real_source",
     "population_rows",
+    "decomposition",
+    "boundary_reps",
 )
 #: Settings that real data never reads.
 _REAL_UNREAD = (

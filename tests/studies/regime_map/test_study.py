@@ -278,6 +278,8 @@ def test_interaction_sweep_grows_with_the_weight_as_table_25_says():
         ({"data": "synthetic:additive", "interaction_weights": (0.5,)}, "interaction_weights=.*must be null unless"),
         ({"data": "/some/url", "growth_a": 0.5}, "growth_a=0.5: does not apply to a dataset URL"),
         ({"data": "/some/url", "semi_real_source": "/x"}, "semi_real_source=/x: does not apply to a dataset URL"),
+        ({"data": "/some/url", "boundary_reps": 5}, "boundary_reps=5: does not apply to a dataset URL"),
+        ({"data": "synthetic:scalar", "boundary_reps": 5}, "boundary_reps=5: does not apply to synthetic:scalar"),
     ],
 )
 def test_a_setting_the_data_never_reads_is_refused(overrides, match):
