@@ -226,7 +226,14 @@ def load_real(
         raise ConfigError(f"pool: need distinct judge ids, got {pool}")
     groups = stats.group_sizes(url, sample, config=engine)
     if len(groups) < 2:
-        raise InputError(f"{url}: verdicts: group_id: {len(groups)} group(s); grouped FCPS blocks need at least 2")
+        hint = (
+            ""
+            if len(groups)
+            else " (no item has a label; for a 1-5 rubric in labels.label_score set verdict_schema: scalar)"
+        )
+        raise InputError(
+            f"{url}: verdicts: group_id: {len(groups)} group(s); grouped FCPS blocks need at least 2{hint}"
+        )
     judges = [f"{j}/{o}" for o in ("ab", "ba") for j in pool] if balanced else pool
     rows = groups["n_items"].to_numpy(dtype=np.int64) * (2 if balanced else 1)
     table = block_table(groups, seeds, rows, sizes, budgets)
@@ -234,7 +241,10 @@ def load_real(
     present = _digits(cells["pattern"].to_numpy(dtype=np.int64), len(judges)) != 3
     silent = [j for j, seen in zip(judges, present.any(axis=0), strict=True) if not seen]
     if silent:
-        raise InputError(f"{url}: verdicts: judge_id: pool judges with no verdict: {silent[:5]} ({len(silent)})")
+        raise InputError(
+            f"{url}: verdicts: judge_id: pool judges with no verdict: {silent[:5]} ({len(silent)}); for 1-5 rubric "
+            "scores (verdicts.score) set verdict_schema: scalar"
+        )
     frame = balanced_cells(cells, len(pool), balanced)
     m = len(pool)
     splits = {}

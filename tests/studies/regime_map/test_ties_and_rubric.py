@@ -238,6 +238,11 @@ def test_a_rubric_dataset_url_runs_on_the_scalar_schema(tmp_path):
     result = summarise(config, parts, data)
     assert {r["menu"] for r in result.records} == {"table", "scalar", "union"}
     assert "Not run on 1-5 rubric scores: the unsupervised jury menu" in result.report
+    pairwise = config.model_copy(update={"verdict_schema": "pairwise"})
+    with pytest.raises(
+        InputError, match=r"0 group.*\(no item has a label; for a 1-5 rubric .* set verdict_schema: scalar\)"
+    ):
+        regime_map.load(pairwise, EngineConfig())
     with pytest.raises(ConfigError, match="position_balance=true: does not apply to 1-5 rubric scores"):
         regime_map.Config(data=root, verdict_schema="scalar")
     with pytest.raises(ConfigError, match="verdict_schema=scalar: applies to a dataset URL"):
