@@ -20,7 +20,8 @@ Both engines run :func:`correct_batch` on Arrow batches of the same rows: in thi
 (below ``local_max_rows``), on Spark in a ``mapInArrow`` whose tasks write their rows through fsspec, as the binary
 scorer's do. A flow solves each distinct (score, rubric) pair once with per-pass dropout masks, so its results do
 not depend on the batch (:mod:`judgecal_dist.models.continuous`). Every check (judges, sample, score range,
-rubrics) runs before the first write.
+rubrics) runs before the first write. The per-rubric summary is one Spark aggregation on Spark (one row per dataset
+and rubric reaches the driver) and a pandas ``groupby`` in this process, equal up to the order of their sums.
 """
 
 from __future__ import annotations
@@ -43,7 +44,16 @@ from judgecal_dist.io.records import json_records
 from judgecal_dist.models.continuous import Corrector
 from judgecal_dist.scoring.kernel import FILES_DDL, write_items
 
-__all__ = ["ITEM_COLUMNS", "items_schema", "correct_batch", "score_corrector", "check_rows"]
+__all__ = [
+    "ITEM_COLUMNS",
+    "items_schema",
+    "correct_batch",
+    "score_corrector",
+    "check_rows",
+    "summarise",
+    "summarise_spark",
+    "read_back",
+]
 
 #: The verdict columns the corrector reads.
 _READ = ["dataset", "item_id", "group_id", "judge_id", "sample", "score", "rubric"]
@@ -273,6 +283,58 @@ def summarise(frame: pd.DataFrame, model: Corrector) -> pd.DataFrame:
     return out.reset_index()
 
 
+def summarise_spark(model: Corrector, folder_url: str, files: list[str], engine: EngineConfig) -> pd.DataFrame:
+    """:func:`summarise` as one Spark ``groupBy().agg()`` over the promoted item files (read back by tasks with
+    pyarrow): one row per (dataset, rubric) reaches the driver. Equal to :func:`summarise` up to the order of
+    floating-point sums."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    from judgecal_dist.engine.spark import get_session
+    from judgecal_dist.scoring.kernel import read_items_partition
+
+    spark = get_session(engine.spark_master, conf=dict(engine.spark_conf))
+    schema = items_schema()
+    # the files hold every column but the dataset (their folder), which the reader puts first
+    fields = [schema.field("dataset"), *(f for f in schema if f.name != "dataset")]
+    ddl = ", ".join(f"`{f.name}` {from_arrow_type(f.type).simpleString()}" for f in fields)
+    reader = functools.partial(
+        read_items_partition, files=files, folder_url=folder_url, storage_options=dict(engine.storage_options)
+    )
+    slices = max(1, min(len(files), 2 * spark.sparkContext.defaultParallelism))
+    rows = spark.range(0, len(files), 1, slices).mapInArrow(reader, ddl)
+
+    def value(name: str) -> Any:  # NaN is no value, as pandas takes it
+        return F.when(~F.isnan(name), F.col(name))
+
+    (lo, hi), (a, b) = model.input_range, model.score_range
+    score = value("score")
+    # Corrector.to_scale's arithmetic, in the same order
+    raw = score if (lo, hi) == (a, b) else F.lit(a) + F.lit(b - a) * (score - F.lit(lo)) / F.lit(hi - lo)
+    lab = value("label_score").isNotNull() & value("corrected").isNotNull()
+    err_raw = F.when(lab, F.abs(raw - F.col("label_score")))
+    err_corrected = F.when(lab, F.abs(F.col("corrected") - F.col("label_score")))
+    sums: pd.DataFrame = (
+        rows.groupBy(*_KEYS)
+        .agg(
+            F.count(F.lit(1)).alias("n_items"),
+            F.count(value("corrected")).alias("n_scored"),
+            F.avg(raw).alias("mean_raw"),
+            F.avg(value("corrected")).alias("mean_corrected"),
+            F.avg(value("sd")).alias("mean_sd"),
+            F.count(err_raw).alias("n_labelled"),
+            F.avg(err_raw).alias("mae_raw"),
+            F.avg(err_corrected).alias("mae_corrected"),
+        )
+        .toPandas()
+    )
+    sums["rubric"] = sums["rubric"].astype(object).where(sums["rubric"].notna(), None)
+    means = ["mean_raw", "mean_corrected", "mean_sd", "mae_raw", "mae_corrected"]
+    sums[means] = sums[means].astype(np.float64)
+    sums = sums.sort_values(_KEYS, kind="stable", na_position="last").reset_index(drop=True)
+    return sums.astype({c: np.int64 for c in ("n_items", "n_scored", "n_labelled")})
+
+
 # -- the command -----------------------------------------------------------------------------------------------
 def score_corrector(
     model: Corrector,
@@ -299,8 +361,11 @@ def score_corrector(
 
     staged, (written, extra) = apply.stage_items(store, output, write)
     new_files = apply.replace_outputs(store, output, staged, [f for f, _ in written], [_SUMMARY, "summary.json"])
-    items = _read_back(store.url_of("items"), [f for f, _ in written], options)
-    table = summarise(items, model)
+    files = [f for f, _ in written]
+    if prepared is not None:
+        table = summarise(read_back(store.url_of("items"), files, options), model)
+    else:  # one row per (dataset, rubric) reaches the driver, whatever the table's size
+        table = summarise_spark(model, store.url_of("items"), files, engine)
     counts = {
         "items": int(table["n_items"].sum()),
         "items_without_score": int((table["n_items"] - table["n_scored"]).sum()),
@@ -330,11 +395,11 @@ def score_corrector(
     return record
 
 
-def _read_back(folder_url: str, files: list[str], options: Mapping[str, Any]) -> pd.DataFrame:
-    """The scored rows (the columns the summary reads) from the promoted files.
+def read_back(folder_url: str, files: list[str], options: Mapping[str, Any]) -> pd.DataFrame:
+    """The scored rows (the columns the summary reads) from the promoted files, for the in-process summary.
 
-    The summary is per rubric, so these columns of every row come to the driver: 5 numbers a row (~40 MB per
-    million rows), read with pyarrow; a table too large for that belongs to a Spark aggregation."""
+    These columns of every row come to the driver (5 numbers a row, ~40 MB per million rows): fine below
+    ``local_max_rows``; a Spark score aggregates on Spark instead (:func:`summarise_spark`)."""
     import pyarrow.parquet as pq
 
     from judgecal_dist.io.filesystem import open_fs

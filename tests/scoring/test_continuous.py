@@ -142,6 +142,10 @@ def test_score_equals_the_estimator_on_both_engines(kind, table, models, tmp_pat
     np.testing.assert_allclose(local["label_score"], _to5(frame["human"].to_numpy()))
     summary = pd.read_parquet(tmp_path / "local" / "summary" / "rubrics.parquet")
     assert summary["rubric"].tolist() == RUBRICS and summary["n_items"].sum() == N
+    # the Spark score aggregates on Spark: the same table as pandas' groupby of the same rows
+    spark_summary = pd.read_parquet(tmp_path / "spark" / "summary" / "rubrics.parquet")
+    pd.testing.assert_frame_equal(spark_summary, summary, rtol=1e-6 if kind.startswith("flow") else 1e-12)
+    assert summary["n_labelled"].tolist() == [((frame["rubric"] == r) & scored).sum() for r in RUBRICS]
 
 
 def test_the_cli_refuses_scores_outside_the_input_range_and_unknown_rubrics(table, models, tmp_path) -> None:
