@@ -494,8 +494,8 @@ Code = Annotated[int, Field(ge=0, le=255)]
 
 class EncodingDoc(Document):
     """The verdict alphabet: category ``i`` of a column is ``alphabet[i]``; a judge without a (parseable) verdict
-    reads as ``missing``; ``scalar[i]`` is category ``i``'s value in the scalar families (the pairwise schema:
-    A 1, B 0, tie and err 1/2)."""
+    reads as ``missing``; ``scalar[i]`` is category ``i``'s value in the scalar families (pairwise verdicts: A 1,
+    B 0, tie and err 1/2; a 1-5 rubric: (score - 1)/4, err 1/2)."""
 
     alphabet: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=2, max_length=256)]
     missing: Annotated[str, Field(min_length=1)]
@@ -554,7 +554,8 @@ class MeanIsoDoc(Document):
 
 
 class OneCoinIsoDoc(Document):
-    """``one_coin_iso``: isotonic map of :math:`\\sum_l w_l t_l` (``weights`` per column, :math:`t = 2s - 1`)."""
+    """``one_coin_iso``: isotonic map of :math:`\\sum_l w_l t_l` (``weights`` per column, :math:`t = 2s - 1`; on a
+    1-5 rubric :math:`\\sum_l w_l s_l` with precision weights)."""
 
     name: Literal["one_coin_iso"]
     weights: list[Finite]

@@ -29,8 +29,9 @@ from sklearn.linear_model import LogisticRegression
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.schema import MISSING_CODE, VERDICT_CODES
-from judgecal_dist.methods.fcps.joint_table import JointTableCalibrator, pattern_keys
+from judgecal_dist.methods.fcps.joint_table import SCHEMA_CATEGORIES, JointTableCalibrator, pattern_keys
 from judgecal_dist.methods.fcps.scalar_families import (
+    SCORE_SCALAR,
     VERDICT_SCALAR,
     LogisticStack,
     MeanIsotonic,
@@ -41,12 +42,30 @@ from judgecal_dist.methods.fcps.scalar_families import (
 from judgecal_dist.methods.fcps.select import NLL_EPS
 from judgecal_dist.models.documents import FCPSDoc, LogisticStackDoc, MeanIsoDoc, OneCoinIsoDoc, TableFamilyDoc
 
-__all__ = ["FORMAT", "KIND", "PAIRWISE", "FCPSModel", "to_document", "from_document", "fcps_from_estimator"]
+__all__ = [
+    "FORMAT",
+    "KIND",
+    "PAIRWISE",
+    "RUBRIC",
+    "ENCODINGS",
+    "FCPSModel",
+    "to_document",
+    "from_document",
+    "fcps_from_estimator",
+]
 
 FORMAT = "judgecal.fcps/v1"
 KIND = "fcps"
 #: The pairwise verdict encoding of the FCPS estimators (engine codes B 0, A 1, tie 2; err 3 = no verdict).
 PAIRWISE: dict[str, Any] = {"alphabet": ["B", "A", "tie", "err"], "missing": "err", "scalar": VERDICT_SCALAR.tolist()}
+#: The 1-5 rubric encoding (codes 0..4 = scores 1..5, err 5 = no parseable score; s = (score - 1)/4, err 1/2).
+RUBRIC: dict[str, Any] = {
+    "alphabet": ["1", "2", "3", "4", "5", "err"],
+    "missing": "err",
+    "scalar": SCORE_SCALAR.tolist(),
+}
+#: Verdict schema of the estimators -> its encoding in a document.
+ENCODINGS: dict[str, dict[str, Any]] = {"pairwise": PAIRWISE, "scalar": RUBRIC}
 _LABELS = np.array(["B", "A", "tie"], dtype=object)  # engine code -> label string
 
 
@@ -321,6 +340,10 @@ def to_document(
 ) -> dict[str, Any]:
     """The ``judgecal.fcps/v1`` document of a fitted family estimator reading the first ``k`` judges of ``path``."""
     family, fields = _family_of(estimator)
+    if encoding is None:  # the estimator's own verdict schema (a table knows its alphabet's size only)
+        sizes = {SCHEMA_CATEGORIES[name]: name for name in ENCODINGS}
+        schema = getattr(estimator, "schema", None) or sizes.get(getattr(estimator, "n_categories", 0), "pairwise")
+        encoding = ENCODINGS[schema]
     return {
         "format": FORMAT,
         "name": name or f"{family} on {k} judge(s)" + (f" of the {path_rule} path" if path_rule else ""),
@@ -329,7 +352,7 @@ def to_document(
         "k": int(k),
         "ignored_judges": [str(j) for j in ignored_judges],
         "sample": int(sample),
-        "encoding": dict(encoding or PAIRWISE),
+        "encoding": dict(encoding),
         "family": {"name": family} | fields,
         "fitted_on": dict(fitted_on or {}),
     }
@@ -350,13 +373,15 @@ def _rebuild(doc: FCPSDoc, source: str) -> Any:
         table.levels_ = levels
         table.n_features_in_ = k
         return table
-    if size != len(VERDICT_SCALAR) or doc.encoding.scalar != VERDICT_SCALAR.tolist():
+    schema = next((name for name, enc in ENCODINGS.items() if doc.encoding.scalar == enc["scalar"]), None)
+    if schema is None:
+        known = " or ".join(str(enc["scalar"]) for enc in ENCODINGS.values())
         raise InputError(
-            f"{source}: encoding.scalar: the scalar families of this version read the pairwise encoding "
-            f"{VERDICT_SCALAR.tolist()}, got {doc.encoding.scalar}"
+            f"{source}: encoding.scalar: the scalar families of this version read the pairwise or the 1-5 rubric "
+            f"encoding ({known}), got {doc.encoding.scalar}"
         )
     if isinstance(fam, LogisticStackDoc):
-        stack = LogisticStack(C=fam.C, pairwise=fam.name == "logistic_pair")
+        stack = LogisticStack(C=fam.C, pairwise=fam.name == "logistic_pair", schema=schema)
         stack.constant_ = fam.constant
         if fam.constant is None:
             model = LogisticRegression(C=fam.C)
@@ -369,13 +394,13 @@ def _rebuild(doc: FCPSDoc, source: str) -> Any:
         return stack
     est: Any
     if isinstance(fam, MeanIsoDoc):
-        est = MeanIsotonic()
+        est = MeanIsotonic(schema=schema)
         est.fitted_ = True
     elif isinstance(fam, OneCoinIsoDoc):
-        est = OneCoinIsotonic()
+        est = OneCoinIsotonic(schema=schema)
         est.weights_ = np.asarray(fam.weights, dtype=np.float64)
     else:
-        est = RidgeIsotonic(lam=fam.lam, pairwise=fam.name == "ridge_pair_iso")
+        est = RidgeIsotonic(lam=fam.lam, pairwise=fam.name == "ridge_pair_iso", schema=schema)
         est.coef_ = np.asarray(fam.coef, dtype=np.float64)
         est.intercept_ = float(fam.intercept)
     est.n_features_in_ = k

@@ -15,7 +15,7 @@ import pytest
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.dataset import write_dataset
-from judgecal_dist.methods.fcps.select import Cells, fit_family, prefix_cells
+from judgecal_dist.methods.fcps.select import Cells, fit_family, prefix_cells, prefix_squares
 from judgecal_dist.models import load_model, model_from_dict, save_model
 from judgecal_dist.models.fcps import fcps_from_estimator
 from judgecal_dist.scoring.apply import score_dataset
@@ -141,3 +141,23 @@ def test_a_scalar_family_is_refused_off_its_encoding(fitted):
     doc["encoding"]["scalar"] = [0.0, 1.0, 0.5, 0.0]
     with pytest.raises(InputError, match=r"^m\.json: encoding\.scalar: the scalar families of this version"):
         model_from_dict(doc, source="m.json")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_rubric_model_round_trips_and_is_refused_on_ab_verdicts(fitted, family, tmp_path):
+    """1-5 rubric codes (0..4 = scores 1..5, 5 = err; soft targets): the rubric encoding travels in the document."""
+    rng = np.random.default_rng(9)
+    codes = rng.integers(0, 6, size=(400, 3))
+    y = np.clip((codes[:, 0] % 5) / 4 + rng.normal(0, 0.2, 400), 0, 1)
+    cells = Cells.from_rows(codes, y, schema="scalar")
+    prefix = np.array([1, 0])
+    c, n, s, _ = prefix_cells(cells, prefix)
+    est = fit_family(family, c, n, s, {"schema": "scalar"}, prefix_squares(cells, prefix))
+    model = fcps_from_estimator(est, path=["r2", "r1", "r3"], k=2)
+    assert model.document["encoding"]["alphabet"] == ["1", "2", "3", "4", "5", "err"]
+    back = load_model(save_model(model, str(tmp_path / "model.json")))
+    every = np.array(np.meshgrid(range(6), range(6))).reshape(2, -1).T
+    np.testing.assert_array_equal(back.predict(every), est.predict(every))
+    if family == "ridge_iso":
+        with pytest.raises(InputError, match=r"encoding\.alphabet: .* lacks \['B', 'A', 'tie'\]"):
+            score_dataset(str(tmp_path / "model.json"), fitted[1], str(tmp_path / "out"))

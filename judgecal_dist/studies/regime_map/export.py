@@ -5,7 +5,7 @@ budget (and the last interaction weight) in the recommended menu (``export: auto
 table wins at the largest budget, the scalar menu where the scalar wins, the union menu where neither does) or in
 the menu ``export`` names, fitted on that split's calibration block exactly as the study fitted it. Its judges are
 the dataset's ``judge_id``s in path order (with position balancing the ``<judge>/ab`` verdicts, the item as
-presented; the ``<judge>/ba`` ones are ignored judges); on generated data the generator's judges ``j0 .. j6``.
+presented; the ``<judge>/ba`` ones are ignored judges); on generated data the generator's judges ``j0, j1, ...``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from judgecal_dist.errors import RunError
-from judgecal_dist.methods.fcps.select import Cells, fit_family, prefix_cells
+from judgecal_dist.methods.fcps.select import Cells, fit_family, prefix_cells, prefix_squares
 from judgecal_dist.models.fcps import FCPSModel, fcps_from_estimator
 from judgecal_dist.studies.regime_map.config import NOT_EXPORTABLE
 from judgecal_dist.studies.regime_map.recommend import verdict
@@ -52,13 +52,11 @@ def selected_row(config: Config, parts: pd.DataFrame, menu: str) -> pd.Series:
     return rows.iloc[0]
 
 
-def _judges(config: Config) -> tuple[list[str], list[str]]:
-    """The pool's data judge ids (what the codes' columns read) and the judges the model knowingly ignores."""
+def _judges(config: Config, m: int) -> tuple[list[str], list[str]]:
+    """The data judge ids of the ``m`` code columns and the judges the model knowingly ignores."""
     if config.synthetic and not config.semi_real_source:
-        from judgecal_dist.io.growth import N_JUDGES
-
-        return [f"j{i}" for i in range(N_JUDGES)], []
-    if config.position_balance:
+        return [f"j{i}" for i in range(m)], []
+    if config.position_balance and config.schema == "pairwise":
         return [f"{j}/ab" for j in config.pool], [f"{j}/ba" for j in config.pool]
     return list(config.pool), []
 
@@ -70,8 +68,9 @@ def export_candidate(
     order = np.asarray(paths[str(row["path"])], dtype=np.int64)
     k = int(row["k"])
     codes, n, s, _ = prefix_cells(cal, order[:k])
-    estimator = fit_family(str(row["family"]), codes, n, s, options)
-    judges, other = _judges(config)
+    q = prefix_squares(cal, order[:k]) if cal.schema == "scalar" else None
+    estimator = fit_family(str(row["family"]), codes, n, s, {**options, "schema": cal.schema}, q)
+    judges, other = _judges(config, cal.codes.shape[1])
     path = [judges[i] for i in order]
     budget = max(config.budgets)
     return fcps_from_estimator(
