@@ -243,6 +243,10 @@ def scope_lines(summary: pd.DataFrame, scope: pd.DataFrame, config: Any) -> str:
     for name, arm in scope.groupby("panel", sort=False):
         dropped = arm["dropped"].to_numpy(dtype=np.int64)
         what = "P3-flagged" if name == "no_p3" else "P1-filtered or reliably below chance"
+        if name == "operating" and getattr(config, "judge_grain", "judge") == "both_orders":
+            what = (
+                "reliably below chance (no parse-rate filter: a missing verdict is also a disagreement of the orders)"
+            )
         out.append(
             f"- `{name}`: {what} judges dropped on the calibration half: mean {dropped.mean():.2f} "
             f"(max {dropped.max()}) over {len(arm)} splits; {int((dropped > 0).sum())} splits dropped any."

@@ -38,10 +38,13 @@ def diagnose(panel: Panel, *, seed: int, calib_fraction: float) -> dict[str, Any
     if len(pairs) >= 2:
         collapsed = regrain(panel, "both_orders").votes[in_cal]
         by_config = TwoPLIRT().fit(correctness_matrix(collapsed, y))
+    # With both orders agreeing, a missing verdict is also a disagreement between the orders, not a parse failure.
+    p1 = panel.info.get("judge_grain") != "both_orders"
     return {
         "split_seed": seed,
-        "p1_review": parse.loc[parse["review"], "judge_id"].tolist(),
-        "p1_filter": parse.loc[parse["filter"], "judge_id"].tolist(),
+        "p1_review": parse.loc[parse["review"], "judge_id"].tolist() if p1 else [],
+        "p1_filter": parse.loc[parse["filter"], "judge_id"].tolist() if p1 else [],
+        "p1_skipped": None if p1 else "judge_grain=both_orders: a missing verdict is also a disagreement of the orders",
         "below_chance_bayes": below.loc[below["below_chance"], "judge_id"].tolist(),
         "p3_flagged": [] if missing is None else missing.loc[missing["p3_flag"], "judge_id"].tolist(),
         "irt_variance_shares": {} if irt is None else {k: float(v) for k, v in irt.variance_shares_.items()},

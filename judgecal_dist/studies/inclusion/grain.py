@@ -115,8 +115,8 @@ def _paper_lines(grain: str, panel: Panel, summary: pd.DataFrame | None) -> list
         share = panel.info.get("order_disagreements", 0) / max(cells, 1)
         out.append(
             f"- Here a missing verdict also means the two orders disagreed ({share:.1%} of the verdicts both orders "
-            "gave): the parse-rate check, the operating arm and the missingness flags read such a disagreement as "
-            "an unparsed verdict."
+            "gave): the parse-rate check and the operating arm's parse-rate filter are skipped; the missingness "
+            "flags (and so `no_p3`) still read a disagreement as a missing verdict."
         )
     if summary is None or "delta_nll" not in summary:
         return out

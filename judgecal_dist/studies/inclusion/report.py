@@ -285,7 +285,9 @@ def report(
         f"## Scope diagnostics (calibration half of split {diagnostics['split_seed']})",
         "",
         f"- parse rate: review {len(diagnostics['p1_review'])} judges, filter {len(diagnostics['p1_filter'])} "
-        f"({', '.join(diagnostics['p1_filter'][:5]) or 'none'}).",
+        f"({', '.join(diagnostics['p1_filter'][:5]) or 'none'})."
+        if not diagnostics.get("p1_skipped")
+        else f"- parse rate: not checked ({diagnostics['p1_skipped']}).",
         f"- Reliably below chance (P(theta < 1/2) > 0.975): {len(diagnostics['below_chance_bayes'])} judges "
         "(kept: the one-coin weight flips them).",
         f"- missingness flags: {len(diagnostics['p3_flagged'])} judges.",

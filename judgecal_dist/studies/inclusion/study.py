@@ -200,7 +200,8 @@ def run_replicate(data: InclusionInput, rep: Replicate) -> pd.DataFrame:
     rank = roles == 0 if rep.calib_scores == "nested" else slice(None)  # counts of the aggregator's items
     curated = tuple(p for p in rep.panels if not is_search(p) and not DIAGNOSTIC_PANEL.fullmatch(p))
     panels = choose_panels(curated, v_cal[rank], y_cal[rank], panel.judge_ids, panel.families, settings)
-    panels |= _diagnostic_panels(rep, v_cal[rank], y_cal[rank], v_eval, y_eval, panel.judge_ids, settings)
+    p1 = panel.info.get("judge_grain") != "both_orders"  # there a missing verdict is also an order disagreement
+    panels |= _diagnostic_panels(rep, v_cal[rank], y_cal[rank], v_eval, y_eval, panel.judge_ids, settings, p1=p1)
     searched, search_rows = run_searches(
         rep.panels, v_cal, y_cal, keys_cal, v_eval, y_eval, rep.seed, settings, rep.search
     )
@@ -300,16 +301,18 @@ def _diagnostic_panels(
     y_eval: np.ndarray,
     judge_ids: np.ndarray,
     settings: Settings,
+    *,
+    p1: bool = True,
 ) -> dict[str, np.ndarray]:
     """The sanity floor / ceiling panels of spec §3.6 and the L1-logistic support; a panel of every judge is
-    skipped (it would repeat ``all``), as for top-k."""
+    skipped (it would repeat ``all``), as for top-k. ``p1=False``: the operating arm skips the parse-rate filter."""
     n_judges = v_cal.shape[1]
     out: dict[str, np.ndarray] = {}
     for name in rep.panels:
         if not DIAGNOSTIC_PANEL.fullmatch(name):
             continue
         if name in ("operating", "no_p3"):
-            cols = _scope_arm(name, v_cal, y_cal)
+            cols = _scope_arm(name, v_cal, y_cal, p1=p1)
         elif name == "l1":
             support = l1_logistic_support(v_cal, y_cal, Cs=(rep.l1_c,))["support"].iloc[0]
             cols = np.asarray(support, dtype=np.intp)
@@ -325,13 +328,15 @@ def _diagnostic_panels(
     return out
 
 
-def _scope_arm(name: str, v_cal: np.ndarray, y_cal: np.ndarray) -> np.ndarray:
+def _scope_arm(name: str, v_cal: np.ndarray, y_cal: np.ndarray, *, p1: bool = True) -> np.ndarray:
     """Judges kept by the operating rule (P1 filter and the Bayesian below-chance flag as actions) or by dropping
-    the P3-flagged judges, judged on the calibration items the aggregator sees (spec §3.8)."""
+    the P3-flagged judges, judged on the calibration items the aggregator sees (spec §3.8). ``p1=False`` (judges
+    whose missing verdicts are also disagreements of two orders) applies the below-chance flag only."""
     n_votes, n_correct = count_judge_votes(v_cal, y_cal)
     if name == "operating":
-        drop = flag_parse_rate(n_votes, v_cal.shape[0])["filter"].to_numpy()
-        drop |= flag_below_chance(n_votes, n_correct, method="bayes")["below_chance"].to_numpy()
+        drop = flag_below_chance(n_votes, n_correct, method="bayes")["below_chance"].to_numpy()
+        if p1:
+            drop |= flag_parse_rate(n_votes, v_cal.shape[0])["filter"].to_numpy()
     else:
         drop = flag_missingness(v_cal, y_cal)["p3_flag"].to_numpy() if len(np.unique(y_cal)) == 2 else None
         if drop is None:

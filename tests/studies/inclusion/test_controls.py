@@ -193,3 +193,59 @@ def test_p3_rule_reads_paired_differences_and_their_intervals():
     assert "holds (both intervals exclude 0): prefer Dawid-Skene" in clear
     against = scope_lines(summary((0.01, 0.005, 0.02), (0.05, 0.02, 0.08)), scope, config)
     assert "does not hold: keep one-coin" in against
+
+
+def test_operating_arm_skips_the_parse_filter_when_missing_means_the_orders_disagreed():
+    """Regression (LLMBar, both orders agreeing): a missing verdict there is mostly a disagreement of the two
+    orders, and the parse-rate filter dropped 25 of 65 configurations as unparseable. Small panel: four accurate
+    configurations whose orders disagree on half the items and one reliably below chance; the arm drops only the
+    latter (by hand: the Bayesian below-chance flag), and the diagnostics do not run the parse check."""
+    from judgecal_dist.engine.panel import Panel
+    from judgecal_dist.splits import group_keys
+    from judgecal_dist.studies.inclusion.diagnostics import diagnose
+    from judgecal_dist.studies.inclusion.grain import regrain
+
+    rng = np.random.default_rng(0)
+    n = 400
+    y = rng.integers(0, 2, n).astype(np.int8)
+    cols, ids = [], []
+    for c, acc in enumerate((0.85, 0.8, 0.8, 0.75, 0.2)):
+        ab = np.where(rng.random(n) < acc, y, 1 - y)
+        ba = np.where(rng.random(n) < (0.5 if c < 4 else 0.0), 1 - ab, ab)  # orders disagree on half the items
+        cols += [ab, ba]
+        ids += [f"m{c}/s/ab", f"m{c}/s/ba"]
+    item_ids = np.array([f"i{i}" for i in range(n)])
+    panel = Panel(
+        dataset="toy",
+        item_ids=item_ids,
+        group_keys=group_keys(list(item_ids)),
+        judge_ids=np.array(ids),
+        votes=np.column_stack(cols).astype(np.int8),
+        labels=y,
+        families=np.array([i.split("/")[0] for i in ids]),
+    )
+    both = regrain(panel, "both_orders")
+    cfg = inclusion.Config(
+        data="toy",
+        replicates=1,
+        aggregators=("one_coin",),
+        calibrators=("beta",),
+        panels=("all", "operating"),
+        permutation_resamples=50,
+        item_bootstrap_resamples=0,
+        controls=(),
+        judge_grain="both_orders",
+    )
+    data = inclusion.InclusionInput(panel=both, judges=pd.DataFrame())
+    parts = inclusion.run_replicate(data, inclusion.plan(cfg, data)[0])
+    in_cal = calibration_mask(both.group_keys, [0], 0.5)[0]
+    v_cal, y_cal = both.votes[in_cal], both.labels[in_cal]
+    voted, correct = (v_cal >= 0).sum(0), (v_cal == y_cal[:, None]).sum(0)
+    assert (voted / v_cal.shape[0] <= 0.6).sum() == 4  # the parse filter would have dropped every accurate one
+    below = sps.beta.cdf(0.5, 1 + correct, 1 + voted - correct) > 0.975
+    assert below.tolist() == [False] * 4 + [True]
+    scope = parts[parts["kind"] == "scope_arm"].set_index("panel")
+    assert scope.loc["operating", "dropped"] == 1
+    diag = diagnose(both, seed=0, calib_fraction=0.5)
+    assert diag["p1_filter"] == [] and "disagreement" in diag["p1_skipped"]
+    assert diagnose(panel, seed=0, calib_fraction=0.5)["p1_skipped"] is None
