@@ -584,9 +584,43 @@ class LogisticStackDoc(Document):
     C: Positive = 1.0
 
 
+ScalarFamily = Annotated[MeanIsoDoc | OneCoinIsoDoc | RidgeIsoDoc | LogisticStackDoc, Field(discriminator="name")]
+
+
+class ResidualCellsDoc(Document):
+    """The calibration cells of the full prefix: each occupied pattern, its row count ``n`` and the sum of its
+    rows' residuals ``y - base`` (``residual``)."""
+
+    patterns: list[list[Code]]
+    n: list[Positive]
+    residual: list[Finite]
+
+
+class HybridDoc(Document):
+    """``hybrid``: the scalar ``base`` plus the count-weighted table residual,
+    :math:`\\mathrm{clip}_{[0,1]}(f_s(c) + r_c/(n_c + \\tau))` (:math:`r_c` = ``residual``; 0 for an unseen
+    pattern, which gets the base)."""
+
+    name: Literal["hybrid"]
+    tau: Positive
+    base: ScalarFamily
+    cells: ResidualCellsDoc
+
+
 FCPSFamily = Annotated[
-    TableFamilyDoc | MeanIsoDoc | OneCoinIsoDoc | RidgeIsoDoc | LogisticStackDoc, Field(discriminator="name")
+    TableFamilyDoc | MeanIsoDoc | OneCoinIsoDoc | RidgeIsoDoc | LogisticStackDoc | HybridDoc,
+    Field(discriminator="name"),
 ]
+
+
+def _check_cells(where: str, patterns: list[list[int]], m: int, size: int, *columns: list[float]) -> None:
+    if any(len(c) != len(patterns) for c in columns):
+        raise ValueError(f"{where}: patterns and their columns have different lengths")
+    for c, pattern in enumerate(patterns):
+        if len(pattern) != m or max(pattern, default=0) >= size:
+            raise ValueError(f"{where}.patterns.{c}: need {m} category codes in 0..{size - 1}, got {pattern}")
+    if len({tuple(p) for p in patterns}) != len(patterns):
+        raise ValueError(f"{where}.patterns: a pattern is listed twice")
 
 
 class FCPSDoc(Document):
@@ -619,23 +653,19 @@ class FCPSDoc(Document):
                 raise ValueError(f"family.levels: {len(fam.levels)} levels for a prefix of {k} judges (one per level)")
             for m, level in enumerate(fam.levels, start=1):
                 where = f"family.levels.{m - 1}"
-                if not len(level.patterns) == len(level.n) == len(level.s):
-                    raise ValueError(f"{where}: patterns, n, s: different lengths")
-                for c, pattern in enumerate(level.patterns):
-                    if len(pattern) != m or max(pattern, default=0) >= size:
-                        raise ValueError(
-                            f"{where}.patterns.{c}: need {m} category codes in 0..{size - 1}, got {pattern}"
-                        )
-                if len({tuple(p) for p in level.patterns}) != len(level.patterns):
-                    raise ValueError(f"{where}.patterns: a pattern is listed twice")
+                _check_cells(where, level.patterns, m, size, level.n, level.s)
                 bad = [c for c, (n, s) in enumerate(zip(level.n, level.s, strict=True)) if s > n]
                 if bad:
                     raise ValueError(f"{where}.s.{bad[0]}: a label sum larger than its count n")
         wanted = {"one_coin_iso": k, "ridge_iso": k, "logistic": k, "ridge_pair_iso": k + k * (k - 1) // 2}
         wanted["logistic_pair"] = wanted["ridge_pair_iso"]
+        where = "family"
+        if isinstance(fam, HybridDoc):
+            _check_cells("family.cells", fam.cells.patterns, k, size, fam.cells.n, fam.cells.residual)
+            fam, where = fam.base, "family.base"
         key = "weights" if fam.name == "one_coin_iso" else "coef"
         if fam.name in wanted and len(getattr(fam, key)) != wanted[fam.name]:
-            raise ValueError(f"family.{key}: {len(getattr(fam, key))} entries for k = {k} (need {wanted[fam.name]})")
+            raise ValueError(f"{where}.{key}: {len(getattr(fam, key))} entries for k = {k} (need {wanted[fam.name]})")
         return self
 
 
@@ -673,4 +703,4 @@ def describe(err: ValidationError) -> str:
 
 
 #: Fields holding a union tagged by ``name``: pydantic puts the tag into the error's path, which we leave out.
-_TAGGED = {"aggregator", "calibrator", "family"}
+_TAGGED = {"aggregator", "calibrator", "family", "base"}

@@ -29,7 +29,12 @@ from sklearn.linear_model import LogisticRegression
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.schema import MISSING_CODE, VERDICT_CODES
-from judgecal_dist.methods.fcps.joint_table import SCHEMA_CATEGORIES, JointTableCalibrator, pattern_keys
+from judgecal_dist.methods.fcps.joint_table import (
+    SCHEMA_CATEGORIES,
+    HybridResidualShrinkage,
+    JointTableCalibrator,
+    pattern_keys,
+)
 from judgecal_dist.methods.fcps.scalar_families import (
     SCORE_SCALAR,
     VERDICT_SCALAR,
@@ -40,7 +45,14 @@ from judgecal_dist.methods.fcps.scalar_families import (
     isotonic_from_breakpoints,
 )
 from judgecal_dist.methods.fcps.select import NLL_EPS
-from judgecal_dist.models.documents import FCPSDoc, LogisticStackDoc, MeanIsoDoc, OneCoinIsoDoc, TableFamilyDoc
+from judgecal_dist.models.documents import (
+    FCPSDoc,
+    HybridDoc,
+    LogisticStackDoc,
+    MeanIsoDoc,
+    OneCoinIsoDoc,
+    TableFamilyDoc,
+)
 
 __all__ = [
     "FORMAT",
@@ -78,8 +90,8 @@ class FCPSModel:
     path : list of str
         The ordered judge path; the model reads its first ``k`` judges (``judge_ids``).
     k : int
-    family : str
-        ``table`` or a scalar family id.
+    family_id : str
+        ``table`` or a scalar family id (not ``family``: score dispatches continuous correctors on that name).
     estimator : estimator
         The rebuilt fitted estimator (``predict(codes)`` of ``(n, k)`` category codes).
     encoding : dict
@@ -92,7 +104,7 @@ class FCPSModel:
 
     path: list[str]
     k: int
-    family: str
+    family_id: str
     estimator: Any
     encoding: dict[str, Any]
     sample: int = 0
@@ -109,7 +121,7 @@ class FCPSModel:
 
     @property
     def name(self) -> str:
-        return str(self.document.get("name") or f"{self.family} on {self.k} judge(s)")
+        return str(self.document.get("name") or f"{self.family_id} on {self.k} judge(s)")
 
     def predict(self, codes: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """P(A) of each row of category codes ``(n, k)`` (the alphabet's positions, prefix order)."""
@@ -303,8 +315,19 @@ def _family_of(est: Any) -> tuple[str, dict[str, Any]]:
         for m, (keys, n, s) in enumerate(est.levels_, start=1):
             digits = (np.asarray(keys, dtype=np.int64)[:, None] // est.n_categories ** np.arange(m)) % est.n_categories
             levels.append({"patterns": digits.tolist(), "n": [float(v) for v in n], "s": [float(v) for v in s]})
-        fields = {"alpha": float(est.alpha), "fallback": est.fallback, "marginal": float(est.marginal_)}
+        fields: dict[str, Any] = {"alpha": float(est.alpha), "fallback": est.fallback, "marginal": float(est.marginal_)}
         return "table", fields | {"levels": levels}
+    if isinstance(est, HybridResidualShrinkage):
+        base, fields = _family_of(est.base_)
+        size = est.n_categories
+        keys = np.asarray(est.residual_keys_, dtype=np.int64)
+        digits = (keys[:, None] // size ** np.arange(est.n_features_in_)) % size
+        cells = {
+            "patterns": digits.tolist(),
+            "n": [float(v) for v in est.residual_n_],
+            "residual": [float(v) for v in est.residual_sum_],
+        }
+        return "hybrid", {"tau": float(est.tau_), "base": {"name": base} | fields, "cells": cells}
     if isinstance(est, LogisticStack):
         name = "logistic_pair" if est.pairwise else "logistic"
         fields = {"C": float(est.C), "constant": est.constant_, "coef": [], "intercept": 0.0}
@@ -342,7 +365,8 @@ def to_document(
     family, fields = _family_of(estimator)
     if encoding is None:  # the estimator's own verdict schema (a table knows its alphabet's size only)
         sizes = {SCHEMA_CATEGORIES[name]: name for name in ENCODINGS}
-        schema = getattr(estimator, "schema", None) or sizes.get(getattr(estimator, "n_categories", 0), "pairwise")
+        schema = getattr(getattr(estimator, "base_", estimator), "schema", None)
+        schema = schema or sizes.get(getattr(estimator, "n_categories", 0), "pairwise")
         encoding = ENCODINGS[schema]
     return {
         "format": FORMAT,
@@ -380,6 +404,22 @@ def _rebuild(doc: FCPSDoc, source: str) -> Any:
             f"{source}: encoding.scalar: the scalar families of this version read the pairwise or the 1-5 rubric "
             f"encoding ({known}), got {doc.encoding.scalar}"
         )
+    if isinstance(fam, HybridDoc):
+        hybrid = HybridResidualShrinkage(base=_scalar(fam.base, k, schema), tau=fam.tau, n_categories=size)
+        hybrid.base_, hybrid.tau_ = hybrid.base, float(fam.tau)
+        keys = pattern_keys(np.asarray(fam.cells.patterns, dtype=np.int64).reshape(-1, k), size)
+        order = np.argsort(keys, kind="stable")
+        hybrid.residual_keys_ = keys[order]
+        cell_n: Any = np.asarray(fam.cells.n, dtype=np.float64)
+        cell_residual: Any = np.asarray(fam.cells.residual, dtype=np.float64)
+        hybrid.residual_n_, hybrid.residual_sum_ = cell_n[order], cell_residual[order]
+        hybrid.n_features_in_ = k
+        return hybrid
+    return _scalar(fam, k, schema)
+
+
+def _scalar(fam: Any, k: int, schema: str) -> Any:
+    """The fitted scalar family of a validated family document."""
     if isinstance(fam, LogisticStackDoc):
         stack = LogisticStack(C=fam.C, pairwise=fam.name == "logistic_pair", schema=schema)
         stack.constant_ = fam.constant
@@ -419,7 +459,7 @@ def from_document(doc: FCPSDoc, raw: dict[str, Any], *, source: str = "", digest
     return FCPSModel(
         path=list(doc.path),
         k=doc.k,
-        family=doc.family.name,
+        family_id=doc.family.name,
         estimator=_rebuild(doc, source or "model"),
         encoding=doc.encoding.model_dump(),
         sample=doc.sample,

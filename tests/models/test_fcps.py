@@ -15,6 +15,8 @@ import pytest
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.dataset import write_dataset
+from judgecal_dist.methods.fcps.joint_table import HybridResidualShrinkage
+from judgecal_dist.methods.fcps.scalar_families import make_family
 from judgecal_dist.methods.fcps.select import Cells, fit_family, prefix_cells, prefix_squares
 from judgecal_dist.models import load_model, model_from_dict, save_model
 from judgecal_dist.models.fcps import fcps_from_estimator
@@ -32,6 +34,7 @@ FAMILIES = (
     "ridge_pair_iso",
     "logistic",
     "logistic_pair",
+    "hybrid",
 )
 _CODE = {"B": 0, "A": 1, "tie": 2}  # the pairwise alphabet; a missing verdict is err (3)
 
@@ -78,7 +81,9 @@ def fitted(tmp_path_factory):
     y = labels.set_index("item_id").loc[labelled, "label"].eq("A").to_numpy(float)
     cells = Cells.from_rows(_codes(frame, labelled), y)
     codes, n, s, _ = prefix_cells(cells, np.arange(K))
-    ests = {f: fit_family(f, codes, n, s, {"alpha": 1.0}) for f in FAMILIES}
+    ests = {f: fit_family(f, codes, n, s, {"alpha": 1.0}) for f in FAMILIES if f != "hybrid"}
+    hybrid = HybridResidualShrinkage(make_family("one_coin_iso"), tau=5.0)
+    ests["hybrid"] = hybrid.fit(codes, np.divide(s, n), sample_weight=n)
     return frame, data, ests
 
 
@@ -96,7 +101,7 @@ def test_round_trip_predicts_as_the_estimator(fitted, family, tmp_path):
     np.testing.assert_array_equal(back.predict(every), ests[family].predict(every))
 
 
-@pytest.mark.parametrize("family", ["table", "ridge_iso"])
+@pytest.mark.parametrize("family", ["table", "hybrid"])
 def test_score_equals_the_estimator_on_both_engines(fitted, family, tmp_path):
     frame, data, ests = fitted
     url = save_model(_model(ests[family]), str(tmp_path / "model.json"))
@@ -152,7 +157,11 @@ def test_a_rubric_model_round_trips_and_is_refused_on_ab_verdicts(fitted, family
     cells = Cells.from_rows(codes, y, schema="scalar")
     prefix = np.array([1, 0])
     c, n, s, _ = prefix_cells(cells, prefix)
-    est = fit_family(family, c, n, s, {"schema": "scalar"}, prefix_squares(cells, prefix))
+    if family == "hybrid":
+        hybrid = HybridResidualShrinkage(make_family("ridge_iso", schema="scalar"), tau=2.0, n_categories=6)
+        est = hybrid.fit(c, np.divide(s, n), sample_weight=n)
+    else:
+        est = fit_family(family, c, n, s, {"schema": "scalar"}, prefix_squares(cells, prefix))
     model = fcps_from_estimator(est, path=["r2", "r1", "r3"], k=2)
     assert model.document["encoding"]["alphabet"] == ["1", "2", "3", "4", "5", "err"]
     back = load_model(save_model(model, str(tmp_path / "model.json")))

@@ -40,8 +40,8 @@ LLMBAR7 = (
 HYBRID_TAUS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
 #: Spec 002 §3.5's main low-dimensional alternatives.
 SCALAR_MAIN = ("mean_iso", "ridge_iso", "logistic")
-#: Menus whose selections the run cannot export (the hybrid's residual table and the unsupervised jury).
-NOT_EXPORTABLE = ("hybrid", "jury")
+#: Menus whose selections the run cannot export (the unsupervised jury).
+NOT_EXPORTABLE = ("jury",)
 #: Prefix of a `data` value that names a simulated regime instead of a dataset URL (`synthetic:<regime>`).
 SYNTHETIC = "synthetic:"
 #: Prefix of the ``path`` of the single-judge rows (Table 3's best single judge); no menu selects among them.
@@ -148,7 +148,7 @@ class Config(TypedSettings):
         default="auto",
         description="the menu whose selection (first split, largest budget) is exported as model/model.json: auto "
         "(the recommended menu: table, scalar, or union when neither wins) or a menu such as table, scalar, union, "
-        "scalar_main, full, table_hierarchical",
+        "scalar_main, full, table_hierarchical, hybrid",
     )
     decomposition: bool = Field(
         default=True, description="synthetic: split the selected candidates' risk into prefix, approximation, fit"
@@ -189,7 +189,7 @@ class Config(TypedSettings):
             raise refuse(
                 "export",
                 self.export,
-                f"must be one of {', '.join(exportable)} (the hybrid and jury menus export no model)",
+                f"must be one of {', '.join(exportable)} (the jury menu exports no model)",
             )
         panel = N_JUDGES if self.synthetic else len(self.pool)
         if self.main_families != SCALAR_MAIN and not set(self.main_families) <= set(self.families):

@@ -16,6 +16,8 @@ import numpy as np
 import pandas as pd
 
 from judgecal_dist.errors import RunError
+from judgecal_dist.methods.fcps.joint_table import HybridResidualShrinkage
+from judgecal_dist.methods.fcps.scalar_families import make_family
 from judgecal_dist.methods.fcps.select import Cells, fit_family, prefix_cells, prefix_squares
 from judgecal_dist.models.fcps import FCPSModel, fcps_from_estimator
 from judgecal_dist.studies.regime_map.config import NOT_EXPORTABLE
@@ -68,8 +70,14 @@ def export_candidate(
     order = np.asarray(paths[str(row["path"])], dtype=np.int64)
     k = int(row["k"])
     codes, n, s, _ = prefix_cells(cal, order[:k])
-    q = prefix_squares(cal, order[:k]) if cal.schema == "scalar" else None
-    estimator = fit_family(str(row["family"]), codes, n, s, {**options, "schema": cal.schema}, q)
+    family = str(row["family"])
+    if family == "hybrid":  # the study scores it in closed form; the estimator gives the same numbers
+        base = make_family(str(row["base"]), lam=options["ridge_lam"], C=options["C"], schema=cal.schema)
+        hybrid = HybridResidualShrinkage(base, tau=float(row["tau"]), n_categories=cal.n_categories)
+        estimator = hybrid.fit(codes, np.divide(s, n, out=np.zeros_like(s), where=n > 0), sample_weight=n)
+    else:
+        q = prefix_squares(cal, order[:k]) if cal.schema == "scalar" else None
+        estimator = fit_family(family, codes, n, s, {**options, "schema": cal.schema}, q)
     judges, other = _judges(config, cal.codes.shape[1])
     path = [judges[i] for i in order]
     budget = max(config.budgets)
@@ -80,7 +88,7 @@ def export_candidate(
         path_rule=str(row["path"]),
         ignored_judges=[*(j for j in judges if j not in path[:k]), *other],
         sample=int(config.sample),
-        name=f"{row['family']} on {k} judge(s) of the {row['path']} path ({menu} menu, {budget} labels)",
+        name=f"{family}{_base(row)} on {k} judge(s) of the {row['path']} path ({menu} menu, {budget} labels)",
         fitted_on={
             "dataset": None if config.synthetic else str(config.data),
             "labelled_items": int(round(cal.rows)),
@@ -88,3 +96,7 @@ def export_candidate(
             "study": "regime_map",
         },
     )
+
+
+def _base(row: pd.Series) -> str:
+    return f" ({row['base']}, tau {float(row['tau']):g})" if row["family"] == "hybrid" else ""
