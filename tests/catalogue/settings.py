@@ -100,6 +100,10 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
         t, "data=synthetic:scalar", "budgets=[64]", "growth_a=0.5", config=REGIME_MAP
     ),
     "settings-regime-map-export": lambda t: run_with(t, "data=synthetic:parity", "export=jury", config=REGIME_MAP),
+    "settings-cfps-large-pool": lambda t: run_with(
+        t, "pool=[" + ",".join(f"j{i}" for i in range(13)) + "]", config=REGIME_MAP
+    ),
+    "settings-cold-start-sizes": lambda t: run_with(t, "cold_start_sizes=[64,16]", config=REGIME_MAP),
     "settings-itc-pool-orders-synthetic": lambda t: run_with(t, "data=synthetic:g2", "pool_orders=true", config=ITC),
     "settings-itc-pool-orders-no-orders": lambda t: run_with(t, f"data={_panel(t)}", "pool_orders=true", config=ITC),
     "config-show-bad-setting": lambda t: ["config", "show", "inclusion", "--set", "eps=0.7"],

@@ -69,6 +69,8 @@ class GuardedColdStart(BaseEstimator):
         Whether the guard deployed a candidate other than the prior.
     estimator_ : estimator
         The deployed candidate refitted on all rows; ``prefix_`` its judge columns.
+    fitted_ : dict
+        ``prior``, ``naive`` and ``deployed`` -> (judge columns, estimator refitted on all rows).
     """
 
     def __init__(
@@ -142,8 +144,13 @@ class GuardedColdStart(BaseEstimator):
         guard = self.naive_["cv"] + self.naive_["se"] < prior["cv"] - prior["se"]
         self.deployed_ = self.naive_ if guard else prior
         self.deviated_ = bool(guard)
-        self.prefix_ = self._paths(codes, target)[self.deployed_["path"]][: int(self.deployed_["k"])]
-        self.estimator_ = self._model(str(self.deployed_["family"])).fit(codes[:, self.prefix_], target)
+        # All three refitted on every row, so a study can score the prior and the naive choice beside the guard.
+        paths = self._paths(codes, target)
+        self.fitted_ = {}
+        for role, row in (("prior", prior), ("naive", self.naive_), ("deployed", self.deployed_)):
+            prefix = paths[str(row["path"])][: int(row["k"])]
+            self.fitted_[role] = (prefix, self._model(str(row["family"])).fit(codes[:, prefix], target))
+        self.prefix_, self.estimator_ = self.fitted_["deployed"]
         return self
 
     def predict(self, X: npt.ArrayLike) -> npt.NDArray[np.float64]:

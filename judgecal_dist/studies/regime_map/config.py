@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from judgecal_dist.io.growth import INTERACTION_REGIMES, N_JUDGES, REGIMES
 from judgecal_dist.io.rubric_panel import DOC_ROWS
+from judgecal_dist.methods.fcps.frontier import MAX_FRONTIER_JUDGES
 from judgecal_dist.methods.fcps.joint_table import FALLBACKS
 from judgecal_dist.methods.fcps.paths import PATH_RULES
 from judgecal_dist.methods.fcps.scalar_families import SCALAR_FAMILIES
@@ -47,7 +48,20 @@ SYNTHETIC = "synthetic:"
 #: Prefix of the ``path`` of the single-judge rows (Table 3's best single judge); no menu selects among them.
 SINGLE = "single:"
 #: Settings that synthetic data never reads (its blocks are drawn fresh and its path is the pool order) ...
-_SYNTHETIC_UNREAD = ("paths", "lam", "selection_rows", "validation_rows", "test_rows", "single_judges")
+_SYNTHETIC_UNREAD = (
+    "paths",
+    "lam",
+    "selection_rows",
+    "validation_rows",
+    "test_rows",
+    "single_judges",
+    "cfps",
+    "cfps_cap",
+    "cold_start_sizes",
+    "cold_start_folds",
+    "cold_start_prior",
+    "cold_start_families",
+)
 #: ... and settings it reads only to resample real patterns (semi_real_source).
 _SEMI_REAL_ONLY = ("pool", "position_balance", "sample")
 #: The rubric regime: 1-5 score judges and a [0, 1] target (the scalar verdict schema), documents of 16 rows.
@@ -127,6 +141,20 @@ class Config(TypedSettings):
         default=SCALAR_MAIN, description="the scalar_main menu (the main scalar families)"
     )
     single_judges: bool = Field(default=True, description="the best-single-judge comparator (real data)")
+    cfps: bool = Field(default=True, description="calibration-frontier judge subsets as table candidates (real data)")
+    cfps_cap: integer(1) = Field(default=8, description="most frontier subsets kept per split and budget")
+    cold_start_sizes: listed(integer(4)) = Field(
+        default=(16, 64),
+        description="cold start: labelled rows (whole groups) that both build paths and fit (real data); [] for none",
+    )
+    cold_start_folds: integer(2) = Field(default=4, description="grouped folds of the cold start's out-of-fold losses")
+    cold_start_prior: one_of(SCALAR_FAMILIES) = Field(
+        default="one_coin_iso", description="the task-type prior the guard falls back on (all judges)"
+    )
+    cold_start_families: listed(one_of((*SCALAR_FAMILIES, "table")), min_length=1) = Field(
+        default=("mean_iso", "one_coin_iso", "ridge_iso", "table"),
+        description="families the cold start's naive selector searches (every path and k)",
+    )
     lam: NonNegative = 0.25
     ridge_lam: NonNegative = 1.0
     logistic_c: Positive = 1.0
@@ -194,6 +222,10 @@ class Config(TypedSettings):
         panel = N_JUDGES if self.synthetic else len(self.pool)
         if self.main_families != SCALAR_MAIN and not set(self.main_families) <= set(self.families):
             raise refuse("main_families", list(self.main_families), f"must be among families {list(self.families)}")
+        if not self.synthetic and self.cfps and len(self.pool) > MAX_FRONTIER_JUDGES:
+            raise refuse("cfps", True, f"must be false with a pool of more than {MAX_FRONTIER_JUDGES} judges")
+        if list(self.cold_start_sizes) != sorted(set(self.cold_start_sizes)):
+            raise refuse("cold_start_sizes", list(self.cold_start_sizes), "must be distinct ascending row counts")
         if self.max_k is not None and self.max_k > panel:
             raise refuse("max_k", self.max_k, f"must be at most the panel's {panel} judges (or null)")
         return self
@@ -284,4 +316,6 @@ def extra_menus(config: Config) -> dict[str, tuple[tuple[str, ...], str]]:
         menus["jury"] = (("jury",), "val_mse")
     if config.nll_selection:
         menus["scalar_nll"] = (tuple(config.families), "val_nll")
+    if config.cfps and not config.synthetic and config.schema == "pairwise":  # A/B/tie/err pattern codes
+        menus |= {"cfps": (("cfps",), "val_mse"), "table_cfps": (("table", "cfps"), "val_mse")}
     return menus

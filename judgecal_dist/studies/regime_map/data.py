@@ -85,6 +85,8 @@ class RealInput:
     budgets: tuple[int, ...]
     splits: dict[int, SplitCells] = field(repr=False)
     info: dict = field(default_factory=dict)
+    #: Cold-start rows per split (:func:`~judgecal_dist.studies.regime_map.cold_start.load_cold`), when configured.
+    cold: dict = field(default_factory=dict, repr=False)
 
 
 def sized_blocks(

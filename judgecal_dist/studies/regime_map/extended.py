@@ -74,7 +74,7 @@ def _families(parts: pd.DataFrame, main: tuple[str, ...]) -> list[dict[str, Any]
     """Tables 8 and 10: each family, and the table/scalar_main/full menus, at k = m and with k validated."""
     kmax = int(parts["k"].max())
     first = parts[parts["path"] == parts["path"].iloc[0]]
-    menus: dict[str, tuple[str, ...]] = {f: (f,) for f in parts["family"].unique() if f != "hybrid"}
+    menus: dict[str, tuple[str, ...]] = {f: (f,) for f in parts["family"].unique() if f not in ("hybrid", "cfps")}
     if main:
         menus |= {"scalar_main": main, "full": ("table", *main)}
     rows = []

@@ -16,6 +16,8 @@ from judgecal_dist.methods.fcps.paths import PATH_RULES
 from judgecal_dist.methods.fcps.select import FAMILY_LADDER, MENUS, menu_families, selection_penalty
 from judgecal_dist.stats.inference import corrected_resampled_t
 from judgecal_dist.studies.base import StudyResult, interval_note
+from judgecal_dist.studies.regime_map.cfps import cfps_report
+from judgecal_dist.studies.regime_map.cold_start import COLD, cold_start_report
 from judgecal_dist.studies.regime_map.config import SINGLE, extra_menus
 from judgecal_dist.studies.regime_map.diagnostics import diagnostics_report
 from judgecal_dist.studies.regime_map.extended import extended
@@ -348,7 +350,8 @@ def summarise(config: Config, parts: pd.DataFrame, data: Any) -> StudyResult:
     if parts.empty:
         raise RunError("regime_map: no replicate rows to summarise")
     singles = parts[parts["path"].str.startswith(SINGLE)]
-    parts = parts[~parts["path"].str.startswith(SINGLE)]
+    cold = parts[parts["path"].str.startswith(COLD)]
+    parts = parts[~parts["path"].str.startswith(SINGLE) & ~parts["path"].str.startswith(COLD)]
     sweep = None
     ratio = split_overlap_ratio(config, parts, data)
     if "interaction_weight" in parts:
@@ -366,6 +369,10 @@ def summarise(config: Config, parts: pd.DataFrame, data: Any) -> StudyResult:
     lines += diagnostic_lines
     if config.schema == "scalar":
         skipped = ["the unsupervised jury menu (it models A/B votes)"] if config.jury else []
+        if not config.synthetic and config.cfps:
+            skipped.append("the calibration-frontier subsets (their pressure counts A/B/tie/error patterns)")
+        if not config.synthetic and config.cold_start_sizes:
+            skipped.append("the cold start (its prior is the pairwise one-coin model)")
         if config.synthetic and (config.decomposition or config.boundary_reps):
             skipped.append("the risk bookkeeping and the regime boundary (they assume a binary target)")
         if skipped:
@@ -373,6 +380,12 @@ def summarise(config: Config, parts: pd.DataFrame, data: Any) -> StudyResult:
     if config.synthetic and config.schema == "scalar":
         extra["rubric_bayes"], bayes_lines = _rubric_bayes(config, parts)
         lines += bayes_lines
+    if "selected_cfps" in parts:
+        extra["cfps"], more = cfps_report(parts)
+        lines += more
+    if not cold.empty:
+        extra["cold_start"], more = cold_start_report(config, cold)
+        lines += more
     return StudyResult(
         records=records,
         summary=pd.DataFrame(records),

@@ -47,6 +47,8 @@ from judgecal_dist.models.fcps import FORMAT
 from judgecal_dist.studies.base import StudyResult
 from judgecal_dist.studies.recommendation import exported_model
 from judgecal_dist.studies.regime_map import report as regime_map_report
+from judgecal_dist.studies.regime_map.cfps import cfps_rows
+from judgecal_dist.studies.regime_map.cold_start import cold_start_rows, load_cold
 from judgecal_dist.studies.regime_map.config import LLMBAR7, RUBRIC, SINGLE, SYNTHETIC, Config, extra_menus
 from judgecal_dist.studies.regime_map.data import RealInput, balanced_cells, load_real, load_rubric
 from judgecal_dist.studies.regime_map.diagnostics import decomposition_columns, growth_population
@@ -129,6 +131,8 @@ def load(config: Config, engine: EngineConfig) -> RealInput | SyntheticInput:
         sample=config.sample,
         engine=engine,
     )
+    if config.cold_start_sizes:
+        data = replace(data, cold=load_cold(config, engine, seeds))
     return data
 
 
@@ -205,12 +209,15 @@ def run_replicate(data: Any, rep: Replicate) -> pd.DataFrame:
     config = rep.config
     options = fit_options(config)
     extra = extra_menus(config)
+    menus = {m: (menu_families(m, config.families), "val_mse") for m in MENUS} | extra
     frames = []
     weights = config.interaction_weights or (None,)
     for budget, weight in ((b, w) for w in weights for b in config.budgets):
         paths, cal, val, test = _blocks(data, rep, budget, 1.0 if weight is None else weight)
         frame = evaluate_candidates(paths, cal, val, test, families=_families(config), max_k=config.max_k, **options)
-        menus = {m: (menu_families(m, config.families), "val_mse") for m in MENUS} | extra
+        if config.cfps and config.schema == "pairwise" and not isinstance(data, SyntheticInput):
+            frontier = cfps_rows(data.splits[rep.seed].sel, cal, val, test, budget, config, options)
+            frame = pd.concat([frame.assign(subset=""), frontier], ignore_index=True)
         for menu, (families, metric) in menus.items():
             chosen = select_candidate(frame, families, metric)
             frame[f"selected_{menu}"] = frame.index == chosen.name
@@ -230,7 +237,14 @@ def run_replicate(data: Any, rep: Replicate) -> pd.DataFrame:
         frame.insert(0, "seed", rep.seed)
         frame["cal_rows"], frame["val_rows"], frame["test_rows"] = cal.rows, val.rows, test.rows
         frames.append(frame)
-    return pd.concat(frames, ignore_index=True)
+    if not isinstance(data, SyntheticInput) and rep.seed in data.cold:
+        cold = cold_start_rows(data.cold[rep.seed], data.splits[rep.seed].test, config, rep.seed)
+        frames.append(cold.assign(**{f"selected_{menu}": False for menu in menus}))
+    out = pd.concat(frames, ignore_index=True)
+    for text in ("base", "subset", "cold_path"):  # the text columns some row kinds lack
+        if text in out:
+            out[text] = out[text].fillna("")
+    return out
 
 
 def summarise(config: Config, parts: pd.DataFrame, data: Any) -> StudyResult:

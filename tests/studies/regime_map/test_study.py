@@ -33,6 +33,7 @@ RESULT_KEYS = {*SELECTION_KEYS, *TEST_KEYS}
 def _assert_selections_by_brute_force(parts: pd.DataFrame, summary: dict, scalar: tuple[str, ...]) -> None:
     """Each menu's pick is a lowest-validation-MSE candidate of its families, and the records summarise the picks."""
     records = {(r["budget"], r["menu"]): r for r in summary["results"]}
+    parts = parts[~parts["path"].str.startswith("cold:")]  # cold-start rows: scored apart, never a menu candidate
     for menu, families in {"table": {"table"}, "scalar": set(scalar), "union": {"table", *scalar}}.items():
         picks = []
         for _, block in parts.groupby(["seed", "budget"]):
@@ -194,10 +195,19 @@ def test_llmbar_split_runs_and_semi_real_source(llmbar_root):
     data = regime_map.load(config, EngineConfig())
     with single_threaded_blas():
         frame = regime_map.run_replicate(data, regime_map.plan(config, data)[1])
-    assert frame.groupby("budget")[["selected_table", "selected_scalar", "selected_union"]].sum().eq(1).all().all()
-    paths = set(frame["path"][~frame["path"].str.startswith(regime_map.SINGLE)])
-    assert paths == {"information_first", "complexity_penalised", "random"} and frame["k"].max() == 7
+    menus = frame[~frame["path"].str.startswith("cold:")]  # the cold-start rows are not menu candidates
+    assert menus.groupby("budget")[["selected_table", "selected_scalar", "selected_union"]].sum().eq(1).all().all()
+    paths = set(frame["path"][~frame["path"].str.contains(":")])
+    assert paths == {"information_first", "complexity_penalised", "random", "cfps"} and frame["k"].max() == 7
     assert frame["path"].str.startswith(regime_map.SINGLE).sum() == 2 * 7  # one k = 1 table per judge and budget
+    # Cold start: 16 and 64 rows of whole groups, each group the two presentations of one item (labels complement).
+    cold = data.cold[1]
+    assert (cold.level == 0).sum() == 16 and len(cold.y) == 64
+    per_group = pd.Series(cold.y).groupby(cold.groups).agg(["size", "sum"])
+    assert (per_group["size"] == 2).all() and (per_group["sum"] == 1).all()
+    rows = frame[frame["path"].str.startswith("cold:")]
+    assert len(rows) == 6 and set(rows["cal_rows"]) == {16.0, 64.0} and not rows.filter(like="selected_").any().any()
+    assert (frame["family"] == "cfps").sum() == 2 * 8  # the frontier's cap of subsets at each budget
     semi = regime_map.Config(
         data="synthetic:parity",
         semi_real_source=llmbar_root,
