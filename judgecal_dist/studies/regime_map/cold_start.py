@@ -69,7 +69,10 @@ def cold_block_table(
         try:
             code = sized_blocks(keys, rows, seed, sizes, cold)
         except InputError as err:
-            raise InputError(f"cold_start_sizes: {err}".replace("lower the budget", "lower cold_start_sizes")) from err
+            raise InputError(
+                f"cold_start_sizes: {max(cold)} rows do not fit the calibration rows left after the "
+                f"selection/validation/test blocks {list(sizes)}; lower cold_start_sizes or set cold_start_sizes: []"
+            ) from err
         used = np.flatnonzero(code >= CAL0)
         block = used * _LEVELS + (code[used] - CAL0)
         frames.append(pd.DataFrame({"replicate": seed, "group_key": keys[used], "block": block.astype(np.int64)}))
@@ -91,13 +94,14 @@ def load_cold(config: Config, engine: EngineConfig, seeds: list[int]) -> dict[in
     out = {}
     for seed, part in frame.groupby("replicate", sort=True):
         n = part["n"].to_numpy(dtype=np.int64)
-        s = part["s"].to_numpy(dtype=np.int64)
+        a = part["a"].to_numpy(dtype=np.int64)  # rows with Y = 1, then the tie-label rows (Y = 1/2), then Y = 0
+        h = part["h"].to_numpy(dtype=np.int64)
         cell = np.repeat(np.arange(len(part)), n)
         within = np.arange(len(cell)) - np.repeat(np.cumsum(n) - n, n)  # 0..n-1 inside each cell
         block = part["block"].to_numpy(dtype=np.int64)[cell]
         out[int(seed)] = ColdRows(
             codes=part[[f"j{i}" for i in range(len(pool))]].to_numpy(dtype=np.int64)[cell],
-            y=(within < s[cell]).astype(np.float64),  # binary labels: the cell's first S rows are the ones
+            y=np.where(within < a[cell], 1.0, np.where(within < a[cell] + h[cell], 0.5, 0.0)),
             groups=block // _LEVELS,
             level=block % _LEVELS,
         )

@@ -69,6 +69,7 @@ def test_tie_labels_are_one_half_on_both_rows_and_tie_verdicts_their_own_symbol(
         validation_rows=20,
         test_rows=40,
         single_judges=False,
+        cold_start_sizes=(),  # the 40-row calibration pool holds no 64-row cold start
     )
     data = regime_map.load(config, EngineConfig())
     assert data.info["tie_labels"] == int((y == 0.5).sum() / 2) > 0
