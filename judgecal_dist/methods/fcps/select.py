@@ -250,7 +250,7 @@ def _hybrid_rows(
     blocks: dict[str, Cells],
     taus: Sequence[float],
 ) -> dict[float, dict[str, float]]:
-    """Val/test MSE and NLL of Eq. 13 for every tau from the base's block predictions ``base``:
+    """Val/test MSE and NLL (and test accuracy, Pearson, Spearman) of Eq. 13 for every tau from the base's block predictions ``base``:
     :math:`f_s + (S_c - n_c f_s)/(n_c + \\tau)` (:math:`S_c, n_c` from calibration; 0 where unseen)."""
     out: dict[float, dict[str, float]] = {float(t): {} for t in taus}
     for name, block in blocks.items():
@@ -258,6 +258,9 @@ def _hybrid_rows(
         for tau in taus:
             p = np.clip(base[name] + (cal_s - cal_n * base[name]) / (cal_n + tau), 0.0, 1.0)
             out[float(tau)] |= {f"{name}_mse": block.mse(p), f"{name}_nll": block.nll(p)}
+            if name == "test":  # the other metrics, as for every fitted candidate
+                accuracy, pearson, spearman = agreement(block, p)
+                out[float(tau)] |= {"test_accuracy": accuracy, "test_pearson": pearson, "test_spearman": spearman}
     return out
 
 

@@ -45,6 +45,10 @@ def test_hybrid_rows_equal_the_hybrid_estimator(base):
             p = model.predict(tx[:, path[:k]])
             assert row["base"] == base
             assert row["test_mse"] == pytest.approx(np.mean((p - ty) ** 2), abs=1e-10)
+            accuracy = np.where(p == 0.5, 0.5, (p > 0.5) == (ty == 1)).mean()
+            assert row["test_accuracy"] == pytest.approx(accuracy, abs=1e-12)
+            assert row["test_pearson"] == pytest.approx(np.corrcoef(p, ty)[0, 1], abs=1e-10)
+            assert row["test_spearman"] == pytest.approx(sps.spearmanr(p, ty).statistic, abs=1e-10)
             assert row["val_nll"] == pytest.approx(
                 log_loss(vy, np.clip(model.predict(vx[:, path[:k]]), 1e-3, 1 - 1e-3)), abs=1e-10
             )
