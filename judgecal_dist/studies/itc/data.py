@@ -73,6 +73,9 @@ class Task:
     shown_first : ndarray of int64, shape (n_samples,), optional
         +1 where a sample column showed A first, -1 where it showed B first; None when the data do not say
         (pointwise scores of rb2-k8 show no response first).
+    present : ndarray of bool, shape (n_items, n_samples), optional
+        Where the item has a sample (a null verdict is a sample; a column past the item's own samples is not);
+        None when every item has every sample.
     """
 
     dataset: str
@@ -86,6 +89,7 @@ class Task:
     votes: npt.NDArray[np.int64]
     confidence: npt.NDArray[np.float64] | None = None
     shown_first: npt.NDArray[np.int64] | None = None
+    present: npt.NDArray[np.bool_] | None = None
 
     @property
     def n_items(self) -> int:
@@ -200,6 +204,8 @@ def _tasks_from_counts(
         own = by_task[(dataset, judge)]
         samples = pd.RangeIndex(width)
         code = own.pivot(index="item_id", columns="sample", values="code").reindex(items["item_id"], columns=samples)
+        rows = own.assign(row=True).pivot(index="item_id", columns="sample", values="row")
+        present = rows.reindex(items["item_id"], columns=samples).notna().to_numpy()
         w = None
         if "conf" in own:
             conf = own.pivot(index="item_id", columns="sample", values="conf")
@@ -218,6 +224,7 @@ def _tasks_from_counts(
                 votes=code.fillna(MISSING).to_numpy(np.int64),
                 confidence=w,
                 shown_first=shown_first,
+                present=None if present.all() else present,
             )
         )
     return tasks

@@ -102,10 +102,15 @@ def sample_order(task: Task, seed: int, t: int) -> np.ndarray:
     """Per item, a random order of its sample columns for split ``seed`` (``budget_samples: random``).
 
     Budget n takes the first n columns of this order: a uniformly random n-subset of the item's samples, drawn
-    anew per split and task and nested across budgets within a split (spec 003 §6.4's option).
+    anew per split and task and nested across budgets within a split (spec 003 §6.4's option). An item with fewer
+    samples than columns has its own samples first (in random order), so a budget draws among them, not among
+    columns it has no sample in; with every sample present the order is the plain random one.
     """
     rng = np.random.default_rng([seed, t, 1])
-    return np.argsort(rng.random(task.votes.shape), axis=1)
+    keys = rng.random(task.votes.shape)
+    if task.present is not None:
+        keys += ~task.present  # absent columns (keys >= 1) after every present one (keys < 1)
+    return np.argsort(keys, axis=1)
 
 
 def _predictions(

@@ -379,6 +379,12 @@ def test_item_without_a_verdict_at_a_budget_is_kept_as_a_tie_and_reported(tmp_pa
         order = itc.sample_order(task, rep.seed, 0) if mode == "random" else None
         preds, _, no_verdict = itc._predictions(task, 0, cal, rep, order)
         counts = task.counts[0] if order is None else vote_counts(np.take_along_axis(task.votes, order, axis=1), 2)
+        # A random budget draws among the item's own samples: `short` keeps its one vote, `gone` gets 2 of its 3.
+        assert counts[j].sum() == 1 and counts[i].sum() == (0 if mode == "first" else 2)
+        assert task.present is not None and task.present.sum(axis=1)[[i, j]].tolist() == [3, 1]
+        for seed in range(20):
+            drawn = itc.sample_order(task, seed, 0)
+            assert drawn[j, 0] == 0 and set(drawn[i, :3]) == {3, 4, 5}
         empty = counts[~cal].sum(axis=1) == 0
         assert no_verdict == empty.sum() and (mode == "random" or empty.sum() == int(not cal[i]))
         # The all-missing rule: every counts-based method answers a tie where there is no vote.
