@@ -104,6 +104,7 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
         t, "pool=[" + ",".join(f"j{i}" for i in range(13)) + "]", config=REGIME_MAP
     ),
     "settings-cold-start-sizes": lambda t: run_with(t, "cold_start_sizes=[64,16]", config=REGIME_MAP),
+    "settings-alpha-grid-path": lambda t: run_with(t, "alpha_grid=[0,1]", "paths=[random]", config=REGIME_MAP),
     "settings-itc-pool-orders-synthetic": lambda t: run_with(t, "data=synthetic:g2", "pool_orders=true", config=ITC),
     "settings-itc-pool-orders-no-orders": lambda t: run_with(t, f"data={_panel(t)}", "pool_orders=true", config=ITC),
     "config-show-bad-setting": lambda t: ["config", "show", "inclusion", "--set", "eps=0.7"],

@@ -61,6 +61,7 @@ _SYNTHETIC_UNREAD = (
     "cold_start_folds",
     "cold_start_prior",
     "cold_start_families",
+    "alpha_grid",
 )
 #: ... and settings it reads only to resample real patterns (semi_real_source).
 _SEMI_REAL_ONLY = ("pool", "position_balance", "sample")
@@ -155,6 +156,11 @@ class Config(TypedSettings):
         default=("mean_iso", "one_coin_iso", "ridge_iso", "table"),
         description="families the cold start's naive selector searches (every path and k)",
     )
+    alpha_grid: listed(NonNegative) = Field(
+        default=(),
+        description="table pseudo-counts crossed with the global and lower-prefix fallbacks on the "
+        "information-first path, a test-side sensitivity (real data; e.g. [0, 0.5, 1, 2, 5]); [] for none",
+    )
     lam: NonNegative = 0.25
     ridge_lam: NonNegative = 1.0
     logistic_c: Positive = 1.0
@@ -226,6 +232,8 @@ class Config(TypedSettings):
             raise refuse("cfps", True, f"must be false with a pool of more than {MAX_FRONTIER_JUDGES} judges")
         if list(self.cold_start_sizes) != sorted(set(self.cold_start_sizes)):
             raise refuse("cold_start_sizes", list(self.cold_start_sizes), "must be distinct ascending row counts")
+        if self.alpha_grid and "information_first" not in self.paths:
+            raise refuse("alpha_grid", list(self.alpha_grid), "needs the information_first path in paths (or [])")
         if self.max_k is not None and self.max_k > panel:
             raise refuse("max_k", self.max_k, f"must be at most the panel's {panel} judges (or null)")
         return self

@@ -22,6 +22,7 @@ from judgecal_dist.studies.regime_map.config import SINGLE, extra_menus
 from judgecal_dist.studies.regime_map.diagnostics import diagnostics_report
 from judgecal_dist.studies.regime_map.extended import extended
 from judgecal_dist.studies.regime_map.recommend import recommend, verdict
+from judgecal_dist.studies.regime_map.sensitivity import ALPHA, alpha_report
 
 if TYPE_CHECKING:
     from judgecal_dist.studies.regime_map.config import Config
@@ -351,7 +352,8 @@ def summarise(config: Config, parts: pd.DataFrame, data: Any) -> StudyResult:
         raise RunError("regime_map: no replicate rows to summarise")
     singles = parts[parts["path"].str.startswith(SINGLE)]
     cold = parts[parts["path"].str.startswith(COLD)]
-    parts = parts[~parts["path"].str.startswith(SINGLE) & ~parts["path"].str.startswith(COLD)]
+    grid = parts[parts["path"].str.startswith(ALPHA)]
+    parts = parts[~parts["path"].str.startswith((SINGLE, COLD, ALPHA))]
     sweep = None
     ratio = split_overlap_ratio(config, parts, data)
     if "interaction_weight" in parts:
@@ -385,6 +387,9 @@ def summarise(config: Config, parts: pd.DataFrame, data: Any) -> StudyResult:
         lines += more
     if not cold.empty:
         extra["cold_start"], more = cold_start_report(config, cold)
+        lines += more
+    if not grid.empty:
+        extra["alpha_grid"], more = alpha_report(grid)
         lines += more
     return StudyResult(
         records=records,

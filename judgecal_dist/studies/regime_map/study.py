@@ -53,6 +53,7 @@ from judgecal_dist.studies.regime_map.config import LLMBAR7, RUBRIC, SINGLE, SYN
 from judgecal_dist.studies.regime_map.data import RealInput, balanced_cells, load_real, load_rubric
 from judgecal_dist.studies.regime_map.diagnostics import decomposition_columns, growth_population
 from judgecal_dist.studies.regime_map.export import export_candidate, exported_menu, selected_row
+from judgecal_dist.studies.regime_map.sensitivity import alpha_rows
 
 __all__ = [
     "NAME",
@@ -231,6 +232,9 @@ def run_replicate(data: Any, rep: Replicate) -> pd.DataFrame:
             frame = pd.concat(
                 [frame, single.assign(**{f"selected_{menu}": False for menu in menus})], ignore_index=True
             )
+        if config.alpha_grid and not isinstance(data, SyntheticInput):
+            grid = alpha_rows(paths["information_first"], cal, val, test, config, options)
+            frame = pd.concat([frame, grid.assign(**{f"selected_{menu}": False for menu in menus})], ignore_index=True)
         frame.insert(0, "budget", int(budget))
         if weight is not None:
             frame.insert(0, "interaction_weight", float(weight))
@@ -241,7 +245,7 @@ def run_replicate(data: Any, rep: Replicate) -> pd.DataFrame:
         cold = cold_start_rows(data.cold[rep.seed], data.splits[rep.seed].test, config, rep.seed)
         frames.append(cold.assign(**{f"selected_{menu}": False for menu in menus}))
     out = pd.concat(frames, ignore_index=True)
-    for text in ("base", "subset", "cold_path"):  # the text columns some row kinds lack
+    for text in ("base", "subset", "cold_path", "fallback"):  # the text columns some row kinds lack
         if text in out:
             out[text] = out[text].fillna("")
     return out

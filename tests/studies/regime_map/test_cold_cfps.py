@@ -179,3 +179,50 @@ def test_cfps_rows_menus_and_report_equal_brute_force():
     union = parts[(parts["budget"] == 120) & parts["selected_table_cfps"]]
     assert record["union_mse"] == pytest.approx(union["test_mse"].mean())
     assert record["share_cfps"] == pytest.approx((union["family"] == "cfps").mean())
+
+
+def test_alpha_grid_rows_equal_tables_chosen_by_hand():
+    from judgecal_dist.methods.fcps.joint_table import JointTableCalibrator
+    from judgecal_dist.methods.fcps.paths import JudgePath
+
+    config = regime_map.Config(
+        data="/some/url",
+        pool=POOL,
+        budgets=(40,),
+        replicates=2,
+        cold_start_sizes=(),
+        cfps=False,
+        paths=("information_first",),
+        families=("ridge_iso",),
+        main_families=("ridge_iso",),
+        fallbacks=(),
+        hybrid_taus=(),
+        jury=False,
+        nll_selection=False,
+        alpha_grid=(0.0, 2.0),
+    )
+    data = RealInput(POOL, (40,), {0: _input(2), 1: _input(3)}, {"rows": 2000})
+    parts = pd.concat([regime_map.run_replicate(data, r) for r in regime_map.plan(config, data)], ignore_index=True)
+
+    def mse(block: Cells, p: np.ndarray) -> float:
+        p = np.clip(p, 0, 1)
+        return float((block.q - 2 * p * block.s + p * p * block.n).sum() / block.rows)
+
+    for seed, split in data.splits.items():
+        path = JudgePath().fit(split.sel.codes, split.sel.s / split.sel.n, sample_weight=split.sel.n).path_
+        cal = split.cal[40]
+        for alpha in (0.0, 2.0):
+            for fallback in ("global", "lower_prefix"):
+                fits = []
+                for k in range(1, 5):
+                    model = JointTableCalibrator(alpha=alpha, fallback=fallback)
+                    model.fit(cal.codes[:, path[:k]], cal.s / cal.n, sample_weight=cal.n)
+                    fits.append((mse(split.val, model.predict(split.val.codes[:, path[:k]])), k, model))
+                _, k, model = min(fits, key=lambda f: (f[0], f[1]))
+                row = parts[(parts["seed"] == seed) & (parts["alpha"] == alpha) & (parts["fallback"] == fallback)]
+                assert len(row) == 1 and row["k"].iloc[0] == k
+                want = mse(split.test, model.predict(split.test.codes[:, path[:k]]))
+                assert row["test_mse"].iloc[0] == pytest.approx(want, abs=1e-12)
+    result = regime_map.summarise(config, parts, data)
+    assert "pseudo-count and fallback sensitivity" in result.report and len(result.extra["alpha_grid"]) == 4
+    assert not parts[parts["path"].str.startswith("alpha:")].filter(like="selected_").any().any()
