@@ -62,6 +62,7 @@ _SYNTHETIC_UNREAD = (
     "cold_start_prior",
     "cold_start_families",
     "alpha_grid",
+    "split_variants",
 )
 #: ... and settings it reads only to resample real patterns (semi_real_source).
 _SEMI_REAL_ONLY = ("pool", "position_balance", "sample")
@@ -160,6 +161,11 @@ class Config(TypedSettings):
         default=(),
         description="table pseudo-counts crossed with the global and lower-prefix fallbacks on the "
         "information-first path, a test-side sensitivity (real data; e.g. [0, 0.5, 1, 2, 5]); [] for none",
+    )
+    split_variants: listed(one_of(("selection_heavy", "validation_heavy"))) = Field(
+        default=(),
+        description="re-plan every split with selection/validation rows x1.5/x0.5 (selection_heavy) or the reverse "
+        "and select the full menu at the largest budget (real data); [] for none",
     )
     lam: NonNegative = 0.25
     ridge_lam: NonNegative = 1.0

@@ -87,6 +87,8 @@ class RealInput:
     info: dict = field(default_factory=dict)
     #: Cold-start rows per split (:func:`~judgecal_dist.studies.regime_map.cold_start.load_cold`), when configured.
     cold: dict = field(default_factory=dict, repr=False)
+    #: Split-proportion variants: variant -> split cells (:func:`~judgecal_dist.studies.regime_map.split_check`).
+    variants: dict = field(default_factory=dict, repr=False)
 
 
 def sized_blocks(

@@ -23,6 +23,7 @@ from judgecal_dist.studies.regime_map.diagnostics import diagnostics_report
 from judgecal_dist.studies.regime_map.extended import extended
 from judgecal_dist.studies.regime_map.recommend import recommend, verdict
 from judgecal_dist.studies.regime_map.sensitivity import ALPHA, alpha_report
+from judgecal_dist.studies.regime_map.split_check import SPLIT, variant_report
 
 if TYPE_CHECKING:
     from judgecal_dist.studies.regime_map.config import Config
@@ -353,7 +354,8 @@ def summarise(config: Config, parts: pd.DataFrame, data: Any) -> StudyResult:
     singles = parts[parts["path"].str.startswith(SINGLE)]
     cold = parts[parts["path"].str.startswith(COLD)]
     grid = parts[parts["path"].str.startswith(ALPHA)]
-    parts = parts[~parts["path"].str.startswith((SINGLE, COLD, ALPHA))]
+    split_rows = parts[parts["path"].str.startswith(SPLIT)]
+    parts = parts[~parts["path"].str.startswith((SINGLE, COLD, ALPHA, SPLIT))]
     sweep = None
     ratio = split_overlap_ratio(config, parts, data)
     if "interaction_weight" in parts:
@@ -390,6 +392,9 @@ def summarise(config: Config, parts: pd.DataFrame, data: Any) -> StudyResult:
         lines += more
     if not grid.empty:
         extra["alpha_grid"], more = alpha_report(grid)
+        lines += more
+    if not split_rows.empty:
+        extra["split_variants"], more = variant_report(parts, split_rows)
         lines += more
     return StudyResult(
         records=records,

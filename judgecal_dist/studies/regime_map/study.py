@@ -54,6 +54,7 @@ from judgecal_dist.studies.regime_map.data import RealInput, balanced_cells, loa
 from judgecal_dist.studies.regime_map.diagnostics import decomposition_columns, growth_population
 from judgecal_dist.studies.regime_map.export import export_candidate, exported_menu, selected_row
 from judgecal_dist.studies.regime_map.sensitivity import alpha_rows
+from judgecal_dist.studies.regime_map.split_check import load_variants, variant_rows
 
 __all__ = [
     "NAME",
@@ -134,6 +135,8 @@ def load(config: Config, engine: EngineConfig) -> RealInput | SyntheticInput:
     )
     if config.cold_start_sizes:
         data = replace(data, cold=load_cold(config, engine, seeds))
+    if config.split_variants:
+        data = replace(data, variants=load_variants(config, engine, seeds))
     return data
 
 
@@ -244,6 +247,9 @@ def run_replicate(data: Any, rep: Replicate) -> pd.DataFrame:
     if not isinstance(data, SyntheticInput) and rep.seed in data.cold:
         cold = cold_start_rows(data.cold[rep.seed], data.splits[rep.seed].test, config, rep.seed)
         frames.append(cold.assign(**{f"selected_{menu}": False for menu in menus}))
+    if not isinstance(data, SyntheticInput) and data.variants:
+        split_rows = variant_rows(data.variants, config, rep.seed, options)
+        frames.append(split_rows.assign(**{f"selected_{menu}": False for menu in menus}))
     out = pd.concat(frames, ignore_index=True)
     for text in ("base", "subset", "cold_path", "fallback"):  # the text columns some row kinds lack
         if text in out:

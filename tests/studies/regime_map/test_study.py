@@ -297,3 +297,39 @@ def test_a_setting_the_data_never_reads_is_refused(overrides, match):
         regime_map.Config(**overrides)
     # The semi-real generator reads the pool and its balancing: there they stay allowed.
     regime_map.Config(data="synthetic:parity", semi_real_source="/x", position_balance=False)
+
+
+def test_split_variants_reweight_selection_and_validation_and_keep_the_test_block(llmbar_root):
+    config = regime_map.Config(
+        data=llmbar_root,
+        replicates=2,
+        budgets=(300,),
+        split_variants=("selection_heavy", "validation_heavy"),
+        cold_start_sizes=(),
+        cfps=False,
+        families=("ridge_iso", "logistic"),
+        main_families=("ridge_iso", "logistic"),
+        fallbacks=(),
+        hybrid_taus=(),
+        jury=False,
+        nll_selection=False,
+        single_judges=False,
+    )
+    data = regime_map.load(config, EngineConfig())
+    for seed, split in data.splits.items():
+        for variant, rows in (("selection_heavy", (150, 50)), ("validation_heavy", (50, 150))):
+            other = data.variants[variant][seed]
+            assert (other.sel.rows, other.val.rows, other.cal[300].rows) == (*rows, 300)
+            # The test block is filled first from the same group order: the variants share it with the default.
+            assert np.array_equal(other.test.codes, split.test.codes) and np.array_equal(other.test.n, split.test.n)
+    parts = pd.concat([regime_map.run_replicate(data, r) for r in regime_map.plan(config, data)], ignore_index=True)
+    rows = parts[parts["path"].str.startswith("split:")]
+    assert len(rows) == 4 and set(rows["family"]) <= {"table", "ridge_iso", "logistic"}
+    assert set(rows["val_rows"]) == {50.0, 150.0} and not rows.filter(like="selected_").any().any()
+    result = summarise(config, parts, data)
+    splits = {r["split"]: r for r in result.extra["split_variants"]}
+    assert set(splits) == {"default", "selection_heavy", "validation_heavy"}
+    assert splits["selection_heavy"]["test_mse"] == pytest.approx(
+        rows[rows["path"] == "split:selection_heavy"]["test_mse"].mean()
+    )
+    assert "## Split proportions (full menu, B = 300)" in result.report
