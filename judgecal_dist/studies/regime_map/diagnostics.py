@@ -100,6 +100,21 @@ class Population:
         return float((self.p * (f - self.eta) ** 2).sum())
 
 
+def synthetic_eta(config: Config, codes: npt.ArrayLike, weight: float = 1.0, regime: str | None = None) -> np.ndarray:
+    """P(Y = 1 | judges' A/B outputs) of the synthetic generator ``config`` names (``regime``: its name when the
+    caller already parsed it), with the config's growth settings."""
+    return growth_eta(
+        np.asarray(codes),
+        regime if regime is not None else str(config.data).removeprefix("synthetic:"),
+        a=config.growth_a,
+        w=config.growth_w,
+        noise=config.growth_noise,
+        b=config.growth_b,
+        c=config.growth_c,
+        weight=weight,
+    )
+
+
 def growth_population(config: Config, weight: float = 1.0, patterns: Any = None, weights: Any = None) -> Population:
     r"""The exact law of the synthetic generator of ``config`` (``patterns``/``weights``: the semi-real source).
 
@@ -122,17 +137,7 @@ def growth_population(config: Config, weight: float = 1.0, patterns: Any = None,
             q = sps.norm.cdf(math.sqrt(gamma / (1.0 - gamma)) * math.sqrt(2.0) * x)
             ones = codes.sum(axis=1)[:, None]
             p = (q[None, :] ** ones * (1.0 - q[None, :]) ** (N_JUDGES - ones)) @ (w / math.sqrt(math.pi))
-    eta = growth_eta(
-        codes,
-        str(config.data).removeprefix("synthetic:"),
-        a=config.growth_a,
-        w=config.growth_w,
-        noise=config.growth_noise,
-        b=config.growth_b,
-        c=config.growth_c,
-        weight=weight,
-    )
-    return Population(codes.astype(np.int64), p / p.sum(), eta)
+    return Population(codes.astype(np.int64), p / p.sum(), synthetic_eta(config, codes, weight))
 
 
 def _population_fit(family: str, law: Population, rows: float, options: dict[str, Any]) -> npt.NDArray[np.float64]:

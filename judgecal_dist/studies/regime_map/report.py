@@ -10,7 +10,6 @@ import pandas as pd
 
 from judgecal_dist.errors import RunError
 from judgecal_dist.io.figures import heatmap, plain_log_axis, png, pyplot
-from judgecal_dist.io.growth import N_JUDGES, growth_eta
 from judgecal_dist.io.rubric_panel import rubric_bayes_mse
 from judgecal_dist.methods.fcps.paths import PATH_RULES
 from judgecal_dist.methods.fcps.select import FAMILY_LADDER, MENUS, menu_families, selection_penalty
@@ -19,7 +18,7 @@ from judgecal_dist.studies.base import StudyResult, interval_note
 from judgecal_dist.studies.regime_map.cfps import cfps_report
 from judgecal_dist.studies.regime_map.cold_start import COLD, cold_start_report
 from judgecal_dist.studies.regime_map.config import SINGLE, extra_menus
-from judgecal_dist.studies.regime_map.diagnostics import diagnostics_report
+from judgecal_dist.studies.regime_map.diagnostics import diagnostics_report, growth_population
 from judgecal_dist.studies.regime_map.extended import extended
 from judgecal_dist.studies.regime_map.recommend import recommend, verdict
 from judgecal_dist.studies.regime_map.sensitivity import ALPHA, alpha_report
@@ -115,18 +114,7 @@ def _bayes_mse(config: Config, weight: float) -> float | None:
     judges are correlated or resampled from real patterns, where the outputs are not uniform)."""
     if config.growth_gamma != 0.0 or config.semi_real_source:
         return None
-    codes = (np.arange(2**N_JUDGES)[:, None] >> np.arange(N_JUDGES)) & 1  # every A/B output vector once
-    eta = growth_eta(
-        codes,
-        str(config.data).removeprefix("synthetic:"),
-        a=config.growth_a,
-        w=config.growth_w,
-        noise=config.growth_noise,
-        b=config.growth_b,
-        c=config.growth_c,
-        weight=weight,
-    )
-    return float((eta * (1.0 - eta)).mean())
+    return growth_population(config, weight).bayes_risk  # the 2^7 A/B outputs, equally likely
 
 
 def _rubric_bayes(config: Config, parts: pd.DataFrame) -> tuple[list[dict[str, Any]], list[str]]:

@@ -38,7 +38,6 @@ from judgecal_dist.io.growth import (
     draw_growth_outputs,
     draw_labels,
     draw_semi_real_outputs,
-    growth_eta,
 )
 from judgecal_dist.io.rubric_panel import draw_rubric_panel
 from judgecal_dist.methods.fcps.paths import JudgePath
@@ -51,7 +50,7 @@ from judgecal_dist.studies.regime_map.cfps import cfps_rows
 from judgecal_dist.studies.regime_map.cold_start import cold_start_rows, load_cold
 from judgecal_dist.studies.regime_map.config import LLMBAR7, RUBRIC, SINGLE, SYNTHETIC, Config, extra_menus
 from judgecal_dist.studies.regime_map.data import RealInput, balanced_cells, load_real, load_rubric
-from judgecal_dist.studies.regime_map.diagnostics import decomposition_columns, growth_population
+from judgecal_dist.studies.regime_map.diagnostics import decomposition_columns, growth_population, synthetic_eta
 from judgecal_dist.studies.regime_map.export import export_candidate, exported_menu, selected_row
 from judgecal_dist.studies.regime_map.sensitivity import alpha_rows
 from judgecal_dist.studies.regime_map.split_check import load_variants, variant_rows
@@ -151,17 +150,7 @@ def _synthetic_block(data: SyntheticInput, config: Config, n: int, rng: np.rando
         codes = draw_semi_real_outputs(n, rng, data.patterns, data.weights)
     else:
         codes = draw_growth_outputs(n, rng, gamma=config.growth_gamma)
-    eta = growth_eta(
-        codes,
-        data.regime,
-        a=config.growth_a,
-        w=config.growth_w,
-        noise=config.growth_noise,
-        b=config.growth_b,
-        c=config.growth_c,
-        weight=weight,
-    )
-    return Cells.from_rows(codes, draw_labels(eta, rng))
+    return Cells.from_rows(codes, draw_labels(synthetic_eta(config, codes, weight, data.regime), rng))
 
 
 def _blocks(
