@@ -102,11 +102,11 @@ def sql(
 
     if data is None and (allow_writes or out is not None):
         raise Rejected(f"{'--allow-writes' if allow_writes else '--out'}: only with --data (the catalog is read-only)")
-    session = open_session(_engine(conf_path, warehouse), connect_url=connect_url, catalog=data is None)
-    if query is None:
-        _prompt(session, data, limit, fmt)
-        return
-    _run_and_print(session, query, data, out, limit, fmt, allow_writes)
+    with open_session(_engine(conf_path, warehouse), connect_url=connect_url, catalog=data is None) as session:
+        if query is None:
+            _prompt(session, data, limit, fmt)
+            return
+        _run_and_print(session, query, data, out, limit, fmt, allow_writes)
     if out:
         click.echo(out)
 
@@ -259,8 +259,8 @@ def register(url: str, name: str | None, engine: Any, connect_url: str | None = 
     from judgecal_dist.engine.sql_client import open_session
 
     url, name, _ = check_entry(url, name)  # a wrong URL or name is refused before any session starts
-    session = open_session(engine, connect_url=connect_url)
-    entry = add_to_catalog(session.spark, url, name)
+    with open_session(engine, connect_url=connect_url) as session:
+        entry = add_to_catalog(session.spark, url, name)
     return f"{entry.name}: {entry.kind} {entry.url}: tables {', '.join(entry.tables)}"
 
 
@@ -275,8 +275,9 @@ def catalog_list(fmt: str, connect_url: str | None, warehouse: str | None, conf_
     from judgecal_dist.engine.catalog import catalog_entries, entries_frame
     from judgecal_dist.engine.sql_client import open_session
 
-    session = open_session(_engine(conf_path, warehouse), connect_url=connect_url)
-    click.echo(format_rows(entries_frame(catalog_entries(session.spark)), fmt))
+    with open_session(_engine(conf_path, warehouse), connect_url=connect_url) as session:
+        rows = entries_frame(catalog_entries(session.spark))
+    click.echo(format_rows(rows, fmt))
 
 
 @catalog.command("drop")
@@ -290,6 +291,6 @@ def catalog_drop(name: str, connect_url: str | None, warehouse: str | None, conf
     from judgecal_dist.engine.catalog import drop_from_catalog
     from judgecal_dist.engine.sql_client import open_session
 
-    session = open_session(_engine(conf_path, warehouse), connect_url=connect_url)
-    entry = drop_from_catalog(session.spark, name)
+    with open_session(_engine(conf_path, warehouse), connect_url=connect_url) as session:
+        entry = drop_from_catalog(session.spark, name)
     click.echo(f"dropped {entry.name} ({entry.kind} {entry.url}; its files stay)")

@@ -38,6 +38,21 @@ class SqlSession:
     guard_address: tuple[str, int] | None
     where: str
 
+    def close(self) -> None:
+        """Stop a Spark Connect session (a local session is the process's shared one and stays).
+
+        An unstopped Connect client cleans up at interpreter exit by calling its server, and retries for minutes
+        when that server has gone: the process would hang on exit.
+        """
+        if self.guard_address is not None:
+            self.spark.stop()
+
+    def __enter__(self) -> SqlSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 def connect(url: str) -> SqlSession:
     """A Spark Connect session of the judgecal server at ``url`` (``sc://host:port``).

@@ -7,6 +7,7 @@ and ``judgecal sql``'s local session.
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import subprocess
@@ -129,6 +130,12 @@ def test_connect_client_and_judgecal_sql_read_the_same_tables(served):
     empty = ["--warehouse", str(served["tmp"] / "no-server"), "--format", "json"]
     assert server_rows == _invoke("sql", query, "--data", served["panel"], *empty)
     assert json.loads(server_rows) == through_server
+    # every Connect client the commands opened is closed: an open one calls its server again at interpreter exit
+    # and, once that server has stopped, retries for minutes before the process can end
+    from pyspark.sql.connect.client.core import SparkConnectClient
+
+    clients = [o for o in gc.get_objects() if isinstance(o, SparkConnectClient)]
+    assert clients and all(c.is_closed for c in clients)
 
 
 def test_hostile_sql_through_the_server_is_refused(served):
