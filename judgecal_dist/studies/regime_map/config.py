@@ -68,8 +68,8 @@ _SYNTHETIC_UNREAD = (
 _SEMI_REAL_ONLY = ("pool", "position_balance", "sample")
 #: The rubric regime: 1-5 score judges and a [0, 1] target (the scalar verdict schema), documents of 16 rows.
 RUBRIC = "scalar"
-#: Settings of the binary-target growth generators that the rubric regime never reads.
-_RUBRIC_UNREAD = (
+#: Settings of the binary-target growth generators (their law, the exact-risk parts), which only they read.
+_GROWTH_ONLY = (
     "growth_a",
     "growth_w",
     "growth_noise",
@@ -82,22 +82,10 @@ _RUBRIC_UNREAD = (
     "decomposition",
     "boundary_reps",
 )
+#: Settings that the rubric regime never reads.
+_RUBRIC_UNREAD = _GROWTH_ONLY
 #: Settings that real data never reads.
-_REAL_UNREAD = (
-    "synthetic_validation_rows",
-    "synthetic_test_rows",
-    "growth_a",
-    "growth_w",
-    "growth_noise",
-    "growth_gamma",
-    "growth_b",
-    "growth_c",
-    "interaction_weights",
-    "semi_real_source",
-    "decomposition",
-    "population_rows",
-    "boundary_reps",
-)
+_REAL_UNREAD = ("synthetic_validation_rows", "synthetic_test_rows", *_GROWTH_ONLY)
 
 
 class Config(TypedSettings):

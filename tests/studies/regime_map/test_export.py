@@ -117,30 +117,11 @@ def test_a_menu_without_an_exportable_family_is_refused(dataset):
 
 
 def test_a_rubric_run_exports_its_candidate_with_the_rubric_encoding(tmp_path):
-    from tests.studies.regime_map.test_ties_and_rubric import write_rubric
+    from tests.studies.regime_map.test_ties_and_rubric import rubric_config, write_rubric
 
     root = str(tmp_path / "rubric")
     write_rubric(root)
-    config = regime_map.Config(
-        data=root,
-        verdict_schema="scalar",
-        position_balance=False,
-        pool=tuple(f"j{j}" for j in range(7)),
-        replicates=2,
-        budgets=(64, 128),
-        selection_rows=96,
-        validation_rows=96,
-        test_rows=160,
-        families=("ridge_iso", "one_coin_iso"),
-        main_families=("ridge_iso", "one_coin_iso"),
-        hybrid_taus=(),
-        fallbacks=(),
-        paths=("information_first", "random"),
-        max_k=4,
-        proxy_bootstrap=0,
-        proxy_permutations=0,
-        export="scalar",
-    )
+    config = rubric_config(root, main_families=("ridge_iso", "one_coin_iso"), export="scalar")
     data, parts, result = _run(config)
     model = model_from_dict(result.model["model.json"])
     assert model.encoding["alphabet"] == ["1", "2", "3", "4", "5", "err"] and model.ignored_judges != []

@@ -205,10 +205,9 @@ def write_rubric(root: str, docs: int = 30, seed: int = 5, label_shift: float = 
     return codes[order], y[order]
 
 
-def test_a_rubric_dataset_url_runs_on_the_scalar_schema(tmp_path):
-    root = str(tmp_path / "rubric")
-    codes, y = write_rubric(root)
-    config = regime_map.Config(
+def rubric_config(root: str, **overrides: object) -> regime_map.Config:
+    """A small regime map over the rubric dataset ``write_rubric`` wrote at ``root`` (30 documents, 7 judges)."""
+    settings: dict[str, object] = dict(
         data=root,
         verdict_schema="scalar",
         position_balance=False,
@@ -226,6 +225,13 @@ def test_a_rubric_dataset_url_runs_on_the_scalar_schema(tmp_path):
         proxy_bootstrap=0,
         proxy_permutations=0,
     )
+    return regime_map.Config(**(settings | overrides))
+
+
+def test_a_rubric_dataset_url_runs_on_the_scalar_schema(tmp_path):
+    root = str(tmp_path / "rubric")
+    codes, y = write_rubric(root)
+    config = rubric_config(root)
     data = regime_map.load(config, EngineConfig())
     assert data.info == {"groups": 30, "rows": 480, "schema": "scalar", "target_levels": len(np.unique(y))}
     split = data.splits[0]
