@@ -137,11 +137,21 @@ class Recommendation:
         }
 
     def insert_into(self, report: str) -> str:
-        """``report`` with this block right after its title line (or first, when it has no ``# `` title)."""
+        """``report`` with this block right after its title line (or first, when it has no ``# `` title), in place
+        of a block already there (a study that amends its result, e.g. with the exported model, inserts again)."""
         head, sep, rest = report.partition("\n")
         if head.startswith("# ") and sep:
-            return f"{head}\n\n{self.markdown()}\n{rest.lstrip(chr(10))}"
-        return f"{self.markdown()}\n{report}"
+            return f"{head}\n\n{self.markdown()}\n{_without_block(rest)}"
+        return f"{self.markdown()}\n{_without_block(report)}"
+
+
+def _without_block(text: str) -> str:
+    """``text`` (leading blank lines dropped) less the ``## Recommendation`` block it opens with, if any."""
+    body = text.lstrip("\n")
+    if not body.startswith("## Recommendation\n"):
+        return body
+    end = body.find("\n\n", body.find("\n- **Use:**"))  # the block's bullets hold no blank line
+    return body[end + 2 :] if end >= 0 else ""
 
 
 def preview(recommendation: Mapping[str, Any], max_rows: int = 12) -> str:

@@ -196,6 +196,7 @@ def test_report_opens_with_the_recommendation(rendered, study):
     result, _ = _result(rendered, study)
     lines = result.report.splitlines()
     assert lines[0].startswith("# ") and lines[2] == "## Recommendation", lines[:3]
+    assert lines.count("## Recommendation") == 1, f"{study}: the Recommendation block is in the report twice"
     block = result.report.split("## Recommendation", 1)[1].split("\n\n", 2)[1]
     for field in ("**Use:**", "**Expected:**", "**Runner-up:**", "**Intervals:**"):
         assert field in block, f"{study}: {field} missing from the Recommendation block"
