@@ -184,7 +184,12 @@ def _figures(parts: pd.DataFrame) -> dict[str, bytes]:
     paths = [p for p in PATH_RULES if p in set(t["path"])]
     fig, axes = plt.subplots(1, 1 + len(paths), figsize=(4.2 * (1 + len(paths)), 3.8), sharey=True, squeeze=False)
     for ax, (title, g) in zip(
-        axes[0], [("all paths (Fig. 4)", t), *[(f"path: {p} (Fig. 7)", t[t["path"] == p]) for p in paths]], strict=True
+        axes[0],
+        [
+            (f"all paths (n={len(t)})", t),
+            *[(f"path: {p} (n={int((t['path'] == p).sum())})", t[t["path"] == p]) for p in paths],
+        ],
+        strict=True,
     ):
         for b in budgets:
             gb = g[g["budget"] == b]
@@ -199,7 +204,9 @@ def _figures(parts: pd.DataFrame) -> dict[str, bytes]:
         subset=["d_risk", "d_support"]
     )
     fig, ax = plt.subplots(figsize=(5.5, 4))
-    ax.scatter(step["d_support"], step["d_risk"], s=6, alpha=0.4, label="(split, budget, path, k -> k+1)")
+    ax.scatter(
+        step["d_support"], step["d_risk"], s=6, alpha=0.4, label=f"(split, budget, path, k -> k+1), n={len(step)}"
+    )
     if len(step) >= 10:
         edges = np.unique(np.quantile(step["d_support"], np.linspace(0, 1, 11)))
         bins = pd.cut(step["d_support"], edges, include_lowest=True)
@@ -209,7 +216,7 @@ def _figures(parts: pd.DataFrame) -> dict[str, bytes]:
     ax.set(
         xlabel="change of S_eff / B when adding the next judge",
         ylabel="change of test MSE (> 0: the judge hurt)",
-        title="Marginal stopping (Fig. 8)",
+        title="Does the next judge pay for its cells? (joint table)",
     )
     ax.legend(fontsize=7)
     figures["marginal_stopping.png"] = png(fig, dpi=100, tight_layout=True)
