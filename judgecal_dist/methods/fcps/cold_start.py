@@ -130,10 +130,14 @@ class GuardedColdStart(BaseEstimator):
         losses = np.zeros((len(candidates), len(codes)))
         for train, held in GroupKFold(n_splits=self.n_folds).split(codes, target, groups):
             paths = self._paths(codes[train], target[train])
+            fold: dict[tuple[Any, ...], npt.NDArray[np.float64]] = {}  # paths often share a prefix: fit it once
             for c, (rule, k, family) in enumerate(candidates):
                 cols = paths[rule][:k]
-                model = self._model(family).fit(codes[train][:, cols], target[train])
-                losses[c, held] = (model.predict(codes[held][:, cols]) - target[held]) ** 2
+                key = (*cols.tolist(), family)
+                if key not in fold:
+                    model = self._model(family).fit(codes[train][:, cols], target[train])
+                    fold[key] = (model.predict(codes[held][:, cols]) - target[held]) ** 2
+                losses[c, held] = fold[key]
         cv = pd.DataFrame(candidates, columns=["path", "k", "family"])
         cv["cv"] = losses.mean(axis=1)
         cv["se"] = losses.std(axis=1, ddof=1) / np.sqrt(len(codes))

@@ -51,10 +51,14 @@ def binomial_pressure(p: npt.ArrayLike, budget: int) -> float:
     >>> round(binomial_pressure([0.5, 0.5], 1), 4)  # one row: one cell seen with n = 1, the other unseen
     1.0
     """
-    probs = np.asarray(p, dtype=np.float64).ravel()
-    n = np.arange(1, int(budget) + 1, dtype=np.float64)
-    pmf = sps.binom.pmf(n[None, :], int(budget), probs[:, None])
-    return float((probs * ((pmf / n).sum(axis=1) + (1.0 - probs) ** int(budget))).sum())
+    return float(_pressure_terms(np.asarray(p, dtype=np.float64).ravel(), int(budget)).sum())
+
+
+def _pressure_terms(probs: npt.NDArray[np.float64], budget: int) -> npt.NDArray[np.float64]:
+    """Each cell's term of :func:`binomial_pressure`; cells of many subsets go in one call (one pmf evaluation)."""
+    n = np.arange(1, budget + 1, dtype=np.float64)
+    pmf = sps.binom.pmf(n[None, :], budget, probs[:, None])
+    return probs * ((pmf / n).sum(axis=1) + (1.0 - probs) ** budget)
 
 
 def calibration_frontier(
@@ -98,7 +102,7 @@ def calibration_frontier(
     total = weights.sum()
     # Same constant shift as oracle_risk's aggregated-cell Q, so the gain is exact on cells too.
     risk0 = (float((weights * target * target).sum()) - float((weights * target).sum()) ** 2 / total) / total
-    rows = []
+    rows, freqs = [], []
     for size in range(1, m + 1):
         for subset in itertools.combinations(range(m), size):
             judges = sorted(subset, key=rank.index)
@@ -106,7 +110,11 @@ def calibration_frontier(
             _, inverse = np.unique(pattern_keys(codes[:, judges], 4), return_inverse=True)
             freq = np.bincount(inverse.ravel(), weights=weights) / total
             rows.append({"judges": tuple(judges), "size": size, "gain": risk0 - risk})
-            rows[-1]["pressure"] = binomial_pressure(freq[freq > 0], int(budget))
+            freqs.append(freq[freq > 0])
+    terms = _pressure_terms(np.concatenate(freqs), int(budget))
+    starts = np.cumsum([0, *map(len, freqs[:-1])])
+    for row, pressure in zip(rows, np.add.reduceat(terms, starts), strict=True):
+        row["pressure"] = float(pressure)
     frame = pd.DataFrame(rows)
     g, p = frame["gain"].round(_DECIMALS).to_numpy(), frame["pressure"].round(_DECIMALS).to_numpy()
     weakly = (g[None, :] >= g[:, None]) & (p[None, :] <= p[:, None])

@@ -26,6 +26,7 @@ from typing import Self
 
 import numpy as np
 import numpy.typing as npt
+from sklearn import config_context
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
@@ -58,6 +59,10 @@ SCORE_SCALAR = np.array([0.0, 0.25, 0.5, 0.75, 1.0, 0.5])
 #: Encoding of each verdict schema (:data:`~judgecal_dist.methods.fcps.joint_table.SCHEMA_CATEGORIES`).
 ENCODINGS = {"pairwise": VERDICT_SCALAR, "scalar": SCORE_SCALAR}
 _VARIANCE_FLOOR = 1e-3  # residual variance floor of the scalar-schema reliability weights
+# check_patterns has validated codes, targets and weights (finite, in range) and check_param the hyperparameters,
+# so sklearn's own finiteness and parameter checks are skipped: on the few cells of a prefix they cost more than
+# the fit (the regime map fits tens of thousands of candidates).
+_CHECKED = {"assume_finite": True, "skip_parameter_validation": True}
 #: Family ids of spec 002 §3.5, in the ladder order used to break validation ties (simplest first).
 SCALAR_FAMILIES = ("mean_iso", "one_coin_iso", "ridge_iso", "logistic", "ridge_pair_iso", "logistic_pair")
 _A, _B = 1, 0
@@ -93,7 +98,10 @@ def _isotonic(u: npt.NDArray[np.float64], y: npt.NDArray[np.float64], w: npt.NDA
     # sklearn's PAV directly, not methods.isotonic.IsotonicCalibrator: that one clips its input to a probability
     # range, while these scores live on the real line (ridge/one-coin scores); ties are pooled and predictions
     # interpolate linearly between knots and clip outside them, as spec 002 §3.5 asks.
-    return IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip").fit(u, y, sample_weight=w)
+    with config_context(**_CHECKED):
+        return IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip").fit(
+            u, y, sample_weight=w
+        )
 
 
 def isotonic_from_breakpoints(x: npt.ArrayLike, y: npt.ArrayLike) -> IsotonicRegression:
@@ -129,7 +137,9 @@ class _ScoreIsotonic(RegressorMixin, BaseEstimator):
 
     def predict(self, X: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """:math:`\\mathrm{Iso}(u)` in [0, 1]."""
-        return np.clip(self.isotonic_.predict(self.decision_function(X)), 0.0, 1.0)
+        score = self.decision_function(X)
+        with config_context(**_CHECKED):
+            return np.clip(self.isotonic_.predict(score), 0.0, 1.0)
 
     def _fit_score(self, codes: npt.NDArray[np.int64], y: npt.NDArray[np.float64], w: npt.NDArray[np.float64]) -> None:
         raise NotImplementedError
@@ -311,7 +321,9 @@ class LogisticStack(RegressorMixin, BaseEstimator):
             labels = np.r_[np.ones(len(phi)), np.zeros(len(phi))]
             w = np.r_[weights * target, weights * (1.0 - target)]
             keep = w > 0
-            self.model_ = LogisticRegression(C=C, max_iter=1000).fit(both[keep], labels[keep], sample_weight=w[keep])
+            with config_context(**_CHECKED):
+                model = LogisticRegression(C=C, max_iter=1000)
+                self.model_ = model.fit(both[keep], labels[keep], sample_weight=w[keep])
         return self
 
     def _features(self, codes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
@@ -326,7 +338,9 @@ class LogisticStack(RegressorMixin, BaseEstimator):
         )
         if self.constant_ is not None:
             return np.full(len(codes), self.constant_)
-        return self.model_.predict_proba(self._features(codes))[:, 1]
+        features = self._features(codes)
+        with config_context(**_CHECKED):
+            return self.model_.predict_proba(features)[:, 1]
 
 
 def make_family(name: str, *, lam: float = 1.0, C: float = 1.0, schema: str = "pairwise") -> RegressorMixin:

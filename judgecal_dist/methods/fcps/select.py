@@ -47,6 +47,7 @@ __all__ = [
     "Cells",
     "menu_families",
     "agreement",
+    "agreement_rows",
     "evaluate_candidates",
     "fit_family",
     "prefix_cells",
@@ -68,6 +69,7 @@ CANDIDATE_LADDER = (*FAMILY_LADDER, *EXTRA_FAMILIES)
 NLL_EPS = 1e-3
 #: Restricted menus of Eq. 2: table-only, scalar-only (all configured scalar families), and their union.
 MENUS = ("table", "scalar", "union")
+_RANK_DECIMALS = 12
 
 
 @dataclass(frozen=True)
@@ -123,14 +125,22 @@ class Cells:
 
     def mse(self, p: npt.NDArray[np.float64]) -> float:
         """MSE of per-pattern predictions ``p`` (clipped to [0, 1]) on this block."""
-        p = np.clip(p, 0.0, 1.0)
-        return float(max((self.q - 2.0 * p * self.s + p * p * self.n).sum(), 0.0) / self.rows)
+        return float(self.mse_rows(np.asarray(p)[None, :])[0])
 
     def nll(self, p: npt.NDArray[np.float64], eps: float = NLL_EPS) -> float:
         """Mean cross-entropy :math:`-\\frac1n\\sum_c [S_c \\log\\tilde p_c + (n_c - S_c)\\log(1-\\tilde p_c)]`,
         :math:`\\tilde p = \\mathrm{clip}(p, \\varepsilon, 1-\\varepsilon)` (soft labels allowed)."""
+        return float(self.nll_rows(np.asarray(p)[None, :], eps)[0])
+
+    def mse_rows(self, p: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """:meth:`mse` of each row of ``p`` (predictors x patterns): many candidates scored in one pass."""
+        p = np.clip(p, 0.0, 1.0)
+        return np.maximum((self.q - 2.0 * p * self.s + p * p * self.n).sum(axis=1), 0.0) / self.rows
+
+    def nll_rows(self, p: npt.NDArray[np.float64], eps: float = NLL_EPS) -> npt.NDArray[np.float64]:
+        """:meth:`nll` of each row of ``p`` (predictors x patterns)."""
         p = np.clip(p, eps, 1.0 - eps)
-        return float(-(self.s * np.log(p) + (self.n - self.s) * np.log1p(-p)).sum() / self.rows)
+        return -(self.s * np.log(p) + (self.n - self.s) * np.log1p(-p)).sum(axis=1) / self.rows
 
 
 def agreement(cells: Cells, p: npt.NDArray[np.float64]) -> tuple[float, float, float]:
@@ -140,27 +150,54 @@ def agreement(cells: Cells, p: npt.NDArray[np.float64]) -> tuple[float, float, f
     a tie label or a rubric midpoint, counts as not above 1/2); Spearman uses average ranks for ties over rows (a
     cell's rows share its prediction, a level's rows its target). NaN where a side is constant.
     """
+    accuracy, pearson, spearman = agreement_rows(cells, np.asarray(p, dtype=np.float64)[None, :])
+    return float(accuracy[0]), float(pearson[0]), float(spearman[0])
+
+
+def agreement_rows(
+    cells: Cells, p: npt.NDArray[np.float64]
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """:func:`agreement` of each row of ``p`` (predictors x patterns), in one vectorised pass."""
     levels, hist = cells.histogram()
-    n = cells.n
+    n, per_level = cells.n, hist.sum(axis=0)
     total = n.sum()
     above = hist[:, levels > 0.5].sum(axis=1)
-    correct = np.where(p > 0.5, above, np.where(p < 0.5, n - above, 0.5 * n)).sum() / total
+    correct = np.where(p > 0.5, above, np.where(p < 0.5, n - above, 0.5 * n)).sum(axis=1) / total
 
-    def pearson(x: npt.NDArray[np.float64], y: npt.NDArray[np.float64]) -> float:
-        # x per cell, y per level; the rows of (cell c, level l) number hist[c, l].
-        ex, ey = (n * x).sum() / total, (hist.sum(axis=0) * y).sum() / total
-        cov = (x @ hist @ y) / total - ex * ey
-        vx = (n * x * x).sum() / total - ex * ex
-        vy = (hist.sum(axis=0) * y * y).sum() / total - ey * ey
-        return float(cov / math.sqrt(vx * vy)) if vx > 1e-15 and vy > 1e-15 else math.nan
+    def pearson(x: npt.NDArray[np.float64], y: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        # x per cell (one row per predictor), y per level; the rows of (cell c, level l) number hist[c, l].
+        ex, ey = x @ n / total, float(per_level @ y) / total
+        cov = x @ (hist @ y) / total - ex * ey
+        vx = (x * x) @ n / total - ex * ex
+        vy = float(per_level @ (y * y)) / total - ey * ey
+        ok = (vx > 1e-15) & (vy > 1e-15)
+        return np.where(ok, cov / np.sqrt(np.where(ok, vx * vy, 1.0)), math.nan)
 
-    def ranks(values: npt.NDArray[np.float64], weights: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-        uniq, inverse = np.unique(values, return_inverse=True)
-        counts = np.bincount(inverse, weights=weights, minlength=len(uniq))
-        return (np.cumsum(counts) - counts + (counts + 1.0) / 2.0)[inverse]
+    # Predictions equal to 12 decimals tie: a stacker's matrix product rounds the same pattern's score differently
+    # with the number of rows it is given, and a last-bit difference must not reorder Spearman's ranks.
+    ranks = _average_ranks(np.round(p, _RANK_DECIMALS), n)
+    return correct, pearson(p, levels), pearson(ranks, _average_ranks(levels[None, :], per_level)[0])
 
-    spearman = pearson(ranks(p, n), ranks(levels, hist.sum(axis=0)))
-    return float(correct), pearson(p, levels), spearman
+
+def _average_ranks(values: npt.NDArray[np.float64], weights: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Average ranks over rows of each row of ``values`` whose entry ``j`` stands for ``weights[j]`` tied rows."""
+    order = np.argsort(values, axis=1, kind="stable")
+    ranked = np.take_along_axis(values, order, axis=1)
+    w = weights[order]
+    after = np.cumsum(w, axis=1)  # rows up to and including each entry
+    cols = np.arange(values.shape[1])
+    starts = np.ones(ranked.shape, dtype=bool)
+    starts[:, 1:] = ranked[:, 1:] != ranked[:, :-1]
+    ends = np.ones(ranked.shape, dtype=bool)
+    ends[:, :-1] = starts[:, 1:]
+    # Each entry's tie run: rows before its first member and rows through its last member.
+    first = np.maximum.accumulate(np.where(starts, cols, 0), axis=1)
+    last = np.minimum.accumulate(np.where(ends, cols, cols[-1])[:, ::-1], axis=1)[:, ::-1]
+    before = np.take_along_axis(after - w, first, axis=1)
+    through = np.take_along_axis(after, last, axis=1)
+    out = np.empty_like(ranked)
+    np.put_along_axis(out, order, before + (through - before + 1.0) / 2.0, axis=1)
+    return out
 
 
 def menu_families(menu: str, scalar: Sequence[str]) -> tuple[str, ...]:
@@ -241,6 +278,18 @@ def _fit_jury(codes: npt.NDArray[np.int64], n: npt.NDArray[np.float64]) -> _Jury
         return _Jury(DawidSkene().fit(_jury_votes(rows)))
 
 
+def _scores(blocks: dict[str, Cells], p: dict[str, npt.NDArray[np.float64]]) -> list[dict[str, float]]:
+    """Per row of each block's predictions ``p[name]`` (predictors x patterns): its MSE and NLL on every block, and
+    on the test block accuracy, Pearson and Spearman (computed for every candidate, reported for the selected)."""
+    columns: dict[str, npt.NDArray[np.float64]] = {}
+    for name, block in blocks.items():
+        columns |= {f"{name}_mse": block.mse_rows(p[name]), f"{name}_nll": block.nll_rows(p[name])}
+        if name == "test":
+            agree = agreement_rows(block, np.clip(p[name], 0.0, 1.0))
+            columns |= dict(zip(("test_accuracy", "test_pearson", "test_spearman"), agree, strict=True))
+    return [{key: float(v[i]) for key, v in columns.items()} for i in range(len(next(iter(p.values()))))]
+
+
 def _hybrid_rows(
     base: dict[str, npt.NDArray[np.float64]],
     prefix: npt.NDArray[np.int64],
@@ -249,19 +298,15 @@ def _hybrid_rows(
     s: Any,
     blocks: dict[str, Cells],
     taus: Sequence[float],
-) -> dict[float, dict[str, float]]:
-    """Val/test MSE and NLL (and test accuracy, Pearson, Spearman) of Eq. 13 for every tau from the base's block predictions ``base``:
+) -> list[dict[str, float]]:
+    """Scores (:func:`_scores`) of Eq. 13 at each tau from the base's block predictions ``base``:
     :math:`f_s + (S_c - n_c f_s)/(n_c + \\tau)` (:math:`S_c, n_c` from calibration; 0 where unseen)."""
-    out: dict[float, dict[str, float]] = {float(t): {} for t in taus}
+    tau = np.asarray(taus, dtype=np.float64)[:, None]
+    p = {}
     for name, block in blocks.items():
         cal_n, cal_s = _lookup_cells(keys, pattern_keys(block.codes[:, prefix], block.n_categories), n, s)
-        for tau in taus:
-            p = np.clip(base[name] + (cal_s - cal_n * base[name]) / (cal_n + tau), 0.0, 1.0)
-            out[float(tau)] |= {f"{name}_mse": block.mse(p), f"{name}_nll": block.nll(p)}
-            if name == "test":  # the other metrics, as for every fitted candidate
-                accuracy, pearson, spearman = agreement(block, p)
-                out[float(tau)] |= {"test_accuracy": accuracy, "test_pearson": pearson, "test_spearman": spearman}
-    return out
+        p[name] = np.clip(base[name] + (cal_s - cal_n * base[name]) / (cal_n + tau), 0.0, 1.0)
+    return _scores(blocks, p)
 
 
 def _lookup_cells(keys: npt.NDArray[np.int64], query: npt.NDArray[np.int64], *values: Any) -> list[Any]:
@@ -278,6 +323,7 @@ def evaluate_candidates(
     *,
     families: Sequence[str] = FAMILY_LADDER,
     max_k: int | None = None,
+    min_k: int = 1,
     **options: Any,
 ) -> pd.DataFrame:
     r"""Validation (and test) MSE and support diagnostics of every candidate :math:`(\pi, k, F)`.
@@ -292,6 +338,8 @@ def evaluate_candidates(
         ``table`` and/or scalar family ids.
     max_k : int, optional
         Largest prefix (default: the panel size).
+    min_k : int, default 1
+        Smallest prefix (a judge subset scored only as a whole passes its size as both).
     **options
         ``alpha``, ``fallback`` (table), ``ridge_lam``, ``C`` (stackers), ``hybrid_taus`` (a sequence of
         :math:`\tau`; with ``hybrid`` in ``families`` one hybrid row per scalar family in ``families`` and tau).
@@ -309,16 +357,17 @@ def evaluate_candidates(
     Raises
     ------
     ConfigError
-        ``max_k`` outside 1..m, or an unknown family.
+        ``max_k`` outside 1..m, ``min_k`` outside 1..``max_k``, or an unknown family.
     """
     m = cal.codes.shape[1]
     if {val.schema, cal.schema, (test if test is not None else cal).schema} != {cal.schema}:
         raise InputError("evaluate_candidates: the calibration, validation and test blocks mix verdict schemas")
     options = {**options, "schema": cal.schema}
-    base = cal.n_categories
     max_k = m if max_k is None else int(max_k)
     if not 1 <= max_k <= m:
         raise ConfigError(f"max_k: a prefix of {max_k} judges is longer than the panel ({m} judges)")
+    if not 1 <= min_k <= max_k:
+        raise ConfigError(f"min_k: must be in 1..{max_k} (max_k), got {min_k}")
     unknown = sorted(set(families) - set(CANDIDATE_LADDER))
     if unknown:
         raise ConfigError(f"families: unknown {unknown}; known: {CANDIDATE_LADDER}")
@@ -326,39 +375,53 @@ def evaluate_candidates(
     fitted = [f for f in families if f != "hybrid"]
     blocks = {"val": val} | ({"test": test} if test is not None else {})
     report = test if test is not None else val
+    done: dict[tuple[int, ...], list[dict[str, Any]]] = {}  # paths often share a prefix: fitted once, same rows
     rows = []
     for rule, path in paths.items():
-        for k in range(1, max_k + 1):
+        for k in range(min_k, max_k + 1):
             prefix = np.asarray(path[:k], dtype=np.int64)
-            codes, n, s, keys = prefix_cells(cal, prefix)
-            report_keys = pattern_keys(report.codes[:, prefix], base)
-            pos = np.clip(np.searchsorted(keys, report_keys), 0, len(keys) - 1)
-            cal_at_report = np.where(keys[pos] == report_keys, n[pos], 0.0)
-            seen_term, unseen, pressure = cell_pressure(cal_at_report, report.n)
-            diag = {"effective_support": effective_support(n), "occupied": int((n > 0).sum())}
-            diag |= {"seen_term": seen_term, "unseen_rate": unseen, "cell_pressure": pressure}
-            # The validation block's unseen rate: the deployable diagnostic (the test one is for reporting).
-            diag["val_unseen_rate"] = float(
-                val.n[~np.isin(pattern_keys(val.codes[:, prefix], base), keys)].sum() / val.rows
-            )
-            q = prefix_squares(cal, prefix) if cal.schema == "scalar" else None
-            for family in fitted:
-                model = fit_family(family, codes, n, s, options, q)
-                row: dict[str, Any] = {"path": rule, "k": k, "family": family, "base": "", "tau": math.nan}
-                row |= {"test_mse": math.nan, "test_nll": math.nan}
-                predictions = {name: model.predict(block.codes[:, prefix]) for name, block in blocks.items()}
-                for name, block in blocks.items():
-                    p = predictions[name]
-                    row |= {f"{name}_mse": block.mse(p), f"{name}_nll": block.nll(p)}
-                    if name == "test":
-                        accuracy, pearson, spearman = agreement(block, np.clip(p, 0.0, 1.0))
-                        row |= {"test_accuracy": accuracy, "test_pearson": pearson, "test_spearman": spearman}
-                rows.append(row | diag)
-                if taus and family in SCALAR_FAMILIES:
-                    for tau, scores in _hybrid_rows(predictions, prefix, keys, n, s, blocks, taus).items():
-                        hybrid = {"path": rule, "k": k, "family": "hybrid", "base": family, "tau": tau}
-                        rows.append(hybrid | {"test_mse": math.nan, "test_nll": math.nan} | scores | diag)
+            if tuple(prefix) not in done:
+                done[tuple(prefix)] = _prefix_rows(prefix, cal, val, report, blocks, fitted, taus, options)
+            rows += [{"path": rule, "k": k} | row for row in done[tuple(prefix)]]
     return pd.DataFrame(rows)
+
+
+def _prefix_rows(
+    prefix: npt.NDArray[np.int64],
+    cal: Cells,
+    val: Cells,
+    report: Cells,
+    blocks: dict[str, Cells],
+    fitted: Sequence[str],
+    taus: Sequence[float],
+    options: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """The candidate rows (without path and k) of one prefix: each family, then its hybrids, with the diagnostics."""
+    base = cal.n_categories
+    codes, n, s, keys = prefix_cells(cal, prefix)
+    report_keys = pattern_keys(report.codes[:, prefix], base)
+    pos = np.clip(np.searchsorted(keys, report_keys), 0, len(keys) - 1)
+    cal_at_report = np.where(keys[pos] == report_keys, n[pos], 0.0)
+    seen_term, unseen, pressure = cell_pressure(cal_at_report, report.n)
+    diag = {"effective_support": effective_support(n), "occupied": int((n > 0).sum())}
+    diag |= {"seen_term": seen_term, "unseen_rate": unseen, "cell_pressure": pressure}
+    # The validation block's unseen rate: the deployable diagnostic (the test one is for reporting).
+    diag["val_unseen_rate"] = float(val.n[~np.isin(pattern_keys(val.codes[:, prefix], base), keys)].sum() / val.rows)
+    q = prefix_squares(cal, prefix) if cal.schema == "scalar" else None
+    # Every block's patterns in one predict call per candidate (the estimators' input checks cost per call).
+    stacked = np.vstack([block.codes[:, prefix] for block in blocks.values()])
+    bounds = np.cumsum([len(block.codes) for block in blocks.values()])[:-1]
+    unset = {"base": "", "tau": math.nan, "test_mse": math.nan, "test_nll": math.nan}
+    rows = []
+    for family in fitted:
+        model = fit_family(family, codes, n, s, options, q)
+        predictions = dict(zip(blocks, np.split(model.predict(stacked), bounds), strict=True))
+        scores = _scores(blocks, {name: p[None, :] for name, p in predictions.items()})[0]
+        rows.append({"family": family} | unset | scores | diag)
+        if taus and family in SCALAR_FAMILIES:
+            for tau, hybrid in zip(taus, _hybrid_rows(predictions, prefix, keys, n, s, blocks, taus), strict=True):
+                rows.append({"family": "hybrid"} | unset | {"base": family, "tau": float(tau)} | hybrid | diag)
+    return rows
 
 
 def select_candidate(candidates: pd.DataFrame, families: Sequence[str], metric: str = "val_mse") -> pd.Series:

@@ -36,8 +36,11 @@ def cfps_rows(
     rows = []
     for kept in frontier[frontier["kept"]].itertuples():
         judges = np.asarray(kept.judges, dtype=np.int64)
-        frame = evaluate_candidates({CFPS: judges}, cal, val, test, families=("table",), max_k=len(judges), **options)
-        row = frame[frame["k"] == len(judges)].iloc[0].copy()
+        size = len(judges)
+        frame = evaluate_candidates(
+            {CFPS: judges}, cal, val, test, families=("table",), max_k=size, min_k=size, **options
+        )
+        row = frame.iloc[0].copy()
         row["family"] = CFPS
         row["subset"] = "+".join(config.pool[j] for j in kept.judges)
         row["cfps_gain"], row["cfps_pressure"] = float(kept.gain), float(kept.pressure)

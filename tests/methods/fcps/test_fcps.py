@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats as sps
 from sklearn.model_selection import GroupKFold
 
 from judgecal_dist.errors import ConfigError
@@ -18,6 +19,8 @@ from judgecal_dist.methods.fcps.scalar_families import OneCoinIsotonic, RidgeIso
 from judgecal_dist.methods.fcps.select import (
     Cells,
     FCPSSelector,
+    agreement,
+    agreement_rows,
     evaluate_candidates,
     select_candidate,
     selection_penalty,
@@ -89,6 +92,48 @@ def test_candidates_equal_direct_fits_and_diagnostics():
         assert row.cell_pressure == pytest.approx(seen_term + unseen.mean())
     with pytest.raises(ConfigError, match="longer than the panel"):
         evaluate_candidates(paths, cal, val, max_k=8)
+
+
+def test_paths_sharing_a_prefix_get_the_rows_of_separate_calls():
+    (Xc, yc), (Xv, yv), (Xt, yt) = _block(120, 11), _block(200, 12), _block(300, 13)
+    cal, val, test = Cells.from_rows(Xc, yc), Cells.from_rows(Xv, yv), Cells.from_rows(Xt, yt)
+    paths = {"information_first": np.array([2, 0, 1, 3]), "random": np.array([2, 0, 3, 1])}  # k = 1, 2 shared
+    families = ("table", "ridge_iso", "logistic", "hybrid")
+    both = evaluate_candidates(paths, cal, val, test, families=families, max_k=4, hybrid_taus=(1.0, 10.0))
+    for rule, path in paths.items():
+        alone = evaluate_candidates({rule: path}, cal, val, test, families=families, max_k=4, hybrid_taus=(1.0, 10.0))
+        mine = both[both["path"] == rule].reset_index(drop=True)
+        pd.testing.assert_frame_equal(mine, alone)
+    # min_k scores only the longer prefixes, with the same rows.
+    tail = evaluate_candidates(paths, cal, val, test, families=("table",), max_k=4, min_k=3)
+    full = evaluate_candidates(paths, cal, val, test, families=("table",), max_k=4)
+    assert sorted(tail["k"].unique()) == [3, 4]
+    pd.testing.assert_frame_equal(tail, full[full["k"] >= 3].reset_index(drop=True))
+    with pytest.raises(ConfigError, match="min_k"):
+        evaluate_candidates(paths, cal, val, max_k=2, min_k=3)
+
+
+def test_agreement_rows_equal_row_level_scipy_with_ties():
+    rng = np.random.default_rng(5)
+    codes, y = rng.integers(0, 4, (500, 3)), rng.choice([0.0, 0.5, 1.0], 500)
+    cells = Cells.from_rows(codes, y)
+    # Predictions with many ties (a coarse grid) and one row that is constant.
+    p = np.vstack([rng.choice([0.2, 0.5, 0.7], len(cells.n)), rng.random(len(cells.n)), np.full(len(cells.n), 0.3)])
+    accuracy, pearson, spearman = agreement_rows(cells, p)
+    _, inverse = np.unique(codes, axis=0, return_inverse=True)
+    for i, row in enumerate(p):
+        rows = row[inverse.ravel()]
+        assert accuracy[i] == pytest.approx(np.where(rows == 0.5, 0.5, (rows > 0.5) == (y > 0.5)).mean(), abs=1e-12)
+        if i == 2:
+            assert np.isnan(pearson[i]) and np.isnan(spearman[i])
+            continue
+        assert pearson[i] == pytest.approx(sps.pearsonr(rows, y)[0], abs=1e-10)
+        assert spearman[i] == pytest.approx(sps.spearmanr(rows, y)[0], abs=1e-10)
+        assert (accuracy[i], pearson[i], spearman[i]) == pytest.approx(agreement(cells, row), abs=1e-12)
+    # Predictions one ulp apart are the same prediction to Spearman (float noise of a stacker's matrix product).
+    nudged = np.where(p[0] == 0.7, np.nextafter(0.7, 1.0), p[0])
+    nudged[: len(nudged) // 2] = p[0][: len(nudged) // 2]
+    assert agreement(cells, nudged)[2] == pytest.approx(spearman[0], abs=1e-12)
 
 
 def test_selection_ties_and_menus():
