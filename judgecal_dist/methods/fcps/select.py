@@ -434,14 +434,15 @@ def select_candidate(candidates: pd.DataFrame, families: Sequence[str], metric: 
     InputError
         No candidate of those families.
     """
-    pool = candidates[candidates["family"].isin(list(families))]
-    if pool.empty:
+    pool = np.flatnonzero(candidates["family"].isin(list(families)).to_numpy())
+    if not len(pool):
         raise InputError(f"select_candidate: no candidate of families {list(families)}")
-    order = pool.assign(
-        _f=pool["family"].map({f: i for i, f in enumerate(CANDIDATE_LADDER)}),
-        _p=pool["path"].map({p: i for i, p in enumerate(PATH_RULES)}),
-    ).sort_values([metric, "k", "_f", "_p"], kind="stable")
-    return order.iloc[0].drop(["_f", "_p"])
+    rows = candidates.iloc[pool]
+    # Rungs of families and paths outside the ladders (frontier subsets, single judges) sort last, as NaN would.
+    family = rows["family"].map({f: i for i, f in enumerate(CANDIDATE_LADDER)}).fillna(np.inf).to_numpy(np.float64)
+    path = rows["path"].map({p: i for i, p in enumerate(PATH_RULES)}).fillna(np.inf).to_numpy(np.float64)
+    keys = (path, family, rows["k"].to_numpy(np.float64), rows[metric].to_numpy(np.float64))
+    return candidates.iloc[pool[np.lexsort(keys)[0]]]
 
 
 def selection_penalty(n_candidates: int, n_val: int, delta: float = 0.05) -> float:

@@ -124,9 +124,9 @@ def test_scalar_families_match_peer_libraries():
     iso = IsotonicRegression(y_min=0, y_max=1, out_of_bounds="clip").fit(peer.predict(t), y)
     assert np.allclose(ridge.predict(X), iso.predict(peer.predict(t)))
     logistic = LogisticStack(C=1.0).fit(X, y)
-    assert np.allclose(
-        logistic.predict(X), LogisticRegression(C=1.0, max_iter=1000).fit(t, y).predict_proba(t)[:, 1], atol=1e-5
-    )
+    # The peer converged far past its default tolerance: the stack must reach the same optimum.
+    converged = LogisticRegression(C=1.0, tol=1e-12, max_iter=10_000).fit(t, y)
+    assert np.allclose(logistic.predict(X), converged.predict_proba(t)[:, 1], atol=1e-8)
     coin = OneCoinIsotonic().fit(X, y)
     decisive = (X == 0) | (X == 1)
     agree = ((X == 1) & (y[:, None] == 1)) | ((X == 0) & (y[:, None] == 0))
