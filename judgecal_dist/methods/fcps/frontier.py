@@ -55,10 +55,12 @@ def binomial_pressure(p: npt.ArrayLike, budget: int) -> float:
 
 
 def _pressure_terms(probs: npt.NDArray[np.float64], budget: int) -> npt.NDArray[np.float64]:
-    """Each cell's term of :func:`binomial_pressure`; cells of many subsets go in one call (one pmf evaluation)."""
+    """Each cell's term of :func:`binomial_pressure`; cells of many subsets go in one call (one pmf evaluation),
+    and cells of equal probability (few distinct row counts on a selection block) share it."""
+    distinct, inverse = np.unique(probs, return_inverse=True)
     n = np.arange(1, budget + 1, dtype=np.float64)
-    pmf = sps.binom.pmf(n[None, :], budget, probs[:, None])
-    return probs * ((pmf / n).sum(axis=1) + (1.0 - probs) ** budget)
+    pmf = sps.binom.pmf(n[None, :], budget, distinct[:, None])
+    return (distinct * ((pmf / n).sum(axis=1) + (1.0 - distinct) ** budget))[inverse.ravel()]
 
 
 def calibration_frontier(

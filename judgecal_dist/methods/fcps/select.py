@@ -290,23 +290,13 @@ def _scores(blocks: dict[str, Cells], p: dict[str, npt.NDArray[np.float64]]) -> 
     return [{key: float(v[i]) for key, v in columns.items()} for i in range(len(next(iter(p.values()))))]
 
 
-def _hybrid_rows(
-    base: dict[str, npt.NDArray[np.float64]],
-    prefix: npt.NDArray[np.int64],
-    keys: npt.NDArray[np.int64],
-    n: Any,
-    s: Any,
-    blocks: dict[str, Cells],
-    taus: Sequence[float],
-) -> list[dict[str, float]]:
-    """Scores (:func:`_scores`) of Eq. 13 at each tau from the base's block predictions ``base``:
-    :math:`f_s + (S_c - n_c f_s)/(n_c + \\tau)` (:math:`S_c, n_c` from calibration; 0 where unseen)."""
+def _hybrid_predictions(
+    base: npt.NDArray[np.float64], cal_n: npt.NDArray[np.float64], cal_s: npt.NDArray[np.float64], taus: Sequence[float]
+) -> npt.NDArray[np.float64]:
+    """Eq. 13 at each tau (rows) from a block's base predictions: :math:`f_s + (S_c - n_c f_s)/(n_c + \\tau)`, with
+    the calibration :math:`S_c, n_c` of each of the block's patterns (0 where unseen)."""
     tau = np.asarray(taus, dtype=np.float64)[:, None]
-    p = {}
-    for name, block in blocks.items():
-        cal_n, cal_s = _lookup_cells(keys, pattern_keys(block.codes[:, prefix], block.n_categories), n, s)
-        p[name] = np.clip(base[name] + (cal_s - cal_n * base[name]) / (cal_n + tau), 0.0, 1.0)
-    return _scores(blocks, p)
+    return np.clip(base + (cal_s - cal_n * base) / (cal_n + tau), 0.0, 1.0)
 
 
 def _lookup_cells(keys: npt.NDArray[np.int64], query: npt.NDArray[np.int64], *values: Any) -> list[Any]:
@@ -408,20 +398,26 @@ def _prefix_rows(
     # The validation block's unseen rate: the deployable diagnostic (the test one is for reporting).
     diag["val_unseen_rate"] = float(val.n[~np.isin(pattern_keys(val.codes[:, prefix], base), keys)].sum() / val.rows)
     q = prefix_squares(cal, prefix) if cal.schema == "scalar" else None
-    # Every block's patterns in one predict call per candidate (the estimators' input checks cost per call).
+    # Every block's patterns in one predict call per candidate (the estimators' input checks cost per call), and
+    # every candidate of the prefix (families and their hybrids) scored in one vectorised pass.
     stacked = np.vstack([block.codes[:, prefix] for block in blocks.values()])
     bounds = np.cumsum([len(block.codes) for block in blocks.values()])[:-1]
-    unset = {"base": "", "tau": math.nan, "test_mse": math.nan, "test_nll": math.nan}
-    rows = []
+    cal_at = {name: _lookup_cells(keys, pattern_keys(b.codes[:, prefix], base), n, s) for name, b in blocks.items()}
+    unset = {"family": "", "base": "", "tau": math.nan, "test_mse": math.nan, "test_nll": math.nan}
+    heads: list[dict[str, Any]] = []
+    predictions: dict[str, list[npt.NDArray[np.float64]]] = {name: [] for name in blocks}
     for family in fitted:
         model = fit_family(family, codes, n, s, options, q)
-        predictions = dict(zip(blocks, np.split(model.predict(stacked), bounds), strict=True))
-        scores = _scores(blocks, {name: p[None, :] for name, p in predictions.items()})[0]
-        rows.append({"family": family} | unset | scores | diag)
+        heads.append(unset | {"family": family})
+        for name, p in zip(blocks, np.split(model.predict(stacked), bounds), strict=True):
+            predictions[name].append(p[None, :])
+            if taus and family in SCALAR_FAMILIES:
+                cal_n, cal_s = cal_at[name]
+                predictions[name].append(_hybrid_predictions(p, cal_n, cal_s, taus))
         if taus and family in SCALAR_FAMILIES:
-            for tau, hybrid in zip(taus, _hybrid_rows(predictions, prefix, keys, n, s, blocks, taus), strict=True):
-                rows.append({"family": "hybrid"} | unset | {"base": family, "tau": float(tau)} | hybrid | diag)
-    return rows
+            heads += [unset | {"family": "hybrid", "base": family, "tau": float(tau)} for tau in taus]
+    scores = _scores(blocks, {name: np.vstack(p) for name, p in predictions.items()})
+    return [head | score | diag for head, score in zip(heads, scores, strict=True)]
 
 
 def select_candidate(candidates: pd.DataFrame, families: Sequence[str], metric: str = "val_mse") -> pd.Series:

@@ -40,12 +40,10 @@ def cfps_rows(
         frame = evaluate_candidates(
             {CFPS: judges}, cal, val, test, families=("table",), max_k=size, min_k=size, **options
         )
-        row = frame.iloc[0].copy()
-        row["family"] = CFPS
-        row["subset"] = "+".join(config.pool[j] for j in kept.judges)
-        row["cfps_gain"], row["cfps_pressure"] = float(kept.gain), float(kept.pressure)
-        rows.append(row)
-    return pd.DataFrame(rows).reset_index(drop=True)
+        subset = "+".join(config.pool[j] for j in kept.judges)
+        extra = {"family": CFPS, "subset": subset, "cfps_gain": float(kept.gain), "cfps_pressure": float(kept.pressure)}
+        rows.append(frame.iloc[0].to_dict() | extra)
+    return pd.DataFrame(rows)
 
 
 def _mean_se(x: pd.Series) -> tuple[float, float]:
