@@ -44,7 +44,9 @@ def recommend(config: Any, records: list[dict[str, Any]], paired: list[dict[str,
     call = verdict(top)
     delta = f"scalar − table MSE {top['delta']:+.4f} [{top['ci_low']:+.4f}, {top['ci_high']:+.4f}]"
     if call == "no clear winner":
-        use, other = by[(b, "union")], by[(b, "scalar")]
+        # The runner-up is the restricted menu the union mostly did not pick (naming the one it picked repeats it).
+        use = by[(b, "union")]
+        other = by[(b, "scalar" if use["selected_family"] == "table" else "table")]
         use_text = f"{_menu(use)} at {b} labels: table and scalar have no clear winner ({delta})"
     else:
         use, other = by[(b, call)], by[(b, "scalar" if call == "table" else "table")]

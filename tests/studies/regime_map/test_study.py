@@ -333,3 +333,19 @@ def test_split_variants_reweight_selection_and_validation_and_keep_the_test_bloc
         rows[rows["path"] == "split:selection_heavy"]["test_mse"].mean()
     )
     assert "## Split proportions (full menu, B = 300)" in result.report
+
+
+def test_runner_up_is_the_menu_the_union_did_not_pick():
+    from judgecal_dist.studies.regime_map.recommend import recommend
+
+    def record(menu: str, family: str, mse: float) -> dict:
+        interval = {"test_mse": mse, "test_mse_ci_low": mse - 0.01, "test_mse_ci_high": mse + 0.01}
+        return {"budget": 300, "menu": menu, "selected_family": family, "selected_family_share": 1.0} | interval
+
+    config = SimpleNamespace(ci_level=0.95, synthetic=False)
+    paired = [{"budget": 300, "delta": -0.001, "ci_low": -0.004, "ci_high": 0.002}]  # no clear winner
+    for union_family, runner_up in (("ridge_iso", "joint output table"), ("table", "scalar stacker")):
+        records = [record("table", "table", 0.21), record("scalar", "ridge_iso", 0.20)]
+        records.append(record("union", union_family, 0.20 if union_family != "table" else 0.21))
+        rec = recommend(config, records, paired)
+        assert rec.use.startswith("the validation selector") and runner_up in rec.runner_up
