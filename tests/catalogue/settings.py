@@ -48,6 +48,25 @@ def _rubric(tmp: Path) -> str:
     return url
 
 
+def _rubric_pool(tmp: Path) -> str:
+    """Seven judges' 1-5 rubric scores on two documents (a semi-real source needs seven judges' verdicts)."""
+    import pyarrow as pa
+
+    from judgecal_dist.io.dataset import write_dataset
+
+    url = str(tmp / "rubric7")
+    rows = [(f"s{i}", f"g{i // 2}", f"j{j}", float(1 + (i + j) % 5)) for i in range(4) for j in range(7)]
+    verdicts = pa.table(
+        {"dataset": ["d"] * len(rows)}
+        | {k: [r[n] for r in rows] for n, k in enumerate(("item_id", "group_id"))}
+        | {"judge_id": [r[2] for r in rows], "score": [r[3] for r in rows]}
+    )
+    items = [f"s{i}" for i in range(4)]
+    labels = pa.table({"dataset": ["d"] * 4, "item_id": items, "label": pa.array([None] * 4, pa.string())})
+    write_dataset(url, {"verdicts": verdicts, "labels": labels}, {"format": "test"})
+    return url
+
+
 def _panel(tmp: Path) -> str:
     """A generated dataset of 40 items and two judges (ids ``judge-000``, ``judge-001``: no presentation order)."""
     from click.testing import CliRunner
@@ -98,6 +117,17 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
     "settings-rubric-budgets": lambda t: run_with(t, "data=synthetic:scalar", config=REGIME_MAP),
     "settings-rubric-unread": lambda t: run_with(
         t, "data=synthetic:scalar", "budgets=[64]", "growth_a=0.5", config=REGIME_MAP
+    ),
+    "settings-verdict-schema-synthetic": lambda t: run_with(
+        t, "data=synthetic:parity", "verdict_schema=scalar", config=REGIME_MAP
+    ),
+    "settings-semi-real-rubric": lambda t: run_with(
+        t,
+        "data=synthetic:additive",
+        f"semi_real_source={_rubric_pool(t)}",
+        "pool=[" + ",".join(f"j{j}" for j in range(7)) + "]",
+        "position_balance=false",
+        config=REGIME_MAP,
     ),
     "settings-regime-map-export": lambda t: run_with(t, "data=synthetic:parity", "export=jury", config=REGIME_MAP),
     "settings-cfps-large-pool": lambda t: run_with(

@@ -40,6 +40,7 @@ from judgecal_dist.io.growth import (
     draw_semi_real_outputs,
 )
 from judgecal_dist.io.rubric_panel import draw_rubric_panel
+from judgecal_dist.io.schema import VERDICT_CODES
 from judgecal_dist.methods.fcps.paths import JudgePath
 from judgecal_dist.methods.fcps.select import MENUS, Cells, evaluate_candidates, menu_families, select_candidate
 from judgecal_dist.models.fcps import FORMAT
@@ -99,7 +100,13 @@ def _semi_real_source(config: Config, engine: EngineConfig) -> tuple[np.ndarray,
     )
     cells = cells.assign(replicate=0, block=0, n_labelled=cells["n"], label_sum=0, label_ties=0)
     rows = balanced_cells(cells, len(pool), config.position_balance)
-    return rows[[f"j{i}" for i in range(len(pool))]].to_numpy(dtype=np.int64), rows["n"].to_numpy(dtype=np.float64)
+    codes = rows[[f"j{i}" for i in range(len(pool))]].to_numpy(dtype=np.int64)
+    if not np.isin(codes, list(VERDICT_CODES.values())).any():  # e.g. a 1-5 rubric dataset: scores, no verdicts
+        raise InputError(
+            f"semi_real_source: {config.semi_real_source}: the pool has no A, B or tie verdict there (only err), so "
+            "there are no patterns to resample; point it at a pairwise dataset (1-5 rubric data: use its URL as data)"
+        )
+    return codes, rows["n"].to_numpy(dtype=np.float64)
 
 
 def load(config: Config, engine: EngineConfig) -> RealInput | SyntheticInput:

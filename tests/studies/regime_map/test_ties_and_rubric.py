@@ -258,3 +258,12 @@ def test_a_rubric_dataset_url_runs_on_the_scalar_schema(tmp_path):
     write_rubric(bad, docs=4, label_shift=4.5)
     with pytest.raises(InputError, match=r"label_score: \d+ score\(s\) outside the 1-5 rubric"):
         regime_map.load(config.model_copy(update={"data": bad}), EngineConfig())
+
+
+def test_semi_real_source_on_rubric_scores_is_refused(tmp_path):
+    root = str(tmp_path / "rubric")
+    write_rubric(root)
+    pool = tuple(f"j{j}" for j in range(7))
+    config = regime_map.Config(data="synthetic:additive", semi_real_source=root, pool=pool, position_balance=False)
+    with pytest.raises(InputError, match=r"semi_real_source: .*: the pool has no A, B or tie verdict there"):
+        regime_map.load(config, EngineConfig())
