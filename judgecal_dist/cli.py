@@ -527,8 +527,17 @@ def score(
         unknown_judges=unknown,
         min_judge_coverage=min_judge_coverage,
     )
-    click.echo(json.dumps(result["counts"] | {"engine": result["engine"]}, default=str))
+    click.echo(json.dumps(_brief_counts(result["counts"]) | {"engine": result["engine"]}, default=str))
     click.echo(output_url)
+
+
+def _brief_counts(counts: dict[str, Any], most: int = 5) -> dict[str, Any]:
+    """``counts`` for the console: a list of more than ``most`` names (e.g. a hundred judges the model ignored)
+    becomes its length and first names; summary.json in the results keeps every name."""
+    return {
+        key: {"count": len(v), "first": v[:3], "all_in": "summary.json"} if isinstance(v, list) and len(v) > most else v
+        for key, v in counts.items()
+    }
 
 
 @cli.command()

@@ -143,3 +143,12 @@ def test_output_commits_atomically_and_reruns(arena, tmp_path, monkeypatch):
     items = pd.read_parquet(Path(out) / "items").set_index("item_id").sort_index()
     np.testing.assert_allclose(items["p"], expected_p({"j1": 2.0, "j2": 0.5, "j3": 0.0}).sort_index(), atol=1e-12)
     assert Path(out, "NOTES.txt").read_text() == "mine" and Path(out, "_SUCCESS").exists()
+
+
+def test_console_counts_shorten_long_judge_lists_and_keep_short_ones():
+    from judgecal_dist.cli import _brief_counts
+
+    many = [f"judge{i:03d}" for i in range(123)]
+    brief = _brief_counts({"items": 419, "unknown_judges_ignored": many, "model_judges_absent": ["j9"]})
+    assert brief["unknown_judges_ignored"] == {"count": 123, "first": many[:3], "all_in": "summary.json"}
+    assert brief["model_judges_absent"] == ["j9"] and brief["items"] == 419
