@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict, Unpack
 
 import numpy as np
 import numpy.typing as npt
@@ -34,7 +34,7 @@ from judgecal_dist.methods.calibration.temperature import TemperatureScaling
 from judgecal_dist.methods.pipeline import Settings, apply_calibrator, step1_scores
 from judgecal_dist.models.documents import BinaryPipelineDoc
 
-__all__ = ["FORMAT", "BinaryPipeline", "to_document", "from_document", "pipeline_from_estimators"]
+__all__ = ["FORMAT", "BinaryPipeline", "PipelineFields", "to_document", "from_document", "pipeline_from_estimators"]
 
 FORMAT = "judgecal.binary-pipeline/v1"
 _CLASSES = np.array([0, 1])
@@ -177,7 +177,22 @@ def _calibrator_doc(name: str, model: Any) -> dict[str, Any]:
     raise ValueError(f"calibrator: no document for {name!r}")
 
 
-def pipeline_from_estimators(**fields: Any) -> BinaryPipeline:
+class PipelineFields(TypedDict):
+    """The keywords of :func:`to_document` and :func:`pipeline_from_estimators` (one list, checked by mypy)."""
+
+    judge_ids: Sequence[str]
+    aggregator_name: str
+    aggregator: Any
+    calibrator_name: str
+    calibrator: Any
+    settings: Settings
+    conformal: NotRequired[Sequence[SplitConformal]]
+    panel: NotRequired[str]
+    ignored_judges: NotRequired[Sequence[str]]
+    fitted_on: NotRequired[dict[str, Any] | None]
+
+
+def pipeline_from_estimators(**fields: Unpack[PipelineFields]) -> BinaryPipeline:
     """A :class:`BinaryPipeline` of fitted estimators (its ``document`` filled, validated as a reader would).
 
     This is the one way to export a binary pipeline: fit with :mod:`judgecal_dist.methods.pipeline` (or any of its
@@ -188,19 +203,7 @@ def pipeline_from_estimators(**fields: Any) -> BinaryPipeline:
     return from_document(BinaryPipelineDoc.model_validate(doc), doc)
 
 
-def to_document(
-    *,
-    judge_ids: Sequence[str],
-    aggregator_name: str,
-    aggregator: Any,
-    calibrator_name: str,
-    calibrator: Any,
-    settings: Settings,
-    conformal: Sequence[SplitConformal] = (),
-    panel: str = "all",
-    ignored_judges: Sequence[str] = (),
-    fitted_on: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+def to_document(**fields: Unpack[PipelineFields]) -> dict[str, Any]:
     """The ``judgecal.binary-pipeline/v1`` document of fitted estimators (plain JSON data).
 
     Parameters
@@ -221,19 +224,21 @@ def to_document(
     fitted_on : dict, optional
         Provenance (``FittedOn`` fields).
     """
+    panel, settings = fields.get("panel", "all"), fields["settings"]
+    aggregator_name, calibrator_name = fields["aggregator_name"], fields["calibrator_name"]
     return {
         "format": FORMAT,
         "name": f"{aggregator_name} + {calibrator_name} @ {panel}",
         "panel": panel,
-        "judge_ids": [str(j) for j in judge_ids],
-        "ignored_judges": sorted(str(j) for j in ignored_judges),
-        "aggregator": _aggregator_doc(aggregator_name, aggregator),
-        "calibrator": _calibrator_doc(calibrator_name, calibrator),
+        "judge_ids": [str(j) for j in fields["judge_ids"]],
+        "ignored_judges": sorted(str(j) for j in fields.get("ignored_judges", ())),
+        "aggregator": _aggregator_doc(aggregator_name, fields["aggregator"]),
+        "calibrator": _calibrator_doc(calibrator_name, fields["calibrator"]),
         "calibrator_input": settings.calibrator_input,
         "eps": float(settings.eps),
-        "conformal": [c.to_dict() for c in conformal],
+        "conformal": [c.to_dict() for c in fields.get("conformal", ())],
         "vote_codes": dict(VOTE_CODING),
-        "fitted_on": dict(fitted_on or {}),
+        "fitted_on": dict(fields.get("fitted_on") or {}),
     }
 
 
