@@ -123,6 +123,15 @@ class FCPSModel:
     def name(self) -> str:
         return str(self.document.get("name") or f"{self.family_id} on {self.k} judge(s)")
 
+    @property
+    def rubric(self) -> bool:
+        """Whether the model reads 1-5 rubric scores (``verdicts.score``) rather than A/B/tie verdicts."""
+        return list(self.encoding["alphabet"]) == RUBRIC["alphabet"]
+
+    @property
+    def _label_column(self) -> str:
+        return "label_score" if self.rubric else "label"
+
     def predict(self, codes: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """P(A) of each row of category codes ``(n, k)`` (the alphabet's positions, prefix order)."""
         return np.asarray(self.estimator.predict(np.asarray(codes, dtype=np.int64)), dtype=np.float64)
@@ -194,11 +203,14 @@ class FCPSModel:
         summary (nothing written): in this process, or on Spark with the model applied in the tasks."""
         from judgecal_dist.scoring.apply import check_coverage, check_judges
 
-        self.codes_of(np.empty(0, dtype=np.int8))  # an alphabet the table cannot feed is refused before any read
-        if engine_name == "spark":
-            table, seen = self._rows_spark(data_url, engine)
+        if self.rubric:
+            table, seen = self._rubric_rows(data_url, engine, engine_name)
         else:
-            table, seen = self._rows_local(data_url, engine)
+            self.codes_of(np.empty(0, dtype=np.int8))  # an alphabet the table cannot feed is refused before any read
+            if engine_name == "spark":
+                table, seen = self._rows_spark(data_url, engine)
+            else:
+                table, seen = self._rows_local(data_url, engine)
         where = f"{data_url}: verdicts"
         if not seen:
             raise InputError(f"{where}: sample: no verdict rows with sample={self.sample}")
@@ -209,7 +221,7 @@ class FCPSModel:
         info = {
             "items": int(table.num_rows),
             "items_without_votes": int(table["p"].null_count),
-            "labelled": int(pa.compute.sum(pa.compute.is_valid(table["label"])).as_py() or 0),
+            "labelled": int(pa.compute.sum(pa.compute.is_valid(table[self._label_column])).as_py() or 0),
             "judge_coverage": round(1.0 - len(absent) / len(self.judge_ids), 6),
             "unknown_judges_ignored": extra,
             "model_judges_absent": absent,
@@ -258,10 +270,72 @@ class FCPSModel:
             )
         return table.cast(schema), sorted(found.judges) if found.rows else []
 
+    def _rubric_rows(self, data_url: str, engine: EngineConfig, engine_name: str) -> tuple[pa.Table, list[str]]:
+        """Scored rows of a 1-5 rubric table: Spark or pyarrow reads the verdicts at the model's sample, the driver
+        codes each item's scores as the regime map does (rounded and clipped to 1..5; null or absent = err) and
+        applies the estimator."""
+        columns = ["dataset", "item_id", "group_id", "judge_id", "sample", "score"]
+        where = f"{data_url}: verdicts"
+        if engine_name == "spark":
+            from pyspark.sql import functions as F
+
+            from judgecal_dist.engine.spark import get_session, read_table
+
+            spark = get_session(engine.spark_master, conf=dict(engine.spark_conf))
+            stored = read_table(spark, data_url, "verdicts").where(F.col("sample") == self.sample)
+            verdicts = stored.select(*columns).toPandas()
+            labels = read_table(spark, data_url, "labels").select("dataset", "item_id", "label_score").toPandas()
+        else:
+            from judgecal_dist.io.dataset import read_dataset_table
+
+            options = dict(engine.storage_options)
+            verdicts = read_dataset_table(data_url, "verdicts", columns, storage_options=options).to_pandas()
+            verdicts = verdicts[verdicts["sample"] == self.sample]
+            labels = read_dataset_table(
+                data_url, "labels", ["dataset", "item_id", "label_score"], storage_options=options
+            ).to_pandas()
+        if len(verdicts) and verdicts["score"].isna().all():
+            raise InputError(
+                f"{where}: score: no 1-5 score at sample={self.sample}; this model reads rubric scores "
+                "(a pairwise A/B table needs a model fitted on verdicts)"
+            )
+        return self._score_rubric(verdicts, labels), sorted(verdicts["judge_id"].astype(str).unique())
+
+    def _score_rubric(self, verdicts: pd.DataFrame, labels: pd.DataFrame) -> pa.Table:
+        keys = ["dataset", "item_id"]
+        items = verdicts.drop_duplicates(keys)[[*keys, "group_id"]].sort_values(keys, kind="stable")
+        mine = verdicts[verdicts["judge_id"].isin(self.judge_ids)]
+        code = np.clip(np.round(mine["score"].to_numpy(dtype=np.float64)), 1, 5) - 1.0
+        err = float(RUBRIC["alphabet"].index(RUBRIC["missing"]))
+        wide = (
+            mine.assign(code=np.where(np.isnan(code), err, code))
+            .pivot_table(index=keys, columns="judge_id", values="code", aggfunc="first")
+            .reindex(index=pd.MultiIndex.from_frame(items[keys]), columns=self.judge_ids)
+        )
+        codes = wide.fillna(err).to_numpy().astype(np.int64)
+        n_votes = (codes != err).sum(axis=1).astype(np.int64)
+        p = self.predict(codes) if len(codes) else np.empty(0)
+        none = n_votes == 0
+        alphabet = np.asarray(self.encoding["alphabet"], dtype=object)
+        label = items.merge(labels.dropna(subset=["label_score"]), on=keys, how="left")["label_score"]
+        columns: dict[str, Any] = {name: pa.array(items[name].astype(str).tolist(), pa.string()) for name in items}
+        columns |= {
+            "label_score": pa.array(label.to_numpy(dtype=np.float64), pa.float64(), mask=label.isna().to_numpy()),
+            "n_votes": pa.array(n_votes, pa.int64()),
+            "pattern": pa.array([",".join(row) for row in alphabet[codes].tolist()], pa.string()),
+            "p": pa.array(p, pa.float64(), mask=none),
+            "score": pa.array(1.0 + 4.0 * p, pa.float64(), mask=none),  # back on the rubric's 1-5 scale
+        }
+        if isinstance(self.estimator, JointTableCalibrator):
+            columns["cell_n"] = pa.array(self.estimator.cell_counts(codes) if len(codes) else [], pa.float64())
+        return pa.table(columns)
+
     def summaries(self, table: pa.Table) -> dict[str, pd.DataFrame]:
         """Per dataset: items, scored and labelled (A/B) items, accuracy (p = 1/2 counts 1/2), Brier score, NLL
         (p clipped at 1e-3, as the regime map scores it) and, for the table, the share of scored items whose
         pattern the calibration never saw."""
+        if self.rubric:
+            return {"datasets": _rubric_summary(table)}
         frame = table.select([c for c in ("dataset", "label", "p", "cell_n") if c in table.column_names]).to_pandas()
         y = frame["label"].map({"A": 1.0, "B": 0.0})
         p = frame["p"]
@@ -287,6 +361,33 @@ class FCPSModel:
             frame["unseen"] = np.where(frame["scored"], frame["cell_n"] == 0, np.nan)
             aggs["unseen_rate"] = ("unseen", "mean")
         return {"datasets": frame.groupby("dataset", sort=True).agg(**aggs).reset_index()}
+
+
+def _rubric_summary(table: pa.Table) -> pd.DataFrame:
+    """Per dataset of a rubric table: items, scored and labelled items, MSE of p against (label_score - 1)/4 (the
+    regime map's target), MAE in rubric points, mean predicted score and the unseen-pattern share (tables)."""
+    names = [c for c in ("dataset", "label_score", "p", "score", "cell_n") if c in table.column_names]
+    frame = table.select(names).to_pandas()
+    use = frame["label_score"].notna() & frame["p"].notna()
+    target = (frame["label_score"] - 1.0) / 4.0
+    frame = frame.assign(
+        scored=frame["p"].notna(),
+        labelled=use,
+        sq=np.where(use, (frame["p"] - target) ** 2, np.nan),
+        abs_points=np.where(use, (frame["score"] - frame["label_score"]).abs(), np.nan),
+    )
+    aggs = {
+        "n_items": ("scored", "size"),
+        "n_scored": ("scored", "sum"),
+        "n_labelled": ("labelled", "sum"),
+        "mse": ("sq", "mean"),
+        "mae_points": ("abs_points", "mean"),
+        "mean_score": ("score", "mean"),
+    }
+    if "cell_n" in frame:
+        frame["unseen"] = np.where(frame["scored"], frame["cell_n"] == 0, np.nan)
+        aggs["unseen_rate"] = ("unseen", "mean")
+    return frame.groupby("dataset", sort=True).agg(**aggs).reset_index()
 
 
 _DDL = {pa.string(): "string", pa.int64(): "long", pa.float64(): "double"}

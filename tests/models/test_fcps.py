@@ -168,5 +168,37 @@ def test_a_rubric_model_round_trips_and_is_refused_on_ab_verdicts(fitted, family
     every = np.array(np.meshgrid(range(6), range(6))).reshape(2, -1).T
     np.testing.assert_array_equal(back.predict(every), est.predict(every))
     if family == "ridge_iso":
-        with pytest.raises(InputError, match=r"encoding\.alphabet: .* lacks \['B', 'A', 'tie'\]"):
+        with pytest.raises(InputError, match=r"verdicts: score: no 1-5 score at sample=0; this model reads rubric"):
             score_dataset(str(tmp_path / "model.json"), fitted[1], str(tmp_path / "out"))
+        assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("family", ["table", "ridge_iso"])
+def test_a_rubric_model_scores_a_rubric_table_on_both_engines(family, tmp_path):
+    from judgecal_dist.studies.regime_map.data import _rubric_rows
+    from tests.studies.regime_map.test_ties_and_rubric import write_rubric
+
+    data = str(tmp_path / "rubric")
+    write_rubric(data)
+    pool = [f"j{j}" for j in range(7)]
+    codes, y, _ = _rubric_rows(data, pool, 0, EngineConfig())  # the regime map's own reading of the table
+    path, k = ["j6", "j2", "j0", "j1", "j3"], 3  # j6 is absent on some rows: err there; j4, j5 not in the path
+    cells = Cells.from_rows(codes[:, [6, 2, 0]], y, schema="scalar")
+    est = fit_family(family, cells.codes, cells.n, cells.s, {"schema": "scalar"}, cells.q)
+    url = save_model(fcps_from_estimator(est, path=path, k=k), str(tmp_path / "model.json"))
+    scored = {}
+    for engine in ("local", "spark"):
+        record = score_dataset(
+            url, data, str(tmp_path / engine), engine=EngineConfig(stats_engine=engine), unknown_judges="ignore"
+        )
+        scored[engine] = pq.read_table(tmp_path / engine / "items").to_pandas().set_index("item_id").sort_index()
+    pd.testing.assert_frame_equal(scored["local"], scored["spark"], check_exact=True)
+    rows = scored["local"]
+    want = est.predict(codes[:, [6, 2, 0]])
+    np.testing.assert_array_equal(rows["p"].to_numpy(), want)
+    np.testing.assert_array_equal(rows["score"].to_numpy(), 1 + 4 * want)
+    target = (rows["label_score"].to_numpy() - 1) / 4
+    np.testing.assert_allclose(target, y)
+    summary = record["datasets"][0]
+    assert summary["n_labelled"] == len(y) and summary["mse"] == pytest.approx(np.mean((want - y) ** 2), abs=1e-12)
+    assert record["counts"]["unknown_judges_ignored"] == ["j4", "j5"]
