@@ -341,26 +341,24 @@ class FCPSModel:
         p = frame["p"]
         use = y.notna() & p.notna()
         clipped = p.clip(NLL_EPS, 1.0 - NLL_EPS)
-        frame = frame.assign(
-            scored=p.notna(),
-            labelled=use,
-            correct=np.where(use, np.where(p == 0.5, 0.5, ((p > 0.5) == (y == 1.0)).astype(float)), np.nan),
-            brier=np.where(use, (p - y) ** 2, np.nan),
-            nll=np.where(use, -(y * np.log(clipped) + (1 - y) * np.log1p(-clipped)), np.nan),
-        )
-        aggs = {
-            "n_items": ("scored", "size"),
-            "n_scored": ("scored", "sum"),
-            "n_labelled": ("labelled", "sum"),
-            "accuracy": ("correct", "mean"),
-            "brier": ("brier", "mean"),
-            "nll": ("nll", "mean"),
-            "mean_p": ("p", "mean"),
+        metrics = {
+            "accuracy": np.where(use, np.where(p == 0.5, 0.5, ((p > 0.5) == (y == 1.0)).astype(float)), np.nan),
+            "brier": np.where(use, (p - y) ** 2, np.nan),
+            "nll": np.where(use, -(y * np.log(clipped) + (1 - y) * np.log1p(-clipped)), np.nan),
         }
-        if "cell_n" in frame:
-            frame["unseen"] = np.where(frame["scored"], frame["cell_n"] == 0, np.nan)
-            aggs["unseen_rate"] = ("unseen", "mean")
-        return {"datasets": frame.groupby("dataset", sort=True).agg(**aggs).reset_index()}
+        return {"datasets": _per_dataset(frame, use, metrics, mean_of="p")}
+
+
+def _per_dataset(frame: pd.DataFrame, use: pd.Series, metrics: dict[str, Any], mean_of: str) -> pd.DataFrame:
+    """Per dataset: items, scored (``p`` not null) and labelled items (``use``), the mean of each per-item metric
+    (NaN off ``use``), the mean of column ``mean_of`` and, for a table (``cell_n``), the unseen-pattern share."""
+    frame = frame.assign(scored=frame["p"].notna(), labelled=use, **metrics)
+    aggs = {"n_items": ("scored", "size"), "n_scored": ("scored", "sum"), "n_labelled": ("labelled", "sum")}
+    aggs |= {name: (name, "mean") for name in metrics} | {f"mean_{mean_of}": (mean_of, "mean")}
+    if "cell_n" in frame:
+        frame["unseen"] = np.where(frame["scored"], frame["cell_n"] == 0, np.nan)
+        aggs["unseen_rate"] = ("unseen", "mean")
+    return frame.groupby("dataset", sort=True).agg(**aggs).reset_index()
 
 
 def _rubric_summary(table: pa.Table) -> pd.DataFrame:
@@ -370,24 +368,11 @@ def _rubric_summary(table: pa.Table) -> pd.DataFrame:
     frame = table.select(names).to_pandas()
     use = frame["label_score"].notna() & frame["p"].notna()
     target = (frame["label_score"] - 1.0) / 4.0
-    frame = frame.assign(
-        scored=frame["p"].notna(),
-        labelled=use,
-        sq=np.where(use, (frame["p"] - target) ** 2, np.nan),
-        abs_points=np.where(use, (frame["score"] - frame["label_score"]).abs(), np.nan),
-    )
-    aggs = {
-        "n_items": ("scored", "size"),
-        "n_scored": ("scored", "sum"),
-        "n_labelled": ("labelled", "sum"),
-        "mse": ("sq", "mean"),
-        "mae_points": ("abs_points", "mean"),
-        "mean_score": ("score", "mean"),
+    metrics = {
+        "mse": np.where(use, (frame["p"] - target) ** 2, np.nan),
+        "mae_points": np.where(use, (frame["score"] - frame["label_score"]).abs(), np.nan),
     }
-    if "cell_n" in frame:
-        frame["unseen"] = np.where(frame["scored"], frame["cell_n"] == 0, np.nan)
-        aggs["unseen_rate"] = ("unseen", "mean")
-    return frame.groupby("dataset", sort=True).agg(**aggs).reset_index()
+    return _per_dataset(frame, use, metrics, mean_of="score")
 
 
 _DDL = {pa.string(): "string", pa.int64(): "long", pa.float64(): "double"}
