@@ -105,7 +105,7 @@ class DavidsonModel:
         """
         from judgecal_dist.engine.ensemble_jobs import budget_vote_counts
         from judgecal_dist.io.dataset import read_dataset_table
-        from judgecal_dist.scoring.apply import check_coverage, check_judges
+        from judgecal_dist.scoring.checks import check_coverage, check_judges
         from judgecal_dist.studies.itc.data import derived_pairs, holds_pointwise_scores, pool_orders
 
         options = dict(engine.storage_options)

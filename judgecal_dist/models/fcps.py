@@ -201,7 +201,7 @@ class FCPSModel:
     ) -> tuple[pa.Table, dict[str, Any]]:
         """Scored rows of every item of ``data_url`` with a verdict at the model's sample, and the counts for the
         summary (nothing written): in this process, or on Spark with the model applied in the tasks."""
-        from judgecal_dist.scoring.apply import check_coverage, check_judges
+        from judgecal_dist.scoring.checks import check_coverage, check_judges
 
         if self.rubric:
             table, seen = self._rubric_rows(data_url, engine, engine_name)

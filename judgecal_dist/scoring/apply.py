@@ -38,7 +38,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -59,6 +59,7 @@ from judgecal_dist.models.interface import TableModel
 from judgecal_dist.progress import Progress
 from judgecal_dist.scoring import summary as summ
 from judgecal_dist.scoring.artifact import Calibration, load_calibration
+from judgecal_dist.scoring.checks import check_coverage, check_judges
 from judgecal_dist.scoring.kernel import (
     FILES_DDL,
     items_ddl,
@@ -369,45 +370,6 @@ def _inspect_output(store: RunStore) -> _Output:
 
 
 # -- checks ----------------------------------------------------------------------------------------------------
-def check_judges(data_judges: Sequence[str], model_judges: Sequence[str], *, where: str, unknown: str) -> list[str]:
-    """The data's judges outside ``model_judges``; an error unless ``unknown == "ignore"``.
-
-    Raises
-    ------
-    InputError
-        Some judges are unknown and ``unknown == "error"``.
-    """
-    extra = sorted(set(data_judges) - set(model_judges))
-    if extra and unknown != "ignore":
-        raise InputError(
-            f"{where}: judge_id: {len(extra)} judge(s) not in the model (e.g. {extra[:3]}); score only the model's "
-            "judges with --ignore-unknown-judges (their verdicts are then left out)"
-        )
-    return extra
-
-
-def check_coverage(
-    data_judges: Sequence[str], model_judges: Sequence[str], *, where: str, floor: float, what: str
-) -> list[str]:
-    """The model's judges without verdicts in the data; an error when they leave less than ``floor`` of them.
-
-    Raises
-    ------
-    InputError
-        The share of the model's judges with verdicts (at ``what``) is below ``floor``.
-    """
-    absent = sorted(set(model_judges) - set(data_judges))
-    coverage = 1.0 - len(absent) / len(model_judges)
-    if coverage < floor:
-        raise InputError(
-            f"{where}: judge_id: {len(absent)} of the model's {len(model_judges)} judges have no verdicts "
-            f"at {what} (e.g. {absent[:3]}), coverage {coverage:.0%} below {floor:.0%}: "
-            "the model cannot score this table; score it anyway (items without a model judge's vote left "
-            "unscored) with --min-judge-coverage 0"
-        )
-    return absent
-
-
 @dataclass
 class _Checks:
     """The judge, sample and coverage checks of both engines, and the counts they leave for the summary."""

@@ -129,7 +129,7 @@ def check_rows(model: Corrector, tally: Tally, data_url: str, sample: int, unkno
         No rows at ``sample``, the model's judge absent, other judges without ``--ignore-unknown-judges``, scores
         outside the model's ``input_range``, or rubrics the model was not fitted for.
     """
-    from judgecal_dist.scoring.apply import check_judges
+    from judgecal_dist.scoring.checks import check_judges
 
     where = f"{data_url}: verdicts"
     if not tally.judges:
