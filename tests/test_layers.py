@@ -19,6 +19,7 @@ ABOVE = {
     "stats": {"methods", "engine", "studies", "scoring", "history", "cli"},
     "methods": {"engine", "studies", "scoring", "history", "cli"},
     "engine": {"studies", "scoring", "history", "cli"},
+    "models": {"studies", "history", "cli"},
 }
 #: methods/ and stats/ are testable on a numpy array in milliseconds: no Spark, no Ray, not even for type hints.
 ENGINES = {"pyspark", "ray"}

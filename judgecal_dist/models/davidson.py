@@ -7,7 +7,7 @@ into counts ``(A, tie, B)`` (the engine's vote-count job, :func:`judgecal_dist.e
 in memory or on Spark), then every judge's estimator gives ``P(A), P(tie), P(B)`` and the verdict. With
 ``pool_orders`` the ``<judge>/ab`` and ``<judge>/ba`` verdicts are pooled first, as the itc study pooled them; with
 ``votes: score-pairs`` the verdicts are the response pairs the itc study derives from an rb2-k8 score dataset
-(:func:`judgecal_dist.studies.itc.data.derived_pairs`, the same code and orientation seed).
+(:func:`judgecal_dist.io.pairs.derived_pairs`, the same code and orientation seed).
 
 :func:`from_document` rebuilds the estimator class with the fitted numbers, so scoring runs the code the study
 evaluated (:meth:`DavidsonModel.predict` equals the estimator's own ``predict``).
@@ -105,8 +105,8 @@ class DavidsonModel:
         """
         from judgecal_dist.engine.ensemble_jobs import budget_vote_counts
         from judgecal_dist.io.dataset import read_dataset_table
+        from judgecal_dist.io.pairs import derived_pairs, holds_pointwise_scores, pool_orders
         from judgecal_dist.scoring.checks import check_coverage, check_judges
-        from judgecal_dist.studies.itc.data import derived_pairs, holds_pointwise_scores, pool_orders
 
         options = dict(engine.storage_options)
         self._check_data(data_url, holds_pointwise_scores(data_url, options))

@@ -135,13 +135,13 @@ class EscalationPolicy:
         """Routed examples of every collection of ``data_url`` that the policy names, sorted by (dataset,
         prompt_variant, subset, example_id), and the counts for the summary (nothing written).
 
-        In process the collections are read into dense tensors (:func:`~judgecal_dist.studies.score_collections.
+        In process the collections are read into dense tensors (:func:`~judgecal_dist.io.score_collections.
         load_collections`) and routed; on Spark (``engine_name="spark"``) the examples are reduced where the data
         lies and only one row per example reaches the driver (:func:`_routes_spark`). Both run the same routing
         code and give the same rows. The tiers are the policy's judges: ``unknown_judges`` and
         ``min_judge_coverage`` do not apply (a collection without one of its tiers is refused).
         """
-        from judgecal_dist.studies.score_collections import load_collections
+        from judgecal_dist.io.score_collections import load_collections
 
         if engine_name == "spark":
             table, tiers, bad = _routes_spark(self, data_url, engine)
@@ -311,7 +311,7 @@ def _routes_spark(
     chosen one (the reader's rules: at least two responses and one at the top label score); (2) per collection
     and tier over the kept examples, the tensors' widths (responses, samples) and the token totals of the cost;
     (3) the kept examples' verdict rows, partitioned by example, go through the reader's own
-    :func:`~judgecal_dist.studies.score_collections.collection_of` (with the whole collection's widths) and
+    :func:`~judgecal_dist.io.score_collections.collection_of` (with the whole collection's widths) and
     :meth:`EscalationPolicy.route` (with the whole collection's costs) in each partition, so the rows equal the
     in-process ones. Bad-input counts are the reader's; their example lists may name other examples.
     """
@@ -321,7 +321,7 @@ def _routes_spark(
     from pyspark.sql.pandas.types import from_arrow_type
 
     from judgecal_dist.engine.spark import get_session, read_table
-    from judgecal_dist.studies.score_collections import (
+    from judgecal_dist.io.score_collections import (
         ITEM_COLUMNS,
         VERDICT_COLUMNS,
         BadInput,
@@ -428,7 +428,7 @@ def _route_partition(
     """Route the whole examples of one partition (every row of an example is in one partition)."""
     import json
 
-    from judgecal_dist.studies.score_collections import BadInput, collection_of
+    from judgecal_dist.io.score_collections import BadInput, collection_of
 
     frame = pa.Table.from_batches(list(batches)).to_pandas()
     bad = BadInput()

@@ -120,8 +120,8 @@ def _score_dataset_with_bad_input(root) -> str:
 @pytest.fixture(scope="module")
 def scored(tmp_path_factory, spark):
     from judgecal_dist.config import EngineConfig
+    from judgecal_dist.io.score_collections import load_collections
     from judgecal_dist.methods.repeated.ensemble import dispersion
-    from judgecal_dist.studies.score_collections import load_collections
 
     root = tmp_path_factory.mktemp("escalation")
     url = _score_dataset_with_bad_input(root)

@@ -9,6 +9,7 @@ import pandas as pd
 from pydantic import Field, model_validator
 
 from judgecal_dist.errors import InputError
+from judgecal_dist.io.score_collections import Collection
 from judgecal_dist.settings import (
     CiLevel,
     Fraction,
@@ -24,7 +25,6 @@ from judgecal_dist.settings import (
     one_of,
     refuse,
 )
-from judgecal_dist.studies.score_collections import Collection
 
 JOIN_KEYS = ("subset_id", "id")
 #: $ per million tokens (input, output), spec 004 §2.3 (paper Table 2).

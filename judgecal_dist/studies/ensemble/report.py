@@ -16,12 +16,12 @@ import pandas as pd
 from scipy.stats import pearsonr
 
 from judgecal_dist.io.records import json_records, plain
+from judgecal_dist.io.score_collections import attach_tier
 from judgecal_dist.methods.repeated import ensemble as ens
 from judgecal_dist.models.escalation import FORMAT, EscalationPolicy, policy_from_frontier
 from judgecal_dist.studies.base import StudyResult
 from judgecal_dist.studies.ensemble.recommend import recommend
 from judgecal_dist.studies.recommendation import exported_model, words
-from judgecal_dist.studies.score_collections import attach_tier
 
 if TYPE_CHECKING:
     from judgecal_dist.studies.ensemble.config import Config, EnsembleInput

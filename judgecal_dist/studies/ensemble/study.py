@@ -28,6 +28,7 @@ import pandas as pd
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.errors import ConfigError
+from judgecal_dist.io.score_collections import Collection, TierScores, attach_tier, load_collections, lookup_rows
 from judgecal_dist.methods.repeated import ensemble as ens
 from judgecal_dist.methods.repeated.routing import (
     HardVarianceRouting,
@@ -38,7 +39,6 @@ from judgecal_dist.methods.repeated.routing import (
 from judgecal_dist.studies.base import StudyResult
 from judgecal_dist.studies.ensemble import report as ensemble_report
 from judgecal_dist.studies.ensemble.config import Config, EnsembleInput
-from judgecal_dist.studies.score_collections import Collection, TierScores, attach_tier, load_collections, lookup_rows
 
 __all__ = ["NAME", "Config", "Replicate", "EnsembleInput", "load", "plan", "run_replicate", "summarise"]
 

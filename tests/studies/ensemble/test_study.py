@@ -517,9 +517,9 @@ def test_study_checks_the_spark_accuracy_job_against_its_curve(rb2_url, tmp_path
 def test_exported_policy_scores_as_hard_routing_at_its_threshold(default_run, rb2_url, tmp_path, engine):
     """``judgecal score`` with the exported policy equals HardVarianceRouting swept at the chosen threshold, and
     the threshold is the frontier point the rule names (the cheapest within one accuracy point of the best)."""
+    from judgecal_dist.io.score_collections import load_collections
     from judgecal_dist.methods.repeated.routing import HardVarianceRouting
     from judgecal_dist.scoring.apply import score_dataset
-    from judgecal_dist.studies.score_collections import load_collections
 
     summary, folder = default_run
     model = json.loads((folder / "model" / "model.json").read_text())

@@ -19,13 +19,14 @@ from scipy.stats import t as student_t
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.errors import ConfigError
 from judgecal_dist.io.ingest import ingest
+from judgecal_dist.io.pairs import rb2_pair_verdicts
+from judgecal_dist.io.score_collections import load_collections
 from judgecal_dist.methods.repeated.vote_simulation import vote_counts
 from judgecal_dist.studies.base import interval_note
 from judgecal_dist.studies.itc import study as itc
-from judgecal_dist.studies.itc.data import load_tasks, rb2_pair_verdicts
+from judgecal_dist.studies.itc.data import load_tasks
 from judgecal_dist.studies.itc.report import _clusters, _summary, permutation_pvalue, top_cluster
 from judgecal_dist.studies.runner import execute, prepare
-from judgecal_dist.studies.score_collections import load_collections
 
 ROOT = Path(__file__).resolve().parents[3]
 CONFIG = ROOT / "judgecal_dist" / "studies" / "configs" / "itc.yaml"
