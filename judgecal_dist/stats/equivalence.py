@@ -13,13 +13,13 @@ References
 
 from __future__ import annotations
 
+import functools
 import numbers
 from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import norm
-from scipy.stats import t as student_t
+from scipy import special
 
 from judgecal_dist.errors import InputError
 from judgecal_dist.stats.checks import check_param
@@ -120,16 +120,18 @@ def tost(
             include_boundaries="neither",
         )
     )
-    dist = (
-        norm
-        if df is None
-        else student_t(
+    # scipy.special's CDFs directly: scipy.stats' norm and t compute these same calls, but freezing t(df) on every
+    # call cost ~0.6 ms (inclusion runs thousands of these per study).
+    if df is None:
+        cdf, quantile = special.ndtr, special.ndtri
+    else:
+        dof = float(
             check_param(df, where=where, name="df", target_type=numbers.Real, min_val=0.0, include_boundaries="neither")
         )
-    )
-    p_lower = float(dist.sf((estimate + margin) / standard_error))
-    p_upper = float(dist.cdf((estimate - margin) / standard_error))
-    half_width = float(dist.isf(alpha)) * standard_error
+        cdf, quantile = functools.partial(special.stdtr, dof), functools.partial(special.stdtrit, dof)
+    p_lower = float(cdf(-(estimate + margin) / standard_error))
+    p_upper = float(cdf((estimate - margin) / standard_error))
+    half_width = -float(quantile(alpha)) * standard_error
     pvalue = max(p_lower, p_upper)
     return TOSTResult(p_lower, p_upper, pvalue, estimate - half_width, estimate + half_width, pvalue < alpha)
 
