@@ -200,7 +200,8 @@ class FCPSModel:
         min_judge_coverage: float,
     ) -> tuple[pa.Table, dict[str, Any]]:
         """Scored rows of every item of ``data_url`` with a verdict at the model's sample, and the counts for the
-        summary (nothing written): in this process, or on Spark with the model applied in the tasks."""
+        summary (nothing written): in this process, or on Spark with the model applied in the tasks (a 1-5 rubric
+        model: Spark reads the scores and this process applies the model)."""
         from judgecal_dist.scoring.checks import check_coverage, check_judges
 
         if self.rubric:
@@ -318,6 +319,12 @@ class FCPSModel:
         none = n_votes == 0
         alphabet = np.asarray(self.encoding["alphabet"], dtype=object)
         label = items.merge(labels.dropna(subset=["label_score"]), on=keys, how="left")["label_score"]
+        off = np.flatnonzero(label.notna().to_numpy() & ~label.between(1.0, 5.0).to_numpy())
+        if len(off):  # the target the summary scores is (score - 1)/4, as the regime map reads it
+            raise InputError(
+                f"labels: label_score: {len(off)} score(s) outside the 1-5 rubric, e.g. item "
+                f"{items['item_id'].iloc[off[0]]!r} = {label.iloc[off[0]]:g}; the rubric model reads a 1-5 score"
+            )
         columns: dict[str, Any] = {name: pa.array(items[name].astype(str).tolist(), pa.string()) for name in items}
         columns |= {
             "label_score": pa.array(label.to_numpy(dtype=np.float64), pa.float64(), mask=label.isna().to_numpy()),

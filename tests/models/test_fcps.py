@@ -202,3 +202,10 @@ def test_a_rubric_model_scores_a_rubric_table_on_both_engines(family, tmp_path):
     summary = record["datasets"][0]
     assert summary["n_labelled"] == len(y) and summary["mse"] == pytest.approx(np.mean((want - y) ** 2), abs=1e-12)
     assert record["counts"]["unknown_judges_ignored"] == ["j4", "j5"]
+    off = str(tmp_path / "off")
+    write_rubric(off, docs=4, label_shift=4.5)
+    with pytest.raises(
+        InputError, match=r"labels: label_score: \d+ score\(s\) outside the 1-5 rubric, e\.g\. item 's\d+' = [5-9]\.\d"
+    ):
+        score_dataset(url, off, str(tmp_path / "refused"), unknown_judges="ignore")
+    assert not (tmp_path / "refused").exists()
