@@ -364,14 +364,13 @@ def evaluate_candidates(
     taus = tuple(options.get("hybrid_taus", ())) if "hybrid" in families else ()
     fitted = [f for f in families if f != "hybrid"]
     blocks = {"val": val} | ({"test": test} if test is not None else {})
-    report = test if test is not None else val
     done: dict[tuple[int, ...], list[dict[str, Any]]] = {}  # paths often share a prefix: fitted once, same rows
     rows = []
     for rule, path in paths.items():
         for k in range(min_k, max_k + 1):
             prefix = np.asarray(path[:k], dtype=np.int64)
             if tuple(prefix) not in done:
-                done[tuple(prefix)] = _prefix_rows(prefix, cal, val, report, blocks, fitted, taus, options)
+                done[tuple(prefix)] = _prefix_rows(prefix, cal, blocks, fitted, taus, options)
             rows += [{"path": rule, "k": k} | row for row in done[tuple(prefix)]]
     return pd.DataFrame(rows)
 
@@ -379,30 +378,31 @@ def evaluate_candidates(
 def _prefix_rows(
     prefix: npt.NDArray[np.int64],
     cal: Cells,
-    val: Cells,
-    report: Cells,
     blocks: dict[str, Cells],
     fitted: Sequence[str],
     taus: Sequence[float],
     options: dict[str, Any],
 ) -> list[dict[str, Any]]:
     """The candidate rows (without path and k) of one prefix: each family, then its hybrids, with the diagnostics."""
-    base = cal.n_categories
     codes, n, s, keys = prefix_cells(cal, prefix)
-    report_keys = pattern_keys(report.codes[:, prefix], base)
-    pos = np.clip(np.searchsorted(keys, report_keys), 0, len(keys) - 1)
-    cal_at_report = np.where(keys[pos] == report_keys, n[pos], 0.0)
-    seen_term, unseen, pressure = cell_pressure(cal_at_report, report.n)
+    # Calibration rows n and label sum s of each block pattern's prefix (0 where calibration never saw it): the
+    # diagnostics and every hybrid read them.
+    cal_at = {
+        name: _lookup_cells(keys, pattern_keys(block.codes[:, prefix], cal.n_categories), n, s)
+        for name, block in blocks.items()
+    }
+    report = "test" if "test" in blocks else "val"
+    seen_term, unseen, pressure = cell_pressure(cal_at[report][0], blocks[report].n)
     diag = {"effective_support": effective_support(n), "occupied": int((n > 0).sum())}
     diag |= {"seen_term": seen_term, "unseen_rate": unseen, "cell_pressure": pressure}
     # The validation block's unseen rate: the deployable diagnostic (the test one is for reporting).
-    diag["val_unseen_rate"] = float(val.n[~np.isin(pattern_keys(val.codes[:, prefix], base), keys)].sum() / val.rows)
+    val = blocks["val"]
+    diag["val_unseen_rate"] = float(val.n[cal_at["val"][0] == 0].sum() / val.rows)
     q = prefix_squares(cal, prefix) if cal.schema == "scalar" else None
     # Every block's patterns in one predict call per candidate (the estimators' input checks cost per call), and
     # every candidate of the prefix (families and their hybrids) scored in one vectorised pass.
     stacked = np.vstack([block.codes[:, prefix] for block in blocks.values()])
     bounds = np.cumsum([len(block.codes) for block in blocks.values()])[:-1]
-    cal_at = {name: _lookup_cells(keys, pattern_keys(b.codes[:, prefix], base), n, s) for name, b in blocks.items()}
     unset = {"family": "", "base": "", "tau": math.nan, "test_mse": math.nan, "test_nll": math.nan}
     heads: list[dict[str, Any]] = []
     predictions: dict[str, list[npt.NDArray[np.float64]]] = {name: [] for name in blocks}
