@@ -25,6 +25,7 @@ import numpy.typing as npt
 from scipy.special import ndtr
 
 from judgecal_dist.errors import ConfigError, InputError
+from judgecal_dist.io.rubric_codes import ERR
 
 __all__ = [
     "DOC_ROWS",
@@ -54,7 +55,6 @@ JUDGES = (
 #: A rater's error -1, 0, +1 on the true level.
 RATER_NOISE = {-1: 0.15, 0: 0.70, 1: 0.15}
 _RATERS = 3
-_ERR = 5
 
 
 def score_confusion() -> npt.NDArray[np.float64]:
@@ -65,7 +65,7 @@ def score_confusion() -> npt.NDArray[np.float64]:
     for j, (shift, sd, err) in enumerate(JUDGES):
         cdf = ndtr((edges[None, :] - levels[:, None] - shift) / sd)
         out[j, :, :5] = (1.0 - err) * np.diff(cdf, axis=1)
-        out[j, :, _ERR] = err
+        out[j, :, ERR] = err
     return out
 
 
@@ -100,7 +100,7 @@ def draw_rubric_panel(n_rows: int, rng: np.random.Generator) -> tuple[npt.NDArra
     cum_v = np.cumsum(score_confusion(), axis=2)  # (judges, levels, codes)
     u = rng.random((n_rows, len(JUDGES)))
     codes = (u[:, :, None] > cum_v[:, level, :].transpose(1, 0, 2)).sum(axis=2)
-    return np.minimum(codes, _ERR).astype(np.int64), y
+    return np.minimum(codes, ERR).astype(np.int64), y
 
 
 def rubric_bayes_mse(k: int = len(JUDGES)) -> float:

@@ -28,6 +28,7 @@ from sklearn.linear_model import LogisticRegression
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.errors import InputError
+from judgecal_dist.io.rubric_codes import ERR, rubric_codes
 from judgecal_dist.io.schema import MISSING_CODE, VERDICT_CODES
 from judgecal_dist.methods.fcps.joint_table import (
     SCHEMA_CATEGORIES,
@@ -305,16 +306,8 @@ class FCPSModel:
     def _score_rubric(self, verdicts: pd.DataFrame, labels: pd.DataFrame) -> pa.Table:
         keys = ["dataset", "item_id"]
         items = verdicts.drop_duplicates(keys)[[*keys, "group_id"]].sort_values(keys, kind="stable")
-        mine = verdicts[verdicts["judge_id"].isin(self.judge_ids)]
-        code = np.clip(np.round(mine["score"].to_numpy(dtype=np.float64)), 1, 5) - 1.0
-        err = float(RUBRIC["alphabet"].index(RUBRIC["missing"]))
-        wide = (
-            mine.assign(code=np.where(np.isnan(code), err, code))
-            .pivot_table(index=keys, columns="judge_id", values="code", aggfunc="first")
-            .reindex(index=pd.MultiIndex.from_frame(items[keys]), columns=self.judge_ids)
-        )
-        codes = wide.fillna(err).to_numpy().astype(np.int64)
-        n_votes = (codes != err).sum(axis=1).astype(np.int64)
+        codes = rubric_codes(verdicts, items, keys, self.judge_ids)
+        n_votes = (codes != ERR).sum(axis=1).astype(np.int64)
         p = self.predict(codes) if len(codes) else np.empty(0)
         none = n_votes == 0
         alphabet = np.asarray(self.encoding["alphabet"], dtype=object)

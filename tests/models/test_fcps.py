@@ -175,13 +175,10 @@ def test_a_rubric_model_round_trips_and_is_refused_on_ab_verdicts(fitted, family
 
 @pytest.mark.parametrize("family", ["table", "ridge_iso"])
 def test_a_rubric_model_scores_a_rubric_table_on_both_engines(family, tmp_path):
-    from judgecal_dist.studies.regime_map.data import _rubric_rows
     from tests.studies.regime_map.test_ties_and_rubric import write_rubric
 
     data = str(tmp_path / "rubric")
-    write_rubric(data)
-    pool = [f"j{j}" for j in range(7)]
-    codes, y, _ = _rubric_rows(data, pool, 0, EngineConfig())  # the regime map's own reading of the table
+    codes, y = write_rubric(data)  # the codes and targets the table was written from (by item id)
     path, k = ["j6", "j2", "j0", "j1", "j3"], 3  # j6 is absent on some rows: err there; j4, j5 not in the path
     cells = Cells.from_rows(codes[:, [6, 2, 0]], y, schema="scalar")
     est = fit_family(family, cells.codes, cells.n, cells.s, {"schema": "scalar"}, cells.q)

@@ -44,6 +44,7 @@ from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine import stats
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.dataset import read_dataset_table
+from judgecal_dist.io.rubric_codes import rubric_codes
 from judgecal_dist.methods.fcps.select import Cells
 from judgecal_dist.splits import group_keys, split_uniforms
 
@@ -288,14 +289,7 @@ def _rubric_rows(
     silent = [j for j in pool if not scored.loc[scored["judge_id"] == j, "score"].notna().any()]
     if silent:
         raise InputError(f"{url}: verdicts: score: pool judges with no score: {silent[:5]} ({len(silent)})")
-    # Round and clip to the rubric (codes 0..4); a null score is err (5), as is an absent (item, judge) row.
-    code = (np.clip(np.round(scored["score"].to_numpy(dtype=np.float64)), 1, 5) - 1).astype(np.float64)
-    wide = (
-        scored.assign(code=np.where(np.isnan(code), 5.0, code))
-        .pivot_table(index="item_id", columns="judge_id", values="code", aggfunc="first")
-        .reindex(index=items["item_id"], columns=list(pool))
-    )
-    codes = wide.fillna(5.0).to_numpy().astype(np.int64)
+    codes = rubric_codes(scored, items, ["item_id"], pool)
     return codes, (items["label_score"].to_numpy(dtype=np.float64) - 1.0) / 4.0, items["group_id"].astype(str)
 
 
