@@ -42,7 +42,7 @@ def _child(mode: str, model_url: str, out: str, master: str) -> None:
     import pandas as pd
 
     from judgecal_dist.config import EngineConfig
-    from judgecal_dist.engine.spark import get_session
+    from judgecal_dist.engine.jobs.spark import get_session
     from judgecal_dist.models import load_model
     from judgecal_dist.scoring.continuous import read_back, summarise, summarise_spark
 

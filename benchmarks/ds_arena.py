@@ -14,7 +14,7 @@ One run prepares, in ``--workdir`` (reused when present):
 
 Then, each in a fresh subprocess (so every peak RSS is its own):
 
-1. ``fit``: :func:`judgecal_dist.engine.dawid_skene.fit_dawid_skene` on ``fit`` (semi-supervised, defaults; the
+1. ``fit``: :func:`judgecal_dist.engine.jobs.dawid_skene.fit_dawid_skene` on ``fit`` (semi-supervised, defaults; the
    engine ``--engine``, ``auto`` by default: Spark at this size), from the Parquet parts to the fitted
    parameters, exported as a ``judgecal.binary-pipeline/v1`` model (Dawid-Skene, no calibrator). Reported: wall time without and with the Spark session's start,
    iterations, passes, seconds per pass, the Python driver's and the JVM's peak RSS (``VmHWM``; in local mode the
@@ -89,7 +89,7 @@ def _peak_mb() -> float:
 
 def fit_child(data: str, out: str, engine: str, master: str, conf_json: str) -> dict:
     from judgecal_dist.config import EngineConfig
-    from judgecal_dist.engine.dawid_skene import fit_dawid_skene
+    from judgecal_dist.engine.jobs.dawid_skene import fit_dawid_skene
     from judgecal_dist.methods.pipeline import Settings
     from judgecal_dist.models import save_model
     from judgecal_dist.models.binary import pipeline_from_estimators
@@ -97,10 +97,10 @@ def fit_child(data: str, out: str, engine: str, master: str, conf_json: str) -> 
     conf = json.loads(conf_json)
     config = EngineConfig(spark_master=master, spark_conf=conf)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
-    logging.getLogger("judgecal_dist.engine.ds_spark").setLevel(logging.INFO)  # one line per pass, to stderr
+    logging.getLogger("judgecal_dist.engine.jobs.ds_spark").setLevel(logging.INFO)  # one line per pass, to stderr
     start = time.perf_counter()
     if engine != "local":
-        from judgecal_dist.engine.spark import get_session
+        from judgecal_dist.engine.jobs.spark import get_session
 
         get_session(master, conf=conf).range(10).count()
     started = time.perf_counter() - start

@@ -43,8 +43,8 @@ def main() -> None:
     from sklearn.base import clone
 
     from judgecal_dist.config import EngineConfig
-    from judgecal_dist.engine.ds_spark import dawid_skene_spark
-    from judgecal_dist.engine.spark import get_session, read_table
+    from judgecal_dist.engine.jobs.ds_spark import dawid_skene_spark
+    from judgecal_dist.engine.jobs.spark import get_session, read_table
     from judgecal_dist.engine.votes.codec import VERDICT_COLUMNS, item_votes
     from judgecal_dist.io.dataset import read_dataset_table
     from judgecal_dist.io.synthetic import generate_panel

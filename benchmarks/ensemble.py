@@ -3,7 +3,7 @@
 1. **study**: ``judgecal run ensemble`` on the ingested shared files (all tiers and prompt
    variants, k = 1..8, 2000-resample CIs overall and per subset, escalation sweeps, blend, variance-informed,
    agreement), once on local Ray (2 CPUs, Ray start included) and once serially; wall time of each.
-2. **spark**: :func:`judgecal_dist.engine.ensemble_jobs.accuracy_by_k` with ``engine="spark"`` on a generated
+2. **spark**: :func:`judgecal_dist.engine.jobs.ensemble.accuracy_by_k` with ``engine="spark"`` on a generated
    rb2-k8-shaped table (examples x 4 responses x 8 samples, integer scores, 1% nulls) on ``local[2]`` with
    ``spark.driver.memory`` capped (default 2g); the table is generated first in a child process. Prints wall
    time, rows/s, and peak RSS of this Python driver and of the JVM (sampled every 50 ms).
@@ -93,8 +93,8 @@ def _study(workdir: Path) -> None:
 
 
 def _spark(workdir: Path, n_examples: int, driver_memory: str) -> None:
-    from judgecal_dist.engine import spark as spark_engine
-    from judgecal_dist.engine.ensemble_jobs import accuracy_by_k
+    from judgecal_dist.engine.jobs import spark as spark_engine
+    from judgecal_dist.engine.jobs.ensemble import accuracy_by_k
 
     dest = str(workdir / f"generated-{n_examples}")
     start = time.perf_counter()

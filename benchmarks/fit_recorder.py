@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine.stats import choose_engine
+from judgecal_dist.engine.jobs.stats import choose_engine
 from judgecal_dist.history.judges import judge_counts
 from judgecal_dist.io.synthetic import generate_panel
 from judgecal_dist.studies.runner import execute, prepare

@@ -4,7 +4,7 @@ Prints, measured side by side in one run:
 
 * the float32 matmul peak of torch on 1 thread and on all threads (GFLOP/s of a square matmul);
 * one flow fit at 1500 anchors on 1 thread, four ways side by side: the production path (fused drift step of
-  ``methods/continuous/flow_drift.py``, heap retained as the flow task does, ``engine/allocator.py``), the fused step with
+  ``methods/continuous/flow_drift.py``, heap retained as the flow task does, ``engine/cluster/allocator.py``), the fused step with
   glibc's default heap, the plain-autograd drift (``fused=False``), and torchdiffeq's fixed-grid rk4 around the
   fused step: seconds for ``--epochs`` epochs (CPU time of this process, robust to other load; best of
   ``--repeats``), the projection to the spec's 1500 epochs, and achieved GFLOP/s (drift matmul FLOPs x 3 for
@@ -32,9 +32,9 @@ import time
 import numpy as np
 import torch
 
-from judgecal_dist.engine.allocator import retain_freed_memory
-from judgecal_dist.engine.flow_tasks import FlowJob, run_flows
-from judgecal_dist.engine.ray import init_ray
+from judgecal_dist.engine.cluster.allocator import retain_freed_memory
+from judgecal_dist.engine.cluster.flow_tasks import FlowJob, run_flows
+from judgecal_dist.engine.cluster.ray import init_ray
 from judgecal_dist.io.synthetic_judge import strict_compressing_judge
 from judgecal_dist.methods.continuous.score_flow import drift_flops, fit_flow_stack
 

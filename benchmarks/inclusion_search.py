@@ -19,8 +19,8 @@ import warnings
 import numpy as np
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine.panel import load_panel
-from judgecal_dist.engine.ray import single_threaded_blas
+from judgecal_dist.engine.cluster.ray import single_threaded_blas
+from judgecal_dist.engine.jobs.panel import load_panel
 from judgecal_dist.methods.aggregation.aggregate import OneCoin
 from judgecal_dist.methods.calibration.beta import BetaCalibration
 from judgecal_dist.methods.pipeline import Settings

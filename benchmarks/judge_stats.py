@@ -37,8 +37,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from judgecal_dist.engine import spark as spark_engine
-from judgecal_dist.engine import stats
+from judgecal_dist.engine.jobs import spark as spark_engine
+from judgecal_dist.engine.jobs import stats
 from judgecal_dist.io.synthetic import generate_panel
 from judgecal_dist.splits import calibration_mask, group_keys
 

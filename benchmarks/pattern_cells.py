@@ -25,8 +25,8 @@ import statistics
 import time
 from pathlib import Path
 
-from judgecal_dist.engine import spark as spark_engine
-from judgecal_dist.engine import stats
+from judgecal_dist.engine.jobs import spark as spark_engine
+from judgecal_dist.engine.jobs import stats
 from judgecal_dist.io.dataset import read_dataset_table
 from judgecal_dist.io.synthetic import generate_panel
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import ray
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine.ray import fan_out, init_ray, run_serial
-from judgecal_dist.engine.store import RunStore
+from judgecal_dist.engine.cluster.ray import fan_out, init_ray, run_serial
+from judgecal_dist.engine.results.store import RunStore
 from judgecal_dist.studies.inclusion import study as inclusion
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "llmbar"

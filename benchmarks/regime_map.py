@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine.ray import single_threaded_blas
+from judgecal_dist.engine.cluster.ray import single_threaded_blas
 from judgecal_dist.studies.regime_map import study as regime_map
 from judgecal_dist.studies.runner import execute, prepare
 

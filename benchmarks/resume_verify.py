@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine.store import SUCCESS, RunStore
+from judgecal_dist.engine.results.store import SUCCESS, RunStore
 from judgecal_dist.io.synthetic import generate_panel
 from judgecal_dist.studies.runner import execute, identify, prepare
 

@@ -97,7 +97,7 @@ def run_workload(
         return {"summary": {k: v for k, v in summary.items() if isinstance(v, int | float | str)}}
     if workload == "ds":
         try:
-            from judgecal_dist.engine.ds_spark import dawid_skene_spark
+            from judgecal_dist.engine.jobs.ds_spark import dawid_skene_spark
             from judgecal_dist.methods.aggregation.dawid_skene import DawidSkene
         except ImportError as err:
             return {"not_available": f"Spark Dawid-Skene: {err}"}

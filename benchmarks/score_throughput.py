@@ -75,7 +75,7 @@ def _jvm_peak_mb() -> float:
 
 
 def prepare(workdir: Path, items: int, judges: int, run_url: str | None = None) -> tuple[str, str, int]:
-    from judgecal_dist.engine.panel import load_panel
+    from judgecal_dist.engine.jobs.panel import load_panel
     from judgecal_dist.io.synthetic import generate_panel
     from judgecal_dist.studies.inclusion.model import DEFAULT_AGGREGATOR, DEFAULT_CALIBRATOR, export_model
     from judgecal_dist.studies.inclusion.study import Config
@@ -139,7 +139,7 @@ def child(mode: str, model_url: str, data: str, out: str, master: str, conf: dic
 
         engine = EngineConfig(stats_engine=mode, spark_master=master, spark_conf=conf)
         if mode == "spark":
-            from judgecal_dist.engine.spark import get_session
+            from judgecal_dist.engine.jobs.spark import get_session
 
             get_session(master, conf=conf).range(10).count()  # JVM start-up is not part of the pass
         cpu0, start = _tree_cpu_s(), time.perf_counter()

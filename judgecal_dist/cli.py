@@ -8,139 +8,32 @@ the run's results URL.
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import json
 import logging
 import sys
-from collections.abc import Callable
-from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
 import click
 
-from judgecal_dist.errors import ConfigError, InputError, JudgecalError
+from judgecal_dist.cli_common import (
+    ExitCode,
+    Failed,
+    Rejected,
+    conf_option,
+    drift_conf_option,
+    guarded,
+    output_option,
+    ray_option,
+    redacted,
+    run_id_option,
+    set_option,
+    setup_logging,
+    then_option,
+)
+from judgecal_dist.errors import InputError
 
 log = logging.getLogger("judgecal_dist")
-
-
-class ExitCode(IntEnum):
-    OK = 0
-    FAILED = 1
-    REJECTED = 2
-    DRIFT = 3  # `judgecal drift` raised a flag: a scheduler alerts on it
-
-
-class Rejected(click.ClickException):
-    exit_code = ExitCode.REJECTED
-
-
-class Failed(click.ClickException):
-    exit_code = ExitCode.FAILED
-
-
-class _RedactingFilter(logging.Filter):
-    """Log lines never carry credentials: URL userinfo, ``password=`` parameters, environment credential values."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        from judgecal_dist.engine.manifest import redact_text
-
-        with contextlib.suppress(TypeError, ValueError):  # a malformed log call: the handler reports it as usual
-            record.msg, record.args = redact_text(record.getMessage()), None
-        return True
-
-
-def _setup_logging(verbose: bool) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S"))
-    handler.addFilter(_RedactingFilter())
-    root = logging.getLogger("judgecal_dist")
-    root.handlers[:] = [handler]
-    root.setLevel(logging.DEBUG if verbose else logging.INFO)
-    root.propagate = False
-
-
-def _redacted(message: str) -> str:
-    # Error lines land in scheduler logs too: no URL userinfo, password parameters or environment credentials.
-    from judgecal_dist.engine.manifest import redact_text
-
-    return redact_text(message)
-
-
-def guarded(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Map our errors to exit codes; ``--debug`` re-raises with the traceback."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        debug = click.get_current_context().find_root().params.get("debug", False)
-        try:
-            return func(*args, **kwargs)
-        except click.ClickException:
-            raise
-        except (InputError, ConfigError) as err:
-            if debug:
-                raise
-            raise Rejected(_redacted(str(err))) from err
-        except JudgecalError as err:
-            if debug:
-                raise
-            raise Failed(_redacted(str(err))) from err
-        except Exception as err:  # noqa: BLE001 - the CLI boundary: anything else is a failed run
-            if debug:
-                raise
-            raise Failed(_redacted(f"{type(err).__name__}: {err} (rerun with --debug for the traceback)")) from err
-
-    return wrapper
-
-
-# -- options declared once (dbt-style: each shared option is one decorator, applied by every command using it) ----
-conf_option = click.option(
-    "--conf",
-    "conf_path",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=None,
-    help="Engine settings YAML (default: conf/local.yaml when present).",
-)
-output_option = click.option("--output", default=None, help="Results root URL (local path, file:// or s3://).")
-ray_option = click.option(
-    "--ray-address",
-    default=None,
-    help="Ray cluster: `run` joins it (default: a local Ray instance); `submit` sends the job to its Jobs API, "
-    "e.g. http://127.0.0.1:8265 (required there).",
-)
-run_id_option = click.option(
-    "--run-id",
-    default=None,
-    help="Run id: letters, digits, '.', '_', '-'; {date} and {time} are filled in UTC (e.g. nightly-{date}). "
-    "Default: cfg-<config digest>-in-<input digest>, so the same config on the same data resumes and changed "
-    "data is a new run. A run id whose folder holds another config's or other inputs' run is refused.",
-)
-set_option = click.option(
-    "--set",
-    "overrides",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Override a config setting (repeatable; dotted keys for nested settings).",
-)
-
-
-drift_conf_option = click.option(
-    "--drift-conf",
-    "drift_conf",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=None,
-    help="Drift thresholds YAML (see conf/drift.yaml: baseline, alpha, method, min_change, ci_level, measures); "
-    "options given here override it.",
-)
-then_option = click.option(
-    "--then",
-    "then",
-    type=click.Choice(["drift"]),
-    default=None,
-    help="After a successful run, run `judgecal drift` on it (thresholds from --drift-conf) and exit with "
-    "drift's code: 0 no flag, 3 a flag. For one cron line: --run-id nightly-{date} --then drift.",
-)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -149,7 +42,7 @@ then_option = click.option(
 @click.version_option(package_name="judgecal-dist")
 def cli(debug: bool, verbose: bool) -> None:
     """Calibrate panels of LLM judges on Spark + Ray; results through fsspec."""
-    _setup_logging(verbose)
+    setup_logging(verbose)
 
 
 @cli.command()
@@ -286,7 +179,7 @@ def run(
     report's folder is printed last) and the exit code is drift's: 0 no flag, 3 a flag.
     """
     from judgecal_dist.config import load_engine_config
-    from judgecal_dist.engine.store import RunStore
+    from judgecal_dist.engine.results.store import RunStore
     from judgecal_dist.history.drift_config import load_drift_config
     from judgecal_dist.studies.runner import execute, prepare
 
@@ -317,7 +210,7 @@ def _track(url: str, uri: str, engine: Any) -> str:
         return log_run_to_mlflow(url, uri, storage_options=dict(engine.storage_options))
     except Exception as err:  # noqa: BLE001 - any tracking failure: the run is committed, say so
         raise Failed(
-            _redacted(
+            redacted(
                 f"{url}: the run is committed, but logging it to MLflow failed ({type(err).__name__}: {err}); "
                 "rerun the same command to log it"
             )
@@ -348,7 +241,7 @@ def status(run_url: str) -> None:
     An unfinished run also gets a progress line (last replicate committed, rate, ETA) and its writer (the
     attempt holding the run's lease, or none: rerun the same run id to resume).
     """
-    from judgecal_dist.engine.store import RunStore, progress_line
+    from judgecal_dist.engine.results.store import RunStore, progress_line
 
     store = RunStore(run_url)
     if not store.exists("manifest.json"):
@@ -402,7 +295,7 @@ def submit(
     reachable here) and exits with drift's code.
     """
     from judgecal_dist.config import load_engine_config
-    from judgecal_dist.engine.submit import check_shippable, follow_job, job_client, submit_study
+    from judgecal_dist.engine.cluster.submit import check_shippable, follow_job, job_client, submit_study
     from judgecal_dist.history.drift_config import load_drift_config
     from judgecal_dist.studies.runner import identify, prepare
 
@@ -459,7 +352,7 @@ def fit(
     Settings (candidates, folds, rule, export) are the packaged fit config's, each overridable with --set.
     """
     from judgecal_dist.config import load_engine_config
-    from judgecal_dist.engine.store import RunStore
+    from judgecal_dist.engine.results.store import RunStore
     from judgecal_dist.studies.runner import execute, prepare
 
     study = prepare("fit", (*overrides, f"data={data_url}"), run_id=run_id)

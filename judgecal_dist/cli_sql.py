@@ -1,7 +1,7 @@
 """The SQL commands of ``judgecal``: ``sql``, ``serve`` and ``catalog`` (registered on the group in :mod:`.cli`).
 
 Each command parses, calls one function of :mod:`judgecal_dist.engine` and prints; errors map to exit codes
-through :func:`judgecal_dist.cli.guarded` like every other command.
+through :func:`judgecal_dist.cli_common.guarded` like every other command.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from judgecal_dist.cli import Rejected, conf_option, guarded
+from judgecal_dist.cli_common import Rejected, conf_option, guarded
 from judgecal_dist.errors import InputError
 
 TABLES_DOC = "docs/tables.md"
@@ -98,7 +98,7 @@ def sql(
     --allow-writes (with --data) lets commands run, but never writes into the dataset's folder. A result longer
     than --limit is cut, with a notice on stderr.
     """
-    from judgecal_dist.engine.sql_client import open_session
+    from judgecal_dist.engine.sql.client import open_session
 
     if data is None and (allow_writes or out is not None):
         raise Rejected(f"{'--allow-writes' if allow_writes else '--out'}: only with --data (the catalog is read-only)")
@@ -114,7 +114,7 @@ def sql(
 def _run_and_print(
     session: Any, query: str, data: str | None, out: str | None, limit: int, fmt: str, allow_writes: bool
 ) -> None:
-    from judgecal_dist.engine.spark import run_sql
+    from judgecal_dist.engine.jobs.spark import run_sql
 
     results = run_sql(
         session.spark,
@@ -195,7 +195,7 @@ def serve(
     The state file (WAREHOUSE/server.json) and the logs (WAREHOUSE/logs/server.log) sit in the warehouse.
     The server has no authentication: it binds 127.0.0.1 and refuses another address without --allow-remote.
     """
-    from judgecal_dist.engine.server import ServerSettings, read_state, start_server, stop_server
+    from judgecal_dist.engine.sql.server import ServerSettings, read_state, start_server, stop_server
 
     engine = _engine(conf_path, warehouse)
     if stop:
@@ -255,8 +255,8 @@ def catalog_add(
 
 def register(url: str, name: str | None, engine: Any, connect_url: str | None = None) -> str:
     """Add ``url`` to the catalog; one line saying what was registered."""
-    from judgecal_dist.engine.catalog import add_to_catalog, check_entry
-    from judgecal_dist.engine.sql_client import open_session
+    from judgecal_dist.engine.sql.catalog import add_to_catalog, check_entry
+    from judgecal_dist.engine.sql.client import open_session
 
     url, name, _ = check_entry(url, name)  # a wrong URL or name is refused before any session starts
     with open_session(engine, connect_url=connect_url) as session:
@@ -272,8 +272,8 @@ def register(url: str, name: str | None, engine: Any, connect_url: str | None = 
 @guarded
 def catalog_list(fmt: str, connect_url: str | None, warehouse: str | None, conf_path: Path | None) -> None:
     """List the registered databases: name, kind, URL, tables."""
-    from judgecal_dist.engine.catalog import catalog_entries, entries_frame
-    from judgecal_dist.engine.sql_client import open_session
+    from judgecal_dist.engine.sql.catalog import catalog_entries, entries_frame
+    from judgecal_dist.engine.sql.client import open_session
 
     with open_session(_engine(conf_path, warehouse), connect_url=connect_url) as session:
         rows = entries_frame(catalog_entries(session.spark))
@@ -288,8 +288,8 @@ def catalog_list(fmt: str, connect_url: str | None, warehouse: str | None, conf_
 @guarded
 def catalog_drop(name: str, connect_url: str | None, warehouse: str | None, conf_path: Path | None) -> None:
     """Drop database NAME and its tables (only one judgecal registered; the data files stay)."""
-    from judgecal_dist.engine.catalog import drop_from_catalog
-    from judgecal_dist.engine.sql_client import open_session
+    from judgecal_dist.engine.sql.catalog import drop_from_catalog
+    from judgecal_dist.engine.sql.client import open_session
 
     with open_session(_engine(conf_path, warehouse), connect_url=connect_url) as session:
         entry = drop_from_catalog(session.spark, name)

@@ -45,7 +45,7 @@ def rb2_dir(shared_data: Path) -> Path:
 @pytest.fixture(scope="session")
 def spark():
     """One real local SparkSession (``local[2]``) for the whole test session."""
-    from judgecal_dist.engine.spark import get_session
+    from judgecal_dist.engine.jobs.spark import get_session
 
     session = get_session(master="local[2]", app_name="judgecal-tests", conf={"spark.sql.shuffle.partitions": "4"})
     yield session

@@ -103,7 +103,7 @@ def test_real_process_exit_code_and_one_line_error(tmp_path):
 
 
 def test_status_reports_a_run(tmp_path):
-    from judgecal_dist.engine.store import RunStore
+    from judgecal_dist.engine.results.store import RunStore
 
     store = RunStore(str(tmp_path / "run"))
     store.write_json(

@@ -16,7 +16,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine.store import LEASE, SUCCESS, RunConflict, RunStore
+from judgecal_dist.engine.results.store import LEASE, SUCCESS, RunConflict, RunStore
 from judgecal_dist.io.filesystem import is_transient, retry_transient
 from judgecal_dist.studies.runner import execute, prepare
 from tests.cluster_support import ROOT, FaultyS3Proxy

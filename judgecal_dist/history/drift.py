@@ -37,7 +37,7 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import confint_proportions_2indep, test_proportions_2indep
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine.stats import ENGINES
+from judgecal_dist.engine.jobs.stats import ENGINES
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.history.judges import MEASURES
 from judgecal_dist.history.store import history_files, history_url, read_history
@@ -268,7 +268,7 @@ def _reader(engine: str, output: str, config: EngineConfig, options: Mapping[str
     """``read(table, study=..., run_ids=..., judge_ids=...)`` on the chosen engine; both give equal frames."""
     if engine == "local":
         return functools.partial(read_history, output, storage_options=options)
-    from judgecal_dist.engine.spark import get_session
+    from judgecal_dist.engine.jobs.spark import get_session
     from judgecal_dist.history.spark_history import read_history_spark
 
     spark = get_session(master=config.spark_master, conf=dict(config.spark_conf))

@@ -3,7 +3,7 @@ r"""Per-judge statistics of one verdict table, the rows ``history/judges`` keeps
 In memory the verdict rows are coded once by the vote codec (:func:`judgecal_dist.engine.votes.codec.encode`:
 integer item, judge and verdict codes) and every count is a ``bincount`` over (item, judge) cells: one read and
 a few numpy passes, seconds for 20M rows. On Spark (tables above ``EngineConfig.local_max_rows`` rows) they
-come from the engine's per (item, judge) vote counts (:func:`judgecal_dist.engine.stats.item_vote_counts`)
+come from the engine's per (item, judge) vote counts (:func:`judgecal_dist.engine.jobs.stats.item_vote_counts`)
 summed per judge in one aggregate that returns one row per judge, never item-level rows. Both are equal exactly.
 
 For judge :math:`j` with :math:`a_{ij}, b_{ij}, t_{ij}, m_{ij}` verdicts A, B, tie and null on item :math:`i`
@@ -33,8 +33,8 @@ import pyarrow.compute as pc
 from statsmodels.stats.proportion import proportion_confint
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine import stats as engine_stats
-from judgecal_dist.engine.local import judge_ids_of
+from judgecal_dist.engine.jobs import stats as engine_stats
+from judgecal_dist.engine.jobs.local import judge_ids_of
 from judgecal_dist.engine.votes.codec import ITEM_KEYS, LabelIndex, category_codes, encode
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.dataset import read_dataset_table
@@ -131,7 +131,7 @@ def _spark_counts(url: str, config: EngineConfig) -> pd.DataFrame:
     :func:`_kernel` per partition, one small ``groupBy`` of the per-judge partials (one job)."""
     from pyspark.sql import functions as F
 
-    from judgecal_dist.engine import spark as spark_engine
+    from judgecal_dist.engine.jobs import spark as spark_engine
 
     spark = spark_engine.get_session(config.spark_master, conf=dict(config.spark_conf))
     judges = judge_ids_of(url, config.storage_options)

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine.store import RunStore
+from judgecal_dist.engine.results.store import RunStore
 from judgecal_dist.history.judges import judge_counts, with_rates
 from judgecal_dist.history.store import record_run
 from judgecal_dist.models.files import LEGACY_FILE, MODEL_FILE

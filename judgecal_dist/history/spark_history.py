@@ -16,7 +16,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from judgecal_dist.engine.spark import spark_url
+from judgecal_dist.engine.jobs.spark import spark_url
 from judgecal_dist.history.store import HISTORY_TABLES, history_url, sort_history
 
 __all__ = ["history_frame", "read_history_spark"]

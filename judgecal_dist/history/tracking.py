@@ -17,8 +17,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from judgecal_dist.engine.manifest import redact_text
-from judgecal_dist.engine.store import RunStore
+from judgecal_dist.engine.results.manifest import redact_text
+from judgecal_dist.engine.results.store import RunStore
 from judgecal_dist.errors import ConfigError
 from judgecal_dist.extras import require_extra
 from judgecal_dist.io.filesystem import open_fs

@@ -15,7 +15,7 @@ part in a format no reader takes. Spark and pyarrow read the parts listed by :fu
 exactly the same rows and refuse the same folders (one exception: on a local disk Hadoop checks a part against a
 ``.<part>.crc`` beside it, so a stale checksum file fails Spark's scan of that part). This module is the one
 reader of the
-contract: the in-memory engine, Spark (:func:`judgecal_dist.engine.spark.read_table` reads the parts listed here)
+contract: the in-memory engine, Spark (:func:`judgecal_dist.engine.jobs.spark.read_table` reads the parts listed here)
 and the scans inside Spark tasks (:func:`read_part`) all take their columns and defaults from it.
 
 Writers validate before writing: :func:`write_dataset` checks every table first, so rejected input leaves nothing

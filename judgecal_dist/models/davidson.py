@@ -3,7 +3,7 @@ r"""``judgecal.davidson/v2``: Davidson aggregation of a judge's repeated verdict
 One fitted :class:`~judgecal_dist.methods.repeated.davidson.DavidsonAggregator` per judge (its tie link's
 parameters), the smoothing ``alpha``/``kappa``, the decision rule (``mae``: the median of the fitted label
 distribution, ``accuracy``: its mode) and the budget ``n``: an item's verdicts at samples ``0 .. n-1`` are tallied
-into counts ``(A, tie, B)`` (the engine's vote-count job, :func:`judgecal_dist.engine.ensemble_jobs.budget_vote_counts`,
+into counts ``(A, tie, B)`` (the engine's vote-count job, :func:`judgecal_dist.engine.jobs.ensemble.budget_vote_counts`,
 in memory or on Spark), then every judge's estimator gives ``P(A), P(tie), P(B)`` and the verdict. With
 ``pool_orders`` the ``<judge>/ab`` and ``<judge>/ba`` verdicts are pooled first, as the itc study pooled them; with
 ``votes: score-pairs`` the verdicts are the response pairs the itc study derives from an rb2-k8 score dataset
@@ -103,7 +103,7 @@ class DavidsonModel:
         InputError
             The data hold pointwise scores and the model counts verdicts, or the other way round.
         """
-        from judgecal_dist.engine.ensemble_jobs import budget_vote_counts
+        from judgecal_dist.engine.jobs.ensemble import budget_vote_counts
         from judgecal_dist.io.dataset import read_dataset_table
         from judgecal_dist.io.pairs import derived_pairs, holds_pointwise_scores, pool_orders
         from judgecal_dist.scoring.checks import check_coverage, check_judges

@@ -320,7 +320,7 @@ def _routes_spark(
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_type
 
-    from judgecal_dist.engine.spark import get_session, read_table
+    from judgecal_dist.engine.jobs.spark import get_session, read_table
     from judgecal_dist.io.score_collections import (
         ITEM_COLUMNS,
         VERDICT_COLUMNS,

@@ -246,7 +246,7 @@ class FCPSModel:
         return pa.Table.from_batches([batch]), list(rows.judges_seen)
 
     def _rows_spark(self, data_url: str, engine: EngineConfig) -> tuple[pa.Table, list[str]]:
-        from judgecal_dist.engine.spark import get_session, read_table
+        from judgecal_dist.engine.jobs.spark import get_session, read_table
         from judgecal_dist.engine.votes.codec import VERDICT_CATEGORIES
         from judgecal_dist.engine.votes.spark import item_votes_spark
 
@@ -281,7 +281,7 @@ class FCPSModel:
         if engine_name == "spark":
             from pyspark.sql import functions as F
 
-            from judgecal_dist.engine.spark import get_session, read_table
+            from judgecal_dist.engine.jobs.spark import get_session, read_table
 
             spark = get_session(engine.spark_master, conf=dict(engine.spark_conf))
             stored = read_table(spark, data_url, "verdicts").where(F.col("sample") == self.sample)

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from judgecal_dist.engine.store import RunStore
+from judgecal_dist.engine.results.store import RunStore
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.filesystem import open_fs
 from judgecal_dist.io.records import to_json

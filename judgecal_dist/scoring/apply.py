@@ -7,7 +7,7 @@ Spark (:func:`judgecal_dist.engine.votes.spark.item_votes_spark`: tasks read the
 and pack each item's votes with the vote codec, a ``groupBy`` merges items split across row groups, then one
 ``mapInArrow`` of :func:`judgecal_dist.scoring.kernel.score_and_write` scores the items and writes them through
 fsspec); tables below ``EngineConfig.local_max_rows`` run in this process with pyarrow + numpy
-(:func:`judgecal_dist.engine.stats.choose_engine` decides); both write the same rows. On Spark the judge, sample
+(:func:`judgecal_dist.engine.jobs.stats.choose_engine` decides); both write the same rows. On Spark the judge, sample
 and coverage checks read what the scan tasks tallied while scoring (no pre-pass over the table).
 
 Output (any fsspec URL, ``s3://`` included)::
@@ -22,7 +22,7 @@ Output (any fsspec URL, ``s3://`` included)::
 
 Ownership: score writes only into a new or empty folder, or one holding its marker; a folder with other files
 and no marker is refused before anything is written. Model, data and output are checked before the first write.
-Item rows are written into a staging folder of the output (:meth:`~judgecal_dist.engine.store.RunStore.stage`)
+Item rows are written into a staging folder of the output (:meth:`~judgecal_dist.engine.results.store.RunStore.stage`)
 and promoted file by file only after every check passed; a refused table leaves the output as it was. A rerun
 with the same inputs (model and data fingerprints, settings) returns the committed summary; other inputs replace
 exactly the files the marker lists, with ``_SUCCESS`` withdrawn first and written last.
@@ -46,9 +46,9 @@ import pandas as pd
 import pyarrow as pa
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine.manifest import fingerprint_inputs
-from judgecal_dist.engine.stats import choose_engine
-from judgecal_dist.engine.store import LEASE, SUCCESS, RunStore
+from judgecal_dist.engine.jobs.stats import choose_engine
+from judgecal_dist.engine.results.manifest import fingerprint_inputs
+from judgecal_dist.engine.results.store import LEASE, SUCCESS, RunStore
 from judgecal_dist.engine.votes.codec import VERDICT_COLUMNS, ItemVotes, encode
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.dataset import dataset_files, dataset_tables, open_table, read_dataset_table
@@ -433,7 +433,7 @@ def _stage_spark(
     model: Calibration, data_url: str, staged: str, engine: EngineConfig, checks: _Checks
 ) -> list[tuple[str, int]]:
     """Score on Spark into ``staged`` (tasks write through fsspec); the files written, after the tally's checks."""
-    from judgecal_dist.engine.spark import get_session, read_table
+    from judgecal_dist.engine.jobs.spark import get_session, read_table
     from judgecal_dist.engine.votes.spark import item_votes_spark
 
     spark = get_session(engine.spark_master, conf=dict(engine.spark_conf))
@@ -457,7 +457,7 @@ def _summaries_spark(
 ) -> dict[str, pd.DataFrame]:
     from pyspark.sql import functions as F
 
-    from judgecal_dist.engine.spark import get_session, read_table
+    from judgecal_dist.engine.jobs.spark import get_session, read_table
 
     spark = get_session(engine.spark_master, conf=dict(engine.spark_conf))
     reader = functools.partial(

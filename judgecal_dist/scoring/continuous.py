@@ -227,7 +227,7 @@ def _stage_spark(
 ) -> tuple[list[tuple[str, int]], list[str]]:
     from pyspark.sql import functions as F
 
-    from judgecal_dist.engine.spark import get_session, read_table
+    from judgecal_dist.engine.jobs.spark import get_session, read_table
 
     spark = get_session(engine.spark_master, conf=dict(engine.spark_conf))
     rows = read_table(spark, data_url, "verdicts").where(F.col("sample") == sample)
@@ -290,7 +290,7 @@ def summarise_spark(model: Corrector, folder_url: str, files: list[str], engine:
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_type
 
-    from judgecal_dist.engine.spark import get_session
+    from judgecal_dist.engine.jobs.spark import get_session
     from judgecal_dist.scoring.kernel import read_items_partition
 
     spark = get_session(engine.spark_master, conf=dict(engine.spark_conf))

@@ -32,8 +32,8 @@ from typing import Any
 
 from judgecal_dist import __version__
 from judgecal_dist.config import EngineConfig, apply_overrides, config_digest, config_from_mapping, load_yaml
-from judgecal_dist.engine.manifest import build_manifest, fingerprint_inputs, input_digest, redact_text, utc_now
-from judgecal_dist.engine.store import RunConflict, RunStore, is_remote
+from judgecal_dist.engine.results.manifest import build_manifest, fingerprint_inputs, input_digest, redact_text, utc_now
+from judgecal_dist.engine.results.store import RunConflict, RunStore, is_remote
 from judgecal_dist.errors import ConfigError
 from judgecal_dist.extras import require_extra
 from judgecal_dist.history.recorder import record_study_run
@@ -307,7 +307,7 @@ def _run_replicates(
     # A study whose replicates share data passes runs them itself, committing each batch as it finishes.
     shared = bool(todo) and hasattr(module, "run_shared") and module.run_shared(config, data, todo, store.commit_part)
     if todo and not shared:
-        from judgecal_dist.engine import ray as ray_engine
+        from judgecal_dist.engine.cluster import ray as ray_engine
 
         if serial:
             ray_engine.run_serial(module.run_replicate, data, todo, store.commit_part)

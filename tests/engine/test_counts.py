@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from judgecal_dist.engine import counts
+from judgecal_dist.engine.jobs import counts
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.splits import calibration_mask, group_keys
 

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine.dawid_skene import fit_dawid_skene
+from judgecal_dist.engine.jobs.dawid_skene import fit_dawid_skene
 from judgecal_dist.engine.votes.codec import VERDICT_COLUMNS, item_votes
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.dataset import read_dataset_table

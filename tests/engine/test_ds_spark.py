@@ -8,8 +8,8 @@ import pytest
 from sklearn.base import clone
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine.ds_spark import dawid_skene_spark
-from judgecal_dist.engine.panel import load_panel
+from judgecal_dist.engine.jobs.ds_spark import dawid_skene_spark
+from judgecal_dist.engine.jobs.panel import load_panel
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.dataset import read_dataset_table
 from judgecal_dist.io.ingest import ingest

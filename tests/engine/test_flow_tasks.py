@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from judgecal_dist.engine.flow_tasks import FlowJob, fit_predict_flows, flow_task_options
+from judgecal_dist.engine.cluster.flow_tasks import FlowJob, fit_predict_flows, flow_task_options
 
 
 def test_gpu_is_requested_only_when_the_cluster_has_one():

@@ -34,7 +34,7 @@ def test_the_old_decoder_modules_are_gone(module):
     [
         # the in-memory decoder, the JVM packing and the second scan
         (
-            "judgecal_dist.engine.local",
+            "judgecal_dist.engine.jobs.local",
             [
                 "read_arrow_table",
                 "contract_columns",
@@ -44,11 +44,11 @@ def test_the_old_decoder_modules_are_gone(module):
                 "_group_keys_of",
             ],
         ),
-        ("judgecal_dist.engine.spark", ["_verdict_slot", "item_votes_spark"]),
+        ("judgecal_dist.engine.jobs.spark", ["_verdict_slot", "item_votes_spark"]),
         ("judgecal_dist.scoring.apply", ["item_votes_arrow", "item_votes_scan"]),
         ("judgecal_dist.scoring.artifact", ["VOTE_CODES"]),
         ("judgecal_dist.engine.onepass.sources", ["_pack_partition", "DENSE_LABEL_SHARE", "votes_from_blocks"]),
-        ("judgecal_dist.engine.ds_spark", ["binary_votes"]),
+        ("judgecal_dist.engine.jobs.ds_spark", ["binary_votes"]),
     ],
 )
 def test_old_decoders_and_readers_are_deleted(module, names):
@@ -61,11 +61,11 @@ def test_old_decoders_and_readers_are_deleted(module, names):
 @pytest.mark.parametrize(
     ("module", "names"),
     [
-        ("judgecal_dist.engine.panel", ["encode"]),
-        ("judgecal_dist.engine.local", ["encode", "LabelIndex", "verdict_patterns", "category_codes"]),
-        ("judgecal_dist.engine.spark", ["LabelIndex", "unpack", "verdict_patterns"]),
+        ("judgecal_dist.engine.jobs.panel", ["encode"]),
+        ("judgecal_dist.engine.jobs.local", ["encode", "LabelIndex", "verdict_patterns", "category_codes"]),
+        ("judgecal_dist.engine.jobs.spark", ["LabelIndex", "unpack", "verdict_patterns"]),
         ("judgecal_dist.engine.onepass.sources", ["item_votes_spark", "dense_votes_spark", "from_binary_column"]),
-        ("judgecal_dist.engine.ds_spark", ["item_votes_spark", "unpack", "block_columns"]),
+        ("judgecal_dist.engine.jobs.ds_spark", ["item_votes_spark", "unpack", "block_columns"]),
         # scoring.apply imports the Spark codec inside its Spark path (the base install has no pyspark): see below
         ("judgecal_dist.scoring.apply", ["encode", "ItemVotes"]),
         ("judgecal_dist.scoring.kernel", ["unpack"]),
@@ -80,7 +80,7 @@ def test_every_vote_building_module_holds_the_codec_itself(module, names):
 
 def test_the_call_sites_call_the_codec():
     """The functions that build votes name the codec's functions in their code (what they call)."""
-    from judgecal_dist.engine import local, panel
+    from judgecal_dist.engine.jobs import local, panel
 
     assert "encode" in panel.load_panel.__code__.co_names
     assert "encode" in local.batch_cells.__code__.co_names

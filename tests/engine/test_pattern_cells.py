@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine import stats
+from judgecal_dist.engine.jobs import stats
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.dataset import read_dataset_table
 from judgecal_dist.splits import group_keys

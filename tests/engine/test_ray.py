@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from judgecal_dist.engine.ray import ReplicateFailed, default_chunk_size, fan_out, run_serial
+from judgecal_dist.engine.cluster.ray import ReplicateFailed, default_chunk_size, fan_out, run_serial
 
 pytestmark = pytest.mark.ray
 

@@ -16,9 +16,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine import spark as sp
-from judgecal_dist.engine import stats
-from judgecal_dist.engine.local import judge_cells_arrow
+from judgecal_dist.engine.jobs import spark as sp
+from judgecal_dist.engine.jobs import stats
+from judgecal_dist.engine.jobs.local import judge_cells_arrow
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.dataset import read_dataset_table as read_arrow_table
 from judgecal_dist.io.schema import LABELS_SCHEMA, VERDICTS_SCHEMA
@@ -398,7 +398,7 @@ def test_unknown_category_is_an_input_error(spark, tmp_path, engine):
 
 
 def test_auto_engine_uses_the_row_threshold(spark, hand_root, caplog):
-    with caplog.at_level(logging.INFO, logger="judgecal_dist.engine.stats"):
+    with caplog.at_level(logging.INFO, logger="judgecal_dist.engine.jobs.stats"):
         assert stats.choose_engine(hand_root) == "local"
         assert stats.choose_engine(hand_root, config=EngineConfig(local_max_rows=10)) == "spark"
     assert "auto: 17 verdict rows, local below 5000000" in caplog.text

@@ -8,7 +8,7 @@ from judgecal_dist.errors import InputError
 
 pytest.importorskip("pyspark")
 
-from judgecal_dist.engine.sql_guard import SqlGuard, split_statements  # noqa: E402
+from judgecal_dist.engine.sql.guard import SqlGuard, split_statements  # noqa: E402
 
 SPLITS = {
     "one": ("SELECT 1", ["SELECT 1"]),

@@ -8,8 +8,8 @@ import os
 import pandas as pd
 import pytest
 
-from judgecal_dist.engine.manifest import REDACTED, build_manifest, fingerprint_inputs, redact
-from judgecal_dist.engine.store import SUCCESS, RunStore
+from judgecal_dist.engine.results.manifest import REDACTED, build_manifest, fingerprint_inputs, redact
+from judgecal_dist.engine.results.store import SUCCESS, RunStore
 from judgecal_dist.errors import InputError
 
 

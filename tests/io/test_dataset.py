@@ -162,7 +162,7 @@ def _read_with(reader, url, table, spark=None):
     """Rows of a stored table through the in-process reader or Spark's (both list parts with table_parts)."""
     if reader == "arrow":
         return sorted(read_dataset_table(url, table).to_pylist(), key=str)
-    from judgecal_dist.engine.spark import read_table
+    from judgecal_dist.engine.jobs.spark import read_table
 
     return sorted((row.asDict() for row in read_table(spark, url, table).collect()), key=str)
 

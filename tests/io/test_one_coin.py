@@ -77,7 +77,7 @@ def test_family_copies_correlate_errors():
 
 
 def test_written_dataset_loads_as_the_same_panel(tmp_path):
-    from judgecal_dist.engine.panel import load_panel
+    from judgecal_dist.engine.jobs.panel import load_panel
 
     sim = simulate_one_coin(300, [0.8, 0.6, 0.4], seed=5, missing="label", missing_rate=0.05, missing_rate_positive=0.2)
     write_one_coin_panel(str(tmp_path / "d"), sim)

@@ -25,7 +25,7 @@ from click.testing import CliRunner
 
 from judgecal_dist.cli import cli
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine.manifest import REDACTED, credential_paths, is_credential_key, redact, redact_text
+from judgecal_dist.engine.results.manifest import REDACTED, credential_paths, is_credential_key, redact, redact_text
 from judgecal_dist.studies.runner import execute, prepare
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -257,7 +257,7 @@ def test_foreign_files_in_replicates_are_named_and_left_alone(data, finished):
 def test_a_missing_bucket_is_refused_and_never_created(data, tmp_path, s3_bucket, s3_server):
     import s3fs
 
-    from judgecal_dist.engine.store import RunStore
+    from judgecal_dist.engine.results.store import RunStore
     from judgecal_dist.errors import RunError
 
     fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3_server})

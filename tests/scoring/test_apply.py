@@ -11,7 +11,7 @@ import pytest
 from scipy.special import expit, log_expit, logit
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine.panel import load_panel
+from judgecal_dist.engine.jobs.panel import load_panel
 from judgecal_dist.io.ingest import ingest
 from judgecal_dist.methods.aggregation.aggregate import OneCoin
 from judgecal_dist.methods.calibration.beta import BetaCalibration

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine.store import RunStore
+from judgecal_dist.engine.results.store import RunStore
 from judgecal_dist.errors import InputError
 from judgecal_dist.scoring.apply import MARKER, score_dataset
 from tests.scoring.support import ITEMS, expected_p, model_json, write_arena, write_run

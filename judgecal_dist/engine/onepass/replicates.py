@@ -45,6 +45,8 @@ from scipy.special import logit
 from threadpoolctl import threadpool_limits
 
 from judgecal_dist.config import EngineConfig
+from judgecal_dist.engine.jobs.panel import Panel
+from judgecal_dist.engine.jobs.spark import get_session, read_table
 from judgecal_dist.engine.onepass.fits import fit_beta, fit_platt
 from judgecal_dist.engine.onepass.kernels import (
     BETA_STATS,
@@ -66,8 +68,6 @@ from judgecal_dist.engine.onepass.patterns import (
     patterns_kernel,
 )
 from judgecal_dist.engine.onepass.sources import Kernel, PanelSource, SparkItemsSource, spark_items_source
-from judgecal_dist.engine.panel import Panel
-from judgecal_dist.engine.spark import get_session, read_table
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.dataset import choose_dataset
 from judgecal_dist.methods.aggregation.aggregate import OneCoin

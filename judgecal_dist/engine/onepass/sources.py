@@ -7,7 +7,7 @@ returns one row per partition, never one per item.
 
 The Spark table holds one row per labelled item (label A or B) of the chosen dataset: ``group_key`` (Spark's
 ``xxhash64(group_id)``, :func:`judgecal_dist.splits.group_keys`), ``label`` and the item's dense votes at the
-chosen sample as ``binary`` (one byte per judge, judges sorted as :func:`judgecal_dist.engine.panel.load_panel`
+chosen sample as ``binary`` (one byte per judge, judges sorted as :func:`judgecal_dist.engine.jobs.panel.load_panel`
 sorts them). It is built by the vote codec's scan (:func:`judgecal_dist.engine.votes.spark.item_votes_spark`:
 Spark tasks read the verdict parts with pyarrow and pack each item's votes), joined to the labelled items, and
 persisted, so later passes only read bytes.
@@ -28,10 +28,10 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from judgecal_dist.engine.local import judge_ids_of
+from judgecal_dist.engine.jobs.local import judge_ids_of
+from judgecal_dist.engine.jobs.panel import Panel
+from judgecal_dist.engine.jobs.spark import read_table
 from judgecal_dist.engine.onepass.kernels import Partial
-from judgecal_dist.engine.panel import Panel
-from judgecal_dist.engine.spark import read_table
 from judgecal_dist.engine.votes.codec import block_columns, from_binary_column
 from judgecal_dist.engine.votes.spark import dense_votes_spark, item_votes_spark, label_codes_spark
 from judgecal_dist.errors import InputError
@@ -48,7 +48,7 @@ LOCAL_BATCH_ITEMS = 20_000
 
 @dataclass(frozen=True)
 class PanelSource:
-    """Batches of a dense :class:`~judgecal_dist.engine.panel.Panel` (the local engine)."""
+    """Batches of a dense :class:`~judgecal_dist.engine.jobs.panel.Panel` (the local engine)."""
 
     panel: Panel
     batch_items: int = LOCAL_BATCH_ITEMS

@@ -330,7 +330,7 @@ class DawidSkene(ClassifierMixin, LogOddsTransformer, BaseEstimator):
         return np.asarray(t, dtype=np.float64)
 
     # ------------------------------------------------------------------ EM steps
-    # Public so that an engine holding the votes elsewhere (Spark: engine/ds_spark.py) runs this very EM, batch by
+    # Public so that an engine holding the votes elsewhere (Spark: engine/jobs/ds_spark.py) runs this very EM, batch by
     # batch: the E-step per batch of items, the M-step from counts summed over batches.
 
     def initial_posteriors(

@@ -10,7 +10,7 @@ Adam is element-wise, so each member follows its own training trajectory; only t
 Anchors of unequal counts are padded and masked.
 
 Torch is a runtime dependency of this module only (the flow is the one method that needs autograd); it runs on
-CPU or on a CUDA device (``device``), and the Ray task in :mod:`judgecal_dist.engine.flow_tasks` picks the device.
+CPU or on a CUDA device (``device``), and the Ray task in :mod:`judgecal_dist.engine.cluster.flow_tasks` picks the device.
 
 References
 ----------

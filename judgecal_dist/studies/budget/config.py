@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import Field, model_validator
 
-from judgecal_dist.engine.panel import ORIENTATIONS, Panel
+from judgecal_dist.engine.jobs.panel import ORIENTATIONS, Panel
 from judgecal_dist.methods.pipeline import CALIBRATOR_INPUTS
 from judgecal_dist.settings import (
     CiLevel,

@@ -37,7 +37,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine.panel import Panel, load_panel
+from judgecal_dist.engine.jobs.panel import Panel, load_panel
 from judgecal_dist.errors import InputError
 from judgecal_dist.methods.aggregation.aggregate import OneCoin
 from judgecal_dist.methods.aggregation.votes import count_judge_votes
@@ -246,7 +246,7 @@ def _fraction_rows(panel: Panel, rep: Replicate) -> list[dict[str, Any]]:
 def run_replicate(data: BudgetInput, rep: Replicate) -> pd.DataFrame:
     """Evaluation metrics of split ``rep.seed`` at every budget (or fraction), arm and calibrator.
 
-    The engine runs every replicate with one BLAS thread (:func:`judgecal_dist.engine.ray.single_threaded_blas`);
+    The engine runs every replicate with one BLAS thread (:func:`judgecal_dist.engine.cluster.ray.single_threaded_blas`);
     the calibrators' L-BFGS-B fits are ~80x slower when OpenBLAS spreads them over threads.
     """
     rows = _fraction_rows(data.panel, rep) if rep.config.mode == "fraction" else _budget_rows(data.panel, rep)

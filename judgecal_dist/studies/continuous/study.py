@@ -31,7 +31,7 @@ import pandas as pd
 from scipy.stats import norm, spearmanr
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine.flow_tasks import FlowJob, fit_predict_flows
+from judgecal_dist.engine.cluster.flow_tasks import FlowJob, fit_predict_flows
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.methods.continuous.hb_linear import ConvergenceGateWarning, HierarchicalLinear
 from judgecal_dist.methods.continuous.linear_conjugate import ConjugateLinear, sufficient_stats

@@ -74,7 +74,7 @@ def load(config: Config, engine: EngineConfig) -> EnsembleInput:
     curve = None
     if config.engine_curve:  # the scalable path: one pass over the verdicts, on Spark when the table is large
         try:
-            from judgecal_dist.engine.ensemble_jobs import accuracy_by_k
+            from judgecal_dist.engine.jobs.ensemble import accuracy_by_k
         except ImportError:  # the base install has no Spark extra: the report says the check was skipped
             pass
         else:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from judgecal_dist.engine.panel import Panel
+from judgecal_dist.engine.jobs.panel import Panel
 from judgecal_dist.io.figures import png, pyplot
 from judgecal_dist.methods.aggregation.votes import count_judge_votes
 from judgecal_dist.stats.metrics import brier, ece_positive, nll, reliability_bins

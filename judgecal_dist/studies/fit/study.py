@@ -16,7 +16,7 @@ all labelled items and exported (``model/model.json``, :mod:`judgecal_dist.model
 from its cross-fitted probabilities, which no fit has seen.
 
 Dawid-Skene is the one candidate fitted on more than the labelled panel: semi-supervised EM over every item of
-the table with a verdict from the panel's judges (:func:`judgecal_dist.engine.dawid_skene.fit_dawid_skene`, in
+the table with a verdict from the panel's judges (:func:`judgecal_dist.engine.jobs.dawid_skene.fit_dawid_skene`, in
 memory when the votes fit, one Spark pass per iteration when they do not, same result), the labels of the
 training folds anchoring it and the held-out fold's labels left latent. These fits run on the driver when the
 data is loaded (a Spark session is not shipped to replicates); a replicate reads its fold's fitted model. ``predictions.parquet`` holds the exported model's
@@ -39,9 +39,9 @@ import pandas as pd
 from sklearn.exceptions import ConvergenceWarning
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine.dawid_skene import fit_dawid_skene
-from judgecal_dist.engine.panel import Panel, load_panel
-from judgecal_dist.engine.stats import choose_engine
+from judgecal_dist.engine.jobs.dawid_skene import fit_dawid_skene
+from judgecal_dist.engine.jobs.panel import Panel, load_panel
+from judgecal_dist.engine.jobs.stats import choose_engine
 from judgecal_dist.errors import ConfigError
 from judgecal_dist.methods.aggregation.dawid_skene import DawidSkene
 from judgecal_dist.methods.calibration.conformal import SplitConformal

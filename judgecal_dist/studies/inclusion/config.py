@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from pydantic import Field, model_validator
 
-from judgecal_dist.engine.panel import ORIENTATIONS
+from judgecal_dist.engine.jobs.panel import ORIENTATIONS
 from judgecal_dist.methods.pipeline import PANELS, PROTOCOLS, Settings
 from judgecal_dist.settings import (
     AggregationFields,

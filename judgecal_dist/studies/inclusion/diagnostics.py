@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from judgecal_dist.engine.panel import Panel
+from judgecal_dist.engine.jobs.panel import Panel
 from judgecal_dist.methods.aggregation.votes import count_judge_votes
 from judgecal_dist.methods.selection.diagnostics import flag_below_chance, flag_missingness, flag_parse_rate
 from judgecal_dist.methods.selection.irt import TwoPLIRT, correctness_matrix

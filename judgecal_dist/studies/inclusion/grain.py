@@ -13,7 +13,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from judgecal_dist.engine.panel import Panel
+from judgecal_dist.engine.jobs.panel import Panel
 from judgecal_dist.errors import ConfigError
 
 __all__ = ["GRAINS", "ORDER_SUFFIXES", "configurations", "regrain", "position_consistency", "grain_lines"]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from judgecal_dist.engine.panel import Panel
+from judgecal_dist.engine.jobs.panel import Panel
 from judgecal_dist.methods.calibration.conformal import SplitConformal
 from judgecal_dist.methods.pipeline import (
     PANELS,

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from judgecal_dist.engine.panel import Panel
+from judgecal_dist.engine.jobs.panel import Panel
 from judgecal_dist.io.figures import colours, heatmap, plain_log_axis, png, pyplot
 from judgecal_dist.methods.pipeline import CALIBRATORS
 from judgecal_dist.studies.recommendation import words

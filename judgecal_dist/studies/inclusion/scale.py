@@ -33,14 +33,14 @@ import pandas as pd
 from pydantic import model_validator
 
 from judgecal_dist.config import EngineConfig
+from judgecal_dist.engine.jobs.panel import Panel, load_panel
+from judgecal_dist.engine.jobs.stats import choose_engine
 from judgecal_dist.engine.onepass.replicates import (
     ONEPASS_CALIBRATORS,
     evaluate_replicates,
     onepass_source,
     spark_label_classes,
 )
-from judgecal_dist.engine.panel import Panel, load_panel
-from judgecal_dist.engine.stats import choose_engine
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.dataset import count_rows
 from judgecal_dist.io.records import json_records

@@ -28,8 +28,8 @@ import numpy as np
 import pandas as pd
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine.panel import Panel, load_panel
-from judgecal_dist.engine.stats import judge_cells, judge_summary
+from judgecal_dist.engine.jobs.panel import Panel, load_panel
+from judgecal_dist.engine.jobs.stats import judge_cells, judge_summary
 from judgecal_dist.errors import ConfigError
 from judgecal_dist.io.records import json_records
 from judgecal_dist.methods.aggregation.votes import count_judge_votes

@@ -14,7 +14,7 @@ Three sources (spec 003 §7.8-7.9):
                   half of its samples in each order.
 
 Vote counts of every budget come from the engine's vote-count job on sample-filtered verdicts
-(:func:`judgecal_dist.engine.ensemble_jobs.budget_vote_counts`).
+(:func:`judgecal_dist.engine.jobs.ensemble.budget_vote_counts`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import pandas as pd
 import pyarrow as pa
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine.ensemble_jobs import budget_vote_counts
+from judgecal_dist.engine.jobs.ensemble import budget_vote_counts
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.dataset import read_dataset_table
 from judgecal_dist.io.pairs import derived_pairs, holds_pointwise_scores, pool_orders

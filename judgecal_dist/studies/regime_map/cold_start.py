@@ -24,7 +24,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine import stats
+from judgecal_dist.engine.jobs import stats
 from judgecal_dist.errors import InputError
 from judgecal_dist.methods.fcps.cold_start import GuardedColdStart
 from judgecal_dist.methods.fcps.select import Cells, agreement

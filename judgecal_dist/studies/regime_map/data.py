@@ -1,7 +1,7 @@
 r"""Input of the regime-map study: grouped FCPS blocks and their pattern cells (spec 002 §6.3, §6.4, §10).
 
 Real data goes through the engine's one-pass pattern job
-(:func:`judgecal_dist.engine.stats.pattern_cells` with a block table): the driver plans the blocks of every split
+(:func:`judgecal_dist.engine.jobs.stats.pattern_cells` with a block table): the driver plans the blocks of every split
 from the group sizes (a keyed-hash permutation of the groups, so every engine agrees), one job counts the full
 pool patterns per (split, block), and each Ray replicate projects them onto its paths and prefixes.
 
@@ -41,7 +41,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine import stats
+from judgecal_dist.engine.jobs import stats
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.dataset import read_dataset_table
 from judgecal_dist.io.rubric_codes import rubric_codes

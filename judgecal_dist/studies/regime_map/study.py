@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine import stats
+from judgecal_dist.engine.jobs import stats
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.growth import (
     N_JUDGES,

@@ -13,9 +13,9 @@ from collections.abc import Callable
 
 import pytest
 
+from judgecal_dist.engine.jobs.spark import read_table
 from judgecal_dist.engine.onepass.replicates import evaluate_replicates
 from judgecal_dist.engine.onepass.sources import spark_items_source
-from judgecal_dist.engine.spark import read_table
 from judgecal_dist.io.synthetic import generate_panel
 
 pytestmark = pytest.mark.heavy

@@ -15,11 +15,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from judgecal_dist.engine.jobs.panel import Panel, load_panel
 from judgecal_dist.engine.onepass import kernels
 from judgecal_dist.engine.onepass.kernels import Partial, PassSpec, counts_kernel
 from judgecal_dist.engine.onepass.replicates import evaluate_replicates
 from judgecal_dist.engine.onepass.sources import PanelSource, spark_items_source
-from judgecal_dist.engine.panel import Panel, load_panel
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.synthetic import generate_panel
 from judgecal_dist.methods.pipeline import Settings, aggregate, calibrate, choose_panels

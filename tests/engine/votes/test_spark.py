@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from judgecal_dist.engine.spark import read_table
+from judgecal_dist.engine.jobs.spark import read_table
 from judgecal_dist.engine.votes.codec import block_columns, item_votes
 from judgecal_dist.engine.votes.codec import unpack as votes_from_blocks
 from judgecal_dist.engine.votes.spark import item_votes_spark, partial_items

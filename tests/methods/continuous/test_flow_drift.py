@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from judgecal_dist.engine.allocator import retain_freed_memory
+from judgecal_dist.engine.cluster.allocator import retain_freed_memory
 from judgecal_dist.methods.continuous.flow_drift import DropoutMasks, fused_drift, reference_drift
 from judgecal_dist.methods.continuous.score_flow import fit_flow_stack, solve
 
@@ -72,7 +72,7 @@ def test_dropout_masks_have_the_right_law_and_are_seeded():
 _FAULTS_SCRIPT = """
 import json, resource
 import numpy as np
-from judgecal_dist.engine.allocator import retain_freed_memory
+from judgecal_dist.engine.cluster.allocator import retain_freed_memory
 
 def faults_per_alloc():
     np.ones(1 << 18, dtype=np.float32)  # 1 MiB, every page touched

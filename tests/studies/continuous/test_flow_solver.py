@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from judgecal_dist.engine.flow_tasks import FlowJob, fit_predict_flows
+from judgecal_dist.engine.cluster.flow_tasks import FlowJob, fit_predict_flows
 from judgecal_dist.studies.continuous import study as continuous
 
 pytest.importorskip("torchdiffeq")

@@ -481,7 +481,7 @@ def test_config_errors(rb2_url):
 
 @pytest.mark.spark
 def test_spark_accuracy_job_equals_in_memory_and_the_spec(rb2_url, spark):
-    from judgecal_dist.engine.ensemble_jobs import accuracy_by_k
+    from judgecal_dist.engine.jobs.ensemble import accuracy_by_k
 
     local = accuracy_by_k(rb2_url, engine="local")
     on_spark = accuracy_by_k(rb2_url, engine="spark")

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from judgecal_dist.cli import cli
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine.dawid_skene import fit_dawid_skene
+from judgecal_dist.engine.jobs.dawid_skene import fit_dawid_skene
 from judgecal_dist.io.synthetic import generate_panel
 from judgecal_dist.studies.fit import study
 

@@ -200,7 +200,7 @@ def test_operating_arm_skips_the_parse_filter_when_missing_means_the_orders_disa
     orders, and the parse-rate filter dropped 25 of 65 configurations as unparseable. Small panel: four accurate
     configurations whose orders disagree on half the items and one reliably below chance; the arm drops only the
     latter (by hand: the Bayesian below-chance flag), and the diagnostics do not run the parse check."""
-    from judgecal_dist.engine.panel import Panel
+    from judgecal_dist.engine.jobs.panel import Panel
     from judgecal_dist.splits import group_keys
     from judgecal_dist.studies.inclusion.diagnostics import diagnose
     from judgecal_dist.studies.inclusion.grain import regrain

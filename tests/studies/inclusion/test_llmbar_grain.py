@@ -16,7 +16,7 @@ from scipy import stats
 from scipy.special import expit
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine.ray import single_threaded_blas
+from judgecal_dist.engine.cluster.ray import single_threaded_blas
 from judgecal_dist.io.dataset import read_dataset_table
 from judgecal_dist.splits import calibration_mask
 from judgecal_dist.studies.inclusion import study as inclusion

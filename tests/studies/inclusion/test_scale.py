@@ -98,7 +98,7 @@ class _Crash(Exception):
 
 def test_interrupted_onepass_run_resumes_by_batch_without_recomputing(panel_url, tmp_path, monkeypatch):
     from judgecal_dist.engine.onepass import replicates
-    from judgecal_dist.engine.store import RunStore
+    from judgecal_dist.engine.results.store import RunStore
 
     args = [f"data={panel_url}", "execution=onepass", "replicates=6", "onepass_batch=2", "panels=[all, top3]"]
     evaluated: list[list[int]] = []

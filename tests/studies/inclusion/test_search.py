@@ -111,7 +111,7 @@ def test_nested_and_crossfit_protocols():
 def test_model_artifact_records_the_calibrator_input_and_replays(tmp_path):
     """A scorer that follows the exported model.json (one-coin log-odds, beta on log sigma(t) or on the clipped
     probability, as ``calibrator_input`` says) reproduces the loaded pipeline's probabilities."""
-    from judgecal_dist.engine.panel import load_panel
+    from judgecal_dist.engine.jobs.panel import load_panel
     from judgecal_dist.io.one_coin import simulate_one_coin, write_one_coin_panel
     from judgecal_dist.models import model_from_dict
     from judgecal_dist.studies.inclusion import study as inclusion

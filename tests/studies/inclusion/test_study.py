@@ -16,9 +16,9 @@ import pytest
 from scipy import stats
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine.panel import load_panel
-from judgecal_dist.engine.ray import single_threaded_blas
-from judgecal_dist.engine.stats import judge_cells, judge_summary
+from judgecal_dist.engine.cluster.ray import single_threaded_blas
+from judgecal_dist.engine.jobs.panel import load_panel
+from judgecal_dist.engine.jobs.stats import judge_cells, judge_summary
 from judgecal_dist.errors import ConfigError
 from judgecal_dist.splits import calibration_mask
 from judgecal_dist.studies.inclusion import study as inclusion

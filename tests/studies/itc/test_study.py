@@ -228,7 +228,7 @@ def test_generated_panel_without_tie_labels_gives_the_sign_rule(tmp_path):
 
 @pytest.mark.spark
 def test_budget_vote_counts_spark_equals_local(tmp_path, spark, pairs):
-    from judgecal_dist.engine.ensemble_jobs import budget_vote_counts
+    from judgecal_dist.engine.jobs.ensemble import budget_vote_counts
     from judgecal_dist.io.synthetic import generate_panel
 
     dest = str(tmp_path / "panel")

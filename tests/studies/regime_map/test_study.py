@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine.ray import single_threaded_blas
+from judgecal_dist.engine.cluster.ray import single_threaded_blas
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.dataset import write_dataset
 from judgecal_dist.studies import STUDIES

@@ -11,7 +11,7 @@ from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import Ridge
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine.ray import single_threaded_blas
+from judgecal_dist.engine.cluster.ray import single_threaded_blas
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.dataset import write_dataset
 from judgecal_dist.io.rubric_panel import DOC_ROWS, draw_rubric_panel, rubric_bayes_mse

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import ray
 
-from judgecal_dist.engine.allocator import retain_freed_memory
+from judgecal_dist.engine.cluster.allocator import retain_freed_memory
 
 __all__ = ["FlowJob", "FlowOutput", "gpu_available", "flow_task_options", "fit_predict_flows", "run_flows"]
 
@@ -72,7 +72,7 @@ def _run(job: FlowJob) -> FlowOutput:
     previous = torch.get_num_threads()
     torch.set_num_threads(job.threads)
     try:
-        with retain_freed_memory():  # no page fault per step on the training tensors (engine/allocator.py)
+        with retain_freed_memory():  # no page fault per step on the training tensors (engine/cluster/allocator.py)
             t0 = time.perf_counter()
             stack = fit_flow_stack(
                 job.j, job.y, seeds=job.seeds, rubric=job.rubric, n_rubrics=job.n_rubrics, device=device, **job.settings

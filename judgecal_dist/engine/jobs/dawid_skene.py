@@ -3,8 +3,8 @@ r"""Dawid-Skene over a whole verdict table: in memory when the votes fit, one Sp
 :func:`fit_dawid_skene` is the one entry point (``judgecal fit``, studies, notebooks). Both engines run the EM of
 :class:`~judgecal_dist.methods.aggregation.dawid_skene.DawidSkene` (its initialisation, E-step, M-step from
 summed counts, stopping rule and label-switch rule; the Spark path calls them per batch of items in
-:mod:`judgecal_dist.engine.ds_spark`), so they give the same iterations and the same parameters up to the order
-of floating-point sums. Which engine runs is :func:`judgecal_dist.engine.stats.choose_engine`'s rule for every
+:mod:`judgecal_dist.engine.jobs.ds_spark`), so they give the same iterations and the same parameters up to the order
+of floating-point sums. Which engine runs is :func:`judgecal_dist.engine.jobs.stats.choose_engine`'s rule for every
 job on a table: ``auto`` counts the verdict rows from the Parquet footers and stays in memory below
 ``EngineConfig.local_max_rows``.
 
@@ -30,8 +30,8 @@ import numpy as np
 import numpy.typing as npt
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine.local import judge_ids_of
-from judgecal_dist.engine.stats import choose_engine
+from judgecal_dist.engine.jobs.local import judge_ids_of
+from judgecal_dist.engine.jobs.stats import choose_engine
 from judgecal_dist.engine.votes.codec import VERDICT_COLUMNS, ItemVotes, item_votes
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.dataset import read_dataset_table
@@ -178,7 +178,7 @@ def fit_dawid_skene(
         Clamp the labelled items' posteriors to their labels (the labels anchor EM, and the classes never
         switch); False ignores the labels.
     engine : {"auto", "local", "spark"}, default "auto"
-        ``auto``: :func:`~judgecal_dist.engine.stats.choose_engine` (in memory below
+        ``auto``: :func:`~judgecal_dist.engine.jobs.stats.choose_engine` (in memory below
         ``config.local_max_rows`` verdict rows). A vote matrix or ``ItemVotes`` is always in memory.
     config : EngineConfig, optional
         Spark master and settings, ``local_max_rows``, storage options.
@@ -264,7 +264,7 @@ def _choose(source: Any, engine: str, config: EngineConfig) -> str:
 
 
 def _fit_spark(source: Any, model: DawidSkene, config: EngineConfig, start: float, **table: Any) -> DawidSkeneFit:
-    from judgecal_dist.engine.ds_spark import dawid_skene_spark
+    from judgecal_dist.engine.jobs.ds_spark import dawid_skene_spark
 
     result = dawid_skene_spark(source, model, engine=config, **table)
     result.unpersist()

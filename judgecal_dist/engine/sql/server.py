@@ -57,7 +57,7 @@ LOG_FILE = "logs/server.log"
 #: The Spark setting through which a Spark Connect client finds the statement checker of a judgecal server.
 GUARD_PORT_KEY = "spark.judgecal.guard.port"
 #: Marker in the server process's command line (a pid reused by another program is not our server).
-_MODULE = "judgecal_dist.engine.server"
+_MODULE = "judgecal_dist.engine.sql.server"
 
 
 @dataclass(frozen=True)
@@ -377,15 +377,15 @@ def _last_log_line(path: Path) -> str:
 
 
 def _package_path() -> str:
-    root = str(Path(__file__).resolve().parents[2])
+    root = str(Path(__file__).resolve().parents[3])
     return os.pathsep.join(dict.fromkeys([root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]))
 
 
 # -- the server process --------------------------------------------------------------------------------------------
 def serve_forever(settings: ServerSettings) -> None:
     """Body of the server process: start Spark, both endpoints and the checker; stop cleanly on SIGTERM."""
-    from judgecal_dist.engine.guard_service import GuardServer
-    from judgecal_dist.engine.spark import get_session
+    from judgecal_dist.engine.jobs.spark import get_session
+    from judgecal_dist.engine.sql.guard_service import GuardServer
 
     folder = settings.folder
     stop = threading.Event()

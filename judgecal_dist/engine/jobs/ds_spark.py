@@ -45,9 +45,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine.local import judge_ids_of
-from judgecal_dist.engine.spark import get_session, read_table, spark_url
-from judgecal_dist.engine.store import RunStore
+from judgecal_dist.engine.jobs.local import judge_ids_of
+from judgecal_dist.engine.jobs.spark import get_session, read_table, spark_url
+from judgecal_dist.engine.results.store import RunStore
 from judgecal_dist.engine.votes.codec import block_columns, unpack
 from judgecal_dist.engine.votes.spark import item_votes_spark
 from judgecal_dist.errors import InputError
@@ -291,12 +291,12 @@ def dawid_skene_spark(
     model : DawidSkene
         The (unfitted) estimator whose hyperparameters the EM uses: ``n_iter``, ``tol``, ``tol_posterior``,
         ``smoothing``, ``eps``, ``fixed_iter`` and ``semi_supervised`` (clamp the labelled items; False ignores the
-        labels). :func:`judgecal_dist.engine.dawid_skene.fit_dawid_skene` builds it for both engines.
+        labels). :func:`judgecal_dist.engine.jobs.dawid_skene.fit_dawid_skene` builds it for both engines.
     engine : EngineConfig, optional
         Spark master and settings.
     sample : int, default 0
     judge_ids, dataset, latent_items
-        As in :func:`judgecal_dist.engine.dawid_skene.fit_dawid_skene`.
+        As in :func:`judgecal_dist.engine.jobs.dawid_skene.fit_dawid_skene`.
 
     Returns
     -------

@@ -64,7 +64,7 @@ def connect(url: str) -> SqlSession:
     """
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
-    from judgecal_dist.engine.server import GUARD_PORT_KEY
+    from judgecal_dist.engine.sql.server import GUARD_PORT_KEY
 
     parts = urlsplit(url)
     if parts.scheme != "sc" or not parts.hostname or not parts.port:
@@ -100,8 +100,8 @@ def open_session(engine: Any, *, connect_url: str | None = None, catalog: bool =
     catalog : bool, default True
         A local session needs the persistent catalog (Hive support over the warehouse's metastore).
     """
-    from judgecal_dist.engine.server import ServerSettings, catalog_conf, running_server
-    from judgecal_dist.engine.spark import get_session
+    from judgecal_dist.engine.jobs.spark import get_session
+    from judgecal_dist.engine.sql.server import ServerSettings, catalog_conf, running_server
 
     if connect_url is not None:
         return connect(connect_url)

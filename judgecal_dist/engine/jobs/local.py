@@ -2,7 +2,7 @@
 
 For tables that fit in memory (below ``EngineConfig.local_max_rows``, 5M rows by default) this path avoids
 starting a JVM; its results equal the Spark path's exactly, because both feed the same integer codes to the
-kernels of :mod:`judgecal_dist.engine.counts`, coded by the one vote codec (:mod:`judgecal_dist.engine.votes`).
+kernels of :mod:`judgecal_dist.engine.jobs.counts`, coded by the one vote codec (:mod:`judgecal_dist.engine.votes`).
 Tables are read by the io layer's reader (:mod:`judgecal_dist.io.dataset`), the contract both engines apply.
 """
 
@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from judgecal_dist.engine import counts
+from judgecal_dist.engine.jobs import counts
 from judgecal_dist.engine.votes.codec import LabelIndex, as_dictionary, category_codes, encode, verdict_patterns
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.dataset import open_table, read_dataset_table
@@ -108,7 +108,7 @@ def _judge_cells_of_batches(
 
 
 def judge_cells_arrow(verdicts: pa.Table, labels: pa.Table, seeds: Sequence[int], fraction: float) -> pd.DataFrame:
-    """:func:`judgecal_dist.engine.stats.judge_cells` on in-memory tables.
+    """:func:`judgecal_dist.engine.jobs.stats.judge_cells` on in-memory tables.
 
     ``verdicts`` needs ``dataset, item_id, group_id, judge_id, verdict``; ``labels`` ``dataset, item_id, label``.
     """
@@ -120,7 +120,7 @@ def judge_cells_arrow(verdicts: pa.Table, labels: pa.Table, seeds: Sequence[int]
 def judge_cells_url(
     url: str, seeds: Sequence[int], fraction: float, *, storage_options: Mapping[str, Any] | None = None
 ) -> pd.DataFrame:
-    """:func:`judgecal_dist.engine.stats.judge_cells` streamed from a dataset root, one record batch at a time.
+    """:func:`judgecal_dist.engine.jobs.stats.judge_cells` streamed from a dataset root, one record batch at a time.
 
     Notes
     -----
@@ -137,7 +137,7 @@ def judge_cells_url(
 
 
 def item_vote_counts_arrow(verdicts: pa.Table) -> pd.DataFrame:
-    """:func:`judgecal_dist.engine.stats.item_vote_counts` on an in-memory table (pyarrow hash aggregation).
+    """:func:`judgecal_dist.engine.jobs.stats.item_vote_counts` on an in-memory table (pyarrow hash aggregation).
 
     Returns
     -------
@@ -192,7 +192,7 @@ def pattern_cells_arrow(
     blocks: pd.DataFrame | None = None,
     full_patterns: bool = False,
 ) -> pd.DataFrame:
-    """:func:`judgecal_dist.engine.stats.pattern_cells` on in-memory tables."""
+    """:func:`judgecal_dist.engine.jobs.stats.pattern_cells` on in-memory tables."""
     pattern, label, key = pattern_items_arrow(verdicts, labels, judges, sample)
     if blocks is not None:
         frame = counts.block_pattern_cells(pattern, label, key, blocks)

@@ -4,7 +4,7 @@ A Spark Connect client has no JVM, and a command sent over Connect runs as soon 
 client cannot ask Spark to parse a statement without running it. The server process (:mod:`.server`) therefore
 answers check requests on a small TCP endpoint beside its two Spark endpoints: the request carries the query
 text and the client's views; the server splits it with Spark's lexer and checks each statement with
-:class:`~judgecal_dist.engine.sql_guard.SqlGuard` on Spark's parsed plan, and answers with the statements or the
+:class:`~judgecal_dist.engine.sql.guard.SqlGuard` on Spark's parsed plan, and answers with the statements or the
 refusal. The endpoint only parses: it runs nothing, reads no table and writes nothing. Requests and answers are
 one JSON object per line (never pickle: anyone who reaches the port may send one).
 """
@@ -51,7 +51,7 @@ class _Server(socketserver.ThreadingTCPServer):
     spark: Any = None
 
     def check(self, request: dict[str, Any]) -> list[str]:
-        from judgecal_dist.engine.sql_guard import SqlGuard, split_statements
+        from judgecal_dist.engine.sql.guard import SqlGuard, split_statements
 
         views = request.get("views")
         data_url = request.get("data_url")

@@ -26,8 +26,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine import local, spark
-from judgecal_dist.engine.stats import choose_engine
+from judgecal_dist.engine.jobs import local, spark
+from judgecal_dist.engine.jobs.stats import choose_engine
 from judgecal_dist.errors import ConfigError
 from judgecal_dist.io.dataset import read_dataset_table
 

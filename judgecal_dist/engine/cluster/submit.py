@@ -31,15 +31,15 @@ from typing import Any
 
 import yaml
 
-from judgecal_dist.engine.manifest import credential_paths
-from judgecal_dist.engine.store import is_remote
+from judgecal_dist.engine.results.manifest import credential_paths
+from judgecal_dist.engine.results.store import is_remote
 from judgecal_dist.errors import ConfigError, InputError, RunError
 
 __all__ = ["Submission", "check_shippable", "submit_study", "follow_job", "job_client", "ACTIVE", "FAILED_STATES"]
 
 log = logging.getLogger(__name__)
 
-PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # judgecal_dist/
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # judgecal_dist/
 ACTIVE = ("PENDING", "RUNNING", "SUCCEEDED")
 FAILED_STATES = ("FAILED", "STOPPED")
 _ATTEMPT = re.compile(r"-attempt(\d+)$")

@@ -1,9 +1,9 @@
 """Sufficient statistics of a verdict table, on Spark or in memory, chosen by the table's size.
 
-Each job has two implementations that are equal exactly (:mod:`judgecal_dist.engine.spark`,
-:mod:`judgecal_dist.engine.local`, sharing the kernels of :mod:`judgecal_dist.engine.counts`). A job's
+Each job has two implementations that are equal exactly (:mod:`judgecal_dist.engine.jobs.spark`,
+:mod:`judgecal_dist.engine.jobs.local`, sharing the kernels of :mod:`judgecal_dist.engine.jobs.counts`). A job's
 ``source`` is a dataset root URL, or a SparkSession whose temp views ``verdicts`` and ``labels`` hold the tables
-(:func:`judgecal_dist.engine.spark.register_views`). With a URL and ``engine="auto"`` (the default of
+(:func:`judgecal_dist.engine.jobs.spark.register_views`). With a URL and ``engine="auto"`` (the default of
 :class:`judgecal_dist.config.EngineConfig`), tables below ``local_max_rows`` verdict rows (5M by default) run in
 memory and larger ones on Spark; the choice and its reason are logged.
 """
@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine import counts, local
+from judgecal_dist.engine.jobs import counts, local
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.extras import require_extra
 from judgecal_dist.io.dataset import count_rows, read_dataset_table
@@ -57,7 +57,7 @@ def _is_session(source: object) -> TypeGuard[SparkSession]:
 def _spark() -> ModuleType:
     """The Spark implementations, imported when a job runs on Spark (a one-line error without the extra)."""
     require_extra("spark", "a verdict table on Spark")
-    from judgecal_dist.engine import spark
+    from judgecal_dist.engine.jobs import spark
 
     return spark
 
@@ -266,7 +266,7 @@ def pattern_cells(
     sample : int
         The verdict sample to use.
     blocks : DataFrame, optional
-        ``replicate, group_key, block`` (int64; :data:`judgecal_dist.engine.counts.BLOCK_COLUMNS`): cells are
+        ``replicate, group_key, block`` (int64; :data:`judgecal_dist.engine.jobs.counts.BLOCK_COLUMNS`): cells are
         split per replicate and block instead of per calibration side (multi-block protocols such as FCPS's
         selection / calibration / validation / test); items of groups absent from a replicate are not counted
         in it. Not combined with ``seeds``/``fraction``.

@@ -121,7 +121,7 @@ def credential_paths(obj: Any, path: str = "") -> list[str]:
 
 
 def _git_sha() -> str | None:
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     try:
         out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):

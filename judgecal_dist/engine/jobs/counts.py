@@ -490,7 +490,7 @@ def block_pattern_cells(
 ) -> pd.DataFrame:
     """Full-pattern cells per (replicate, block) of items given as ``(pattern, label_code, group_key)``.
 
-    The in-memory twin of the Spark join in :func:`judgecal_dist.engine.spark.pattern_cells_spark`: every item is
+    The in-memory twin of the Spark join in :func:`judgecal_dist.engine.jobs.spark.pattern_cells_spark`: every item is
     joined to the blocks of its group (one per replicate) and counted in ``(replicate, block, pattern)``.
 
     Returns

@@ -10,7 +10,7 @@
   ``finished``. The views read the history's folders when queried, so a new run shows without registering again.
 
 Every function takes a SparkSession over the catalog: a Spark Connect session of a running server, or a local
-session with Hive support (:func:`judgecal_dist.engine.server.catalog_conf`). Databases without ``judgecal.source``
+session with Hive support (:func:`judgecal_dist.engine.sql.server.catalog_conf`). Databases without ``judgecal.source``
 were not made here and are never dropped.
 """
 
@@ -155,7 +155,7 @@ def add_to_catalog(spark: Any, url: str, name: str | None = None) -> CatalogEntr
 def _register_dataset(spark: Any, url: str, name: str) -> None:
     from pyspark.sql.pandas.types import from_arrow_type
 
-    from judgecal_dist.engine.spark import spark_url
+    from judgecal_dist.engine.jobs.spark import spark_url
 
     fs, root = dataset_root(url)  # raises InputError unless committed (_SUCCESS)
     for table in TABLES:
@@ -179,7 +179,7 @@ def _register_dataset(spark: Any, url: str, name: str) -> None:
 
 
 def _register_results(spark: Any, url: str, name: str) -> None:
-    from judgecal_dist.engine.spark import spark_url
+    from judgecal_dist.engine.jobs.spark import spark_url
 
     fs, root = open_fs(url, {})
     history = f"{url}/history"

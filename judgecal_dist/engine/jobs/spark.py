@@ -1,7 +1,7 @@
 """Spark: the session, stored tables as DataFrames, SQL views, and the sufficient-statistics jobs.
 
 Every job reads the stored tables once, turns strings into the integer codes of
-:mod:`judgecal_dist.engine.counts` in the JVM (``CASE WHEN``, Spark's built-in ``xxhash64`` for group keys,
+:mod:`judgecal_dist.engine.jobs.counts` in the JVM (``CASE WHEN``, Spark's built-in ``xxhash64`` for group keys,
 a broadcast join for judge indices), runs the shared numpy kernel in one ``mapInArrow`` and sums its small
 per-partition outputs with ``groupBy().agg()``. Only frames of sufficient statistics reach the driver; item-level
 results stay Spark DataFrames.
@@ -17,6 +17,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_type
 
-from judgecal_dist.engine import counts, local
+from judgecal_dist.engine.jobs import counts, local
 from judgecal_dist.engine.votes.codec import LabelIndex, block_columns, unpack, verdict_patterns
 from judgecal_dist.engine.votes.spark import category_code, item_votes_spark
 from judgecal_dist.errors import InputError
@@ -149,7 +150,7 @@ def _local_python(master: str) -> dict[str, str]:
     """
     if not master.startswith("local"):
         return {}
-    package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    package_root = str(Path(__file__).resolve().parents[3])
     paths = [package_root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     # PySpark reads the workers' interpreter from the driver's environment only.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -240,7 +241,7 @@ def run_sql(
 ) -> list[SqlResult]:
     """Run one or more SQL statements over the views of a dataset root (:func:`register_views`), read-only.
 
-    Every statement is checked by :class:`~judgecal_dist.engine.sql_guard.SqlGuard` on Spark's parsed plan
+    Every statement is checked by :class:`~judgecal_dist.engine.sql.guard.SqlGuard` on Spark's parsed plan
     before the first one runs: only queries over the dataset's views (and ``EXPLAIN``, ``DESCRIBE``,
     ``SHOW TABLES``, ``SHOW COLUMNS``, ``SET`` of a tuning setting) unless ``allow_writes``; never a static Java
     call, a path read outside ``data_url`` or a write into the dataset's folder.
@@ -259,7 +260,7 @@ def run_sql(
     allow_writes : bool, default False
         Let DDL/DML commands run (still never into the dataset's folder).
     guard_address : (str, int), optional
-        The statement checker of a judgecal server (:mod:`.guard_service`): ``spark`` is then a Spark Connect
+        The statement checker of a judgecal server (:mod:`judgecal_dist.engine.sql.guard_service`): ``spark`` is then a Spark Connect
         session, which has no parser of its own to ask, and the server's parser checks every statement.
 
     Returns
@@ -273,8 +274,8 @@ def run_sql(
         A statement is refused or fails (message: ``sql: statement <n>: ...``), the text holds no statement,
         or ``out`` exists or overlaps the dataset's folder.
     """
-    from judgecal_dist.engine.guard_service import check_remote
-    from judgecal_dist.engine.sql_guard import SqlGuard, split_statements
+    from judgecal_dist.engine.sql.guard import SqlGuard, split_statements
+    from judgecal_dist.engine.sql.guard_service import check_remote
 
     if limit < 1:
         raise InputError(f"--limit: must be >= 1, got {limit}")
@@ -400,7 +401,7 @@ def judge_cells_spark(
     *,
     storage_options: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
-    """:func:`judgecal_dist.engine.stats.judge_cells` in Spark: one pass over the verdicts for all replicates.
+    """:func:`judgecal_dist.engine.jobs.stats.judge_cells` in Spark: one pass over the verdicts for all replicates.
 
     Parameters
     ----------
@@ -408,7 +409,7 @@ def judge_cells_spark(
     source : str or (DataFrame, DataFrame)
         A dataset root URL, or the ``verdicts`` and ``labels`` DataFrames (e.g. a session's views).
     seeds, fraction
-        As :func:`~judgecal_dist.engine.stats.judge_cells`.
+        As :func:`~judgecal_dist.engine.jobs.stats.judge_cells`.
     storage_options : mapping, optional
         fsspec options of a URL source (shipped to the tasks; never logged).
 
@@ -451,7 +452,7 @@ def judge_cells_spark(
 
 
 def item_vote_counts_spark(verdicts: DataFrame) -> DataFrame:
-    """:func:`judgecal_dist.engine.stats.item_vote_counts` in Spark (lazy; item-level, so never collected here)."""
+    """:func:`judgecal_dist.engine.jobs.stats.item_vote_counts` in Spark (lazy; item-level, so never collected here)."""
     coded = verdicts.select(
         "dataset", "item_id", "judge_id", category_code("verdict", table="verdicts").alias("code"), "score"
     )
@@ -478,7 +479,7 @@ def pattern_cells_spark(
     full_patterns: bool = False,
     storage_options: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
-    """:func:`judgecal_dist.engine.stats.pattern_cells` in Spark: one pivot of the items, all prefixes from it.
+    """:func:`judgecal_dist.engine.jobs.stats.pattern_cells` in Spark: one pivot of the items, all prefixes from it.
 
     ``verdicts`` is a dataset root URL (scanned inside the tasks) or a DataFrame, as in
     :func:`judgecal_dist.engine.votes.spark.item_votes_spark`.
@@ -487,9 +488,9 @@ def pattern_cells_spark(
     -----
     The pivot is the vote codec's packed items at ``sample`` (ties kept), turned into base-4 patterns
     (:func:`~judgecal_dist.engine.votes.codec.verdict_patterns`; absent judges are digit 3 = missing); the items
-    then go through one ``mapInArrow`` (:func:`judgecal_dist.engine.counts.pattern_partition`) and a ``groupBy``
+    then go through one ``mapInArrow`` (:func:`judgecal_dist.engine.jobs.counts.pattern_partition`) and a ``groupBy``
     of full patterns; prefixes are
-    sums of full patterns on the driver (:func:`judgecal_dist.engine.counts.expand_prefixes`). With ``blocks``
+    sums of full patterns on the driver (:func:`judgecal_dist.engine.jobs.counts.expand_prefixes`). With ``blocks``
     the items are joined to the block table instead (broadcast when it is small) and counted per
     ``(replicate, block, pattern)`` in the same aggregation; ``full_patterns`` skips the prefix expansion.
     """
