@@ -25,7 +25,7 @@ from judgecal_dist.engine.results.store import RunStore
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.filesystem import open_fs
 from judgecal_dist.io.records import to_json
-from judgecal_dist.models import binary, continuous, davidson, escalation, fcps
+from judgecal_dist.models import binary, continuous, davidson, escalation, fcps, legacy
 from judgecal_dist.models.documents import KINDS, describe
 
 __all__ = ["MODEL_FILE", "LEGACY_FILE", "model_from_dict", "load_model", "save_model", "model_document"]
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 MODEL_FILE = "model/model.json"
 #: The one-coin + beta calibration of earlier versions (``judgecal.calibration/v2``), still read.
 LEGACY_FILE = "model/calibration.json"
-_LEGACY_FORMAT = "judgecal.calibration/v2"
+_LEGACY_FORMAT = legacy.FORMAT
 #: Formats that earlier versions wrote and that no scorer applies (the study that writes them exports a kind now).
 _RETIRED = {
     "judgecal.escalation/v1": "rerun the ensemble study with this version",
@@ -71,10 +71,8 @@ def model_from_dict(
         raise InputError(f"{source}: expected a JSON object (a model document), got {type(state).__name__}")
     fmt = state.get("format")
     if fmt == _LEGACY_FORMAT:
-        from judgecal_dist.scoring.artifact import from_dict as legacy
-
         log.debug("%s: %s read as %s (one_coin + beta)", source, _LEGACY_FORMAT, binary.FORMAT)
-        return legacy(state, source=source, digest=digest)
+        return legacy.from_dict(state, source=source, digest=digest)
     if fmt in _RETIRED:
         raise InputError(f"{source}: format: {fmt!r} is not applied by this version; {_RETIRED[fmt]}")
     known = {f: model for f, model in KINDS.values()}

@@ -2,7 +2,7 @@
 
 Each item's votes by the model's judges (at one ``sample``; ties and unparseable verdicts are missing, as when the
 model was fitted) go through the rebuilt one-coin aggregator, beta calibrator and conformal sets of
-:mod:`judgecal_dist.scoring.artifact`, i.e. the very ``methods/`` code the study evaluated. Large tables run on
+:mod:`judgecal_dist.models.binary`, i.e. the very ``methods/`` code the study evaluated. Large tables run on
 Spark (:func:`judgecal_dist.engine.votes.spark.item_votes_spark`: tasks read the verdict parts with pyarrow
 and pack each item's votes with the vote codec, a ``groupBy`` merges items split across row groups, then one
 ``mapInArrow`` of :func:`judgecal_dist.scoring.kernel.score_and_write` scores the items and writes them through
@@ -35,12 +35,10 @@ fewer than ``min_judge_coverage`` of the model's judges (default half) is refuse
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import pyarrow as pa
@@ -48,7 +46,7 @@ import pyarrow as pa
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.jobs.stats import choose_engine
 from judgecal_dist.engine.results.manifest import fingerprint_inputs
-from judgecal_dist.engine.results.store import LEASE, SUCCESS, RunStore
+from judgecal_dist.engine.results.store import RunStore
 from judgecal_dist.engine.votes.codec import VERDICT_COLUMNS, ItemVotes, encode
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.dataset import dataset_files, dataset_tables, open_table, read_dataset_table
@@ -60,6 +58,7 @@ from judgecal_dist.progress import Progress
 from judgecal_dist.scoring import summary as summ
 from judgecal_dist.scoring.artifact import Calibration, load_calibration
 from judgecal_dist.scoring.checks import check_coverage, check_judges
+from judgecal_dist.scoring.continuous import score_corrector
 from judgecal_dist.scoring.kernel import (
     FILES_DDL,
     items_ddl,
@@ -68,6 +67,15 @@ from judgecal_dist.scoring.kernel import (
     score_and_write,
     score_batch,
     write_items,
+)
+from judgecal_dist.scoring.output import (
+    MARKER,
+    OUTPUT_FORMAT,
+    Output,
+    inspect_output,
+    ownership_marker,
+    replace_outputs,
+    stage_items,
 )
 
 __all__ = [
@@ -78,26 +86,16 @@ __all__ = [
     "score_dataset",
     "score_batch",
     "items_ddl",
-    "ownership_marker",
-    "stage_items",
-    "replace_outputs",
 ]
-
-_T = TypeVar("_T")
 
 if TYPE_CHECKING:  # pyspark is the spark extra: in-process scoring never imports it
     from judgecal_dist.engine.votes.spark import ScanTally
 
 log = logging.getLogger(__name__)
 
-OUTPUT_FORMAT = "judgecal.scores/v1"
-#: The marker file that makes a folder score's own, and its format.
-MARKER, MARKER_FORMAT = "_JUDGECAL_SCORE", "judgecal.score-output/v1"
 UNKNOWN_JUDGES = ("error", "ignore")
 #: Default floor on the share of the model's judges that must have verdicts in the table.
 MIN_JUDGE_COVERAGE = 0.5
-#: Top-level names score writes; a marked folder's foreign files under them are refused, elsewhere left alone.
-_OWN_NAMES = ("items/", "summary/", "figures/", "summary.json", SUCCESS)
 _LOCAL_CHUNK_ITEMS = 200_000  # items scored per numpy call in memory (bounds the float64 copy of the votes)
 #: Verdict columns read dictionary-encoded in memory: the codec maps each distinct string once.
 _DICTIONARY_COLUMNS = ["dataset", "item_id", "group_id", "judge_id", "verdict"]
@@ -169,7 +167,7 @@ def score_dataset(
         "min_judge_coverage": float(min_judge_coverage),
     }
     store = RunStore(output_url, storage_options=options)
-    output = _inspect_output(store)
+    output = inspect_output(store)
     if output.marker is not None and output.marker.get("inputs") == inputs and store.succeeded:
         log.info("score: %s is committed for the same inputs; nothing to do", output_url)
         return store.read_json("summary.json") | {"skipped": True}
@@ -178,8 +176,6 @@ def score_dataset(
     # The one dispatch on kinds: a panel pipeline below; a continuous corrector, or a kind that reads the table
     # itself (a ``TableModel``), here.
     if getattr(model, "family", "binary") == "continuous":  # a corrector of one judge's scores
-        from judgecal_dist.scoring.continuous import score_corrector
-
         return score_corrector(model, data_url, store, output, inputs, chosen, engine, started)
     if isinstance(model, TableModel):
         return _score_table_kind(
@@ -244,7 +240,7 @@ def _score_table_kind(
     model: TableModel,
     data_url: str,
     store: RunStore,
-    output: _Output,
+    output: Output,
     inputs: dict[str, Any],
     engine: EngineConfig,
     chosen: str,
@@ -287,86 +283,6 @@ def _score_table_kind(
     store.commit_success()
     log.info("score: %d rows of a %s model on %s -> %s", table.num_rows, model.kind, chosen, store.url)
     return record
-
-
-# -- the output folder -----------------------------------------------------------------------------------------
-def stage_items(store: RunStore, output: _Output, write: Callable[[str], _T]) -> tuple[str, _T]:
-    """Claim the output folder (score's marker, unless it is already score's), stage ``items`` and ``write`` into it.
-
-    On any failure the staged folder, a marker this call wrote and a folder this call created are removed, so a
-    failed score leaves the output as it found it. Returns the staged folder and what ``write`` returned.
-    """
-    if output.marker is None:  # claim the folder: from here on, what is in it is score's
-        store.write_json(MARKER, ownership_marker(None, []))
-    staged = store.stage("items")
-    try:
-        return staged, write(staged)
-    except BaseException:
-        store.discard(staged)
-        if output.marker is None:
-            store.remove_files([MARKER])
-        store.abandon(remove_empty=output.new)
-        raise
-
-
-def replace_outputs(store: RunStore, output: _Output, staged: str, written: list[str], others: list[str]) -> list[str]:
-    """The first half of the commit: readers stop trusting the folder (``_SUCCESS`` withdrawn), the marker lists
-    the old and the new files (staged items, and ``others`` that the caller writes next), the old ones go and the
-    staged items come into place; returns the new file list."""
-    new_files = {f"items/{f}" for f in written} | set(others)
-    old_files = set(output.marker.get("files", [])) if output.marker else set()
-    store.reopen()
-    store.write_json(
-        MARKER, ownership_marker(None, sorted(old_files | new_files))
-    )  # a crash from here on leaves it ours
-    store.remove_files(sorted(old_files - new_files - {MARKER, SUCCESS}))
-    store.promote(staged, "items", written)
-    return sorted(new_files)
-
-
-@dataclass(frozen=True)
-class _Output:
-    """What an output folder holds before score writes: nothing (``new``), or its marker's content."""
-
-    new: bool
-    marker: dict[str, Any] | None
-
-
-def ownership_marker(inputs: dict[str, Any] | None, files: list[str]) -> dict[str, Any]:
-    # inputs None = a score is being written (or failed): no rerun takes it for committed.
-    return {"format": MARKER_FORMAT, "owner": "judgecal score", "inputs": inputs, "files": files}
-
-
-def _inspect_output(store: RunStore) -> _Output:
-    """The output folder's state; refuses a folder holding files score did not write (nothing is touched)."""
-    files = [f for f in store.list_files() if f != LEASE]  # the lease is the store's own (a live one conflicts)
-    if MARKER not in files:
-        if files:
-            raise InputError(
-                f"{store.url}: holds {len(files)} file(s) that judgecal score did not write (e.g. {files[:3]}) and "
-                f"no {MARKER} marker; score writes only into a new or empty folder, or one it marked as its own "
-                "(it never deletes files it did not write): choose another --output"
-            )
-        return _Output(new=not store.fs.exists(store.path), marker=None)
-    try:
-        marker = json.loads(store.read_bytes(MARKER).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise InputError(f"{store.url_of(MARKER)}: not a score marker ({err}); choose another --output") from err
-    listed = marker.get("files") if isinstance(marker, dict) else None
-    # The files it lists are the ones a rerun removes: only score's own names, never a path out of the folder.
-    own = isinstance(listed, list) and all(
-        isinstance(f, str) and f.startswith(_OWN_NAMES) and ".." not in f.split("/") for f in listed
-    )
-    if not own or marker.get("format") != MARKER_FORMAT:
-        raise InputError(f"{store.url_of(MARKER)}: not a {MARKER_FORMAT} marker; choose another --output")
-    mine = set(marker["files"]) | {MARKER, SUCCESS}
-    foreign = [f for f in files if f not in mine and not f.startswith("_tmp/") and f.startswith(_OWN_NAMES)]
-    if foreign:
-        raise InputError(
-            f"{store.url}: {len(foreign)} file(s) among score's results were not written by it (e.g. "
-            f"{foreign[:3]}); move them out of the folder (score never deletes files it did not write)"
-        )
-    return _Output(new=False, marker=marker)
 
 
 # -- checks ----------------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ model's rubric when it has one). The optional ``labels.label_score`` (a human sc
 raw and corrected mean absolute errors to the summary.
 
 Output (beside the binary layout of :mod:`judgecal_dist.scoring.apply`, with the same ownership marker, staging
-and commit)::
+and commit: :mod:`judgecal_dist.scoring.output`)::
 
     <output>/items/dataset=<name>/part-*.parquet   item_id, group_id, judge_id, rubric, score (raw),
                                                     corrected, sd, lower, upper (on the model's score_range; sd and
@@ -38,11 +38,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from judgecal_dist.config import EngineConfig
+from judgecal_dist.engine.results.store import RunStore
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.dataset import read_dataset_table
 from judgecal_dist.io.records import json_records
 from judgecal_dist.models.continuous import Corrector
 from judgecal_dist.scoring.kernel import FILES_DDL, write_items
+from judgecal_dist.scoring.output import MARKER, OUTPUT_FORMAT, Output, ownership_marker, replace_outputs, stage_items
 
 __all__ = [
     "ITEM_COLUMNS",
@@ -339,16 +341,14 @@ def summarise_spark(model: Corrector, folder_url: str, files: list[str], engine:
 def score_corrector(
     model: Corrector,
     data_url: str,
-    store: Any,
-    output: Any,
+    store: RunStore,
+    output: Output,
     inputs: dict[str, Any],
     chosen: str,
     engine: EngineConfig,
     started: float,
 ) -> dict[str, Any]:
     """Score, stage, promote and commit (``apply.score_dataset`` has checked the model, data and output folder)."""
-    from judgecal_dist.scoring import apply
-
     sample, unknown = int(inputs["sample"]), str(inputs["unknown_judges"])
     options = dict(engine.storage_options)
     prepared = prepare_local(model, data_url, engine, sample, unknown) if chosen == "local" else None
@@ -359,8 +359,8 @@ def score_corrector(
             return write_items(batches, items_schema(), staged, storage_options=options), prepared.extra
         return _stage_spark(model, data_url, staged, engine, sample, unknown)
 
-    staged, (written, extra) = apply.stage_items(store, output, write)
-    new_files = apply.replace_outputs(store, output, staged, [f for f, _ in written], [_SUMMARY, "summary.json"])
+    staged, (written, extra) = stage_items(store, output, write)
+    new_files = replace_outputs(store, output, staged, [f for f, _ in written], [_SUMMARY, "summary.json"])
     files = [f for f, _ in written]
     if prepared is not None:
         table = summarise(read_back(store.url_of("items"), files, options), model)
@@ -373,7 +373,7 @@ def score_corrector(
         "unknown_judges_ignored": extra,
     }
     record = {
-        "format": apply.OUTPUT_FORMAT,
+        "format": OUTPUT_FORMAT,
         "inputs": inputs,
         "engine": chosen,
         "model": {
@@ -390,7 +390,7 @@ def score_corrector(
     }
     store.write_table(_SUMMARY, table)
     store.write_json("summary.json", record)
-    store.write_json(apply.MARKER, apply.ownership_marker(inputs, new_files))
+    store.write_json(MARKER, ownership_marker(inputs, new_files))
     store.commit_success()
     return record
 
