@@ -148,7 +148,13 @@ def generate(
 @run_id_option
 @ray_option
 @conf_option
-@click.option("--serial", is_flag=True, help="Run replicates in this process instead of on Ray (debugging).")
+@click.option(
+    "--serial/--ray",
+    "serial",
+    default=None,
+    help="Run the replicates in this process, or fan them out on Ray (the ray extra). Default: Ray when it is "
+    "installed or --ray-address is given, else this process.",
+)
 @then_option
 @drift_conf_option
 @click.option(
@@ -167,7 +173,7 @@ def run(
     run_id: str | None,
     ray_address: str | None,
     conf_path: Path | None,
-    serial: bool,
+    serial: bool | None,
     then: str | None,
     drift_conf: Path | None,
     mlflow_uri: str | None,
@@ -336,7 +342,13 @@ def submit(
 @output_option
 @run_id_option
 @conf_option
-@click.option("--serial", is_flag=True, help="Fit the folds in this process instead of on Ray.")
+@click.option(
+    "--serial/--ray",
+    "serial",
+    default=None,
+    help="Fit the candidates in this process, or fan them out on Ray (the ray extra). Default: Ray when it is "
+    "installed, else this process.",
+)
 @guarded
 def fit(
     data_url: str,
@@ -344,7 +356,7 @@ def fit(
     output: str | None,
     run_id: str | None,
     conf_path: Path | None,
-    serial: bool,
+    serial: bool | None,
 ) -> None:
     """Choose the calibrated panel pipeline by cross-fitted NLL on the labelled items of --data, export it
     (model/model.json) with a model card (report.md); print the choice and, last, the run folder.

@@ -16,9 +16,11 @@ from judgecal_dist.studies import STUDY_EXTRAS
 _WITHOUT_EXTRA = """
 import json, sys
 BLOCKED = {blocked!r}
+tried = []
 class Refuse:
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in BLOCKED:
+            tried.append(name)
             raise ImportError(f"No module named {{name!r}} (blocked by the test)")
         return None
 sys.meta_path.insert(0, Refuse())
@@ -32,8 +34,8 @@ for name in STUDIES:
     except ConfigError as exc:
         errors[name] = str(exc)
 {more}
-print(json.dumps({{"loaded": loaded, "errors": errors, "engines": sorted(
-    m for m in sys.modules if m.split(".")[0] in ("pyspark", "ray"))}}))
+print(json.dumps({{"loaded": loaded, "errors": errors, "tried": sorted(set(tried)), "engines": sorted(
+    m for m in sys.modules if m.split(".")[0] in BLOCKED)}}))
 """
 
 
@@ -77,27 +79,56 @@ def test_without_the_extra_the_core_loads_and_the_study_names_the_install():
     assert message.endswith("pip install 'judgecal-dist[continuous]'")
 
 
-# The base install (no engine extra): the CLI, `config show` and a serial run of an in-memory study work; a
-# study or a run that needs an engine stops with one line naming the extra, before anything is written.
+# The base install (no extra at all): the loop runs in this process. generate -> ingest -> fit -> score through the
+# CLI, with every extra's packages refused (botocore and s3fs of the cluster extra too); a command that truly needs
+# an extra stops with one line naming it (exit 2), before anything is written.
 _BASE_CLI = """
+import pandas as pd
 from click.testing import CliRunner
 from judgecal_dist.cli import cli
-shown = CliRunner().invoke(cli, ["config", "show", "inclusion"])
-assert shown.exit_code == 0 and "study: inclusion" in shown.output, shown.output
-ran = CliRunner().invoke(cli, ["run", "inclusion", "--set", "data=/nonexistent", "--output", {out!r}])
-errors["run"] = [ran.exit_code, ran.output.strip()]
+tried.clear()  # the import graph of the commands below, not of the test's own set-up
+out = {out!r}
+
+def invoke(*args):
+    result = CliRunner().invoke(cli, list(args))
+    return [result.exit_code, result.output.strip()]
+
+shown = invoke("config", "show", "inclusion")
+assert shown[0] == 0 and "study: inclusion" in shown[1], shown
+for name, args in {{
+    "generate": ["generate", "--items", "300", "--judges", "6", "--seed", "3", out + "/panel"],
+    "ingest": ["ingest", "--format", "long", out + "/panel", out + "/data"],
+    "fit": ["fit", "--data", out + "/data", "--output", out + "/fit", "--set", "aggregators=[majority, stacking]",
+            "--set", "calibrators=[none, platt]", "--set", "panels=[all]", "--set", "resamples=50"],
+}}.items():
+    errors[name] = invoke(*args)
+model = errors["fit"][1].splitlines()[-1]
+errors["score"] = invoke("score", "--model", model, "--data", out + "/data", "--output", out + "/scored")
+errors["rows"] = len(pd.read_parquet(out + "/scored/items"))
+errors["tried"] = sorted(set(tried))  # modules of an extra the loop tried to import (refused or not)
+errors["run itc"] = invoke("run", "itc", "--output", out + "/itc")
+errors["s3"] = invoke("score", "--model", model, "--data", "s3://bucket/data", "--output", out + "/s3")
+errors["ray"] = invoke("run", "inclusion", "--ray", "--set", "data=" + out + "/data", "--output", out + "/ray")
 """
 
 
-def test_base_install_needs_no_engine_and_names_the_extra(tmp_path):
-    got = _without(["pyspark", "ray", *EXTRAS["continuous"]], _BASE_CLI.format(out=str(tmp_path / "results")))
-    assert got["engines"] == []
-    assert {"inclusion", "budget", "narrowband", "regime_map", "ensemble"} <= set(got["loaded"])
+def test_base_install_runs_the_loop_and_names_the_extra(tmp_path):
+    blocked = sorted({"botocore", "s3fs", "pyspark", "ray", "torch", "jax", *EXTRAS["continuous"]})
+    got = _without(blocked, _BASE_CLI.format(out=str(tmp_path)))
+    assert got["engines"] == []  # the loop's import graph holds none of them
+    assert got["errors"]["tried"] == ["ray"]  # only looked for, once, to choose the executor; never imported
+    assert {"inclusion", "budget", "narrowband", "regime_map", "ensemble", "fit"} <= set(got["loaded"])
     for name in ("itc", "inclusion_scale"):
         assert got["errors"][name] == (
             f"study '{name}': needs the 'spark' extra, not installed here (missing pyspark): "
             "pip install 'judgecal-dist[spark]'"
         )
-    code, line = got["errors"]["run"]
-    assert code == 2 and "needs the 'ray' extra" in line and "--serial" in line and "judgecal-dist[ray]" in line
-    assert not (tmp_path / "results").exists()
+    errors = got["errors"]
+    for step in ("generate", "ingest", "fit", "score"):
+        assert errors[step][0] == 0, (step, errors[step])
+    assert errors["rows"] == 300 and (tmp_path / "fit").is_dir()
+    assert errors["score"][1].splitlines()[-1] == str(tmp_path / "scored")
+    for step, extra in (("run itc", "spark"), ("s3", "cluster"), ("ray", "ray")):
+        code, line = errors[step]
+        assert code == 2 and f"needs the '{extra}' extra" in line and f"judgecal-dist[{extra}]" in line, (step, line)
+    assert not (tmp_path / "itc").exists() and not (tmp_path / "s3").exists() and not (tmp_path / "ray").exists()

@@ -16,6 +16,7 @@ import errno
 import json
 import logging
 import random
+import sys
 import time
 from collections.abc import Callable
 from typing import IO, Any, TypeVar
@@ -25,6 +26,7 @@ from fsspec import AbstractFileSystem
 from fsspec.utils import infer_compression
 
 from judgecal_dist.errors import InputError
+from judgecal_dist.extras import require_extra
 
 __all__ = [
     "open_fs",
@@ -64,19 +66,24 @@ OBJECT_STORES = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl
 S3_RETRIES = {"mode": "standard", "max_attempts": 8}
 
 
-def _access_errors() -> tuple[type[BaseException], ...]:
-    # Remote filesystems raise their client's own errors for missing credentials or unreachable endpoints
-    # (botocore's are not OSErrors); they are input problems of the URL, reported as such.
-    errors: list[type[BaseException]] = [OSError]
-    try:
-        from botocore.exceptions import BotoCoreError, ClientError
-    except ImportError:
-        return tuple(errors)
-    return (*errors, BotoCoreError, ClientError)
+def _botocore_errors() -> Any:
+    """botocore's exceptions module when botocore is loaded, else None.
+
+    botocore comes with the cluster extra (under s3fs) and is imported by s3fs when an ``s3://`` filesystem is
+    made; a process that never opened one cannot hold a botocore error, so the base install never imports it.
+    """
+    return sys.modules.get("botocore.exceptions")
 
 
-#: Exceptions raised while reaching a URL (local or remote) that mean "this input cannot be accessed".
-ACCESS_ERRORS: tuple[type[BaseException], ...] = _access_errors()
+def access_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions raised while reaching a URL (local or remote) that mean "this input cannot be accessed".
+
+    Remote filesystems raise their client's own errors for missing credentials or unreachable endpoints
+    (botocore's are not OSErrors); they are input problems of the URL, reported as such.
+    """
+    boto = _botocore_errors()
+    return (OSError,) if boto is None else (OSError, boto.BotoCoreError, boto.ClientError)
+
 
 #: Exceptions a corrupt, truncated or unreadable input file raises while it is decoded.
 DECODE_ERRORS: tuple[type[BaseException], ...] = (OSError, EOFError, ValueError, UnicodeDecodeError)
@@ -100,9 +107,12 @@ def open_fs(url: str, storage_options: dict[str, Any] | None = None) -> tuple[Ab
     ------
     InputError
         The protocol is unknown or its filesystem cannot be created.
+    ConfigError
+        An ``s3://`` URL without s3fs (the cluster extra) installed.
     """
     options = dict(storage_options or {})
     if str(url).startswith(("s3://", "s3a://")):
+        require_extra("cluster", f"{url}: an s3:// URL", modules=("s3fs",))
         config_kwargs = dict(options.get("config_kwargs") or {})
         config_kwargs.setdefault("retries", dict(S3_RETRIES))
         options["config_kwargs"] = config_kwargs
@@ -122,7 +132,7 @@ def require_exists(fs: AbstractFileSystem, path: str, url: str) -> None:
     try:
         fs.invalidate_cache(path)
         found = fs.exists(path)
-    except ACCESS_ERRORS as err:  # e.g. an S3 bucket that cannot be reached, or no credentials
+    except access_errors() as err:  # e.g. an S3 bucket that cannot be reached, or no credentials
         raise InputError(f"{url}: cannot access ({type(err).__name__}: {err})") from err
     if not found:
         raise InputError(f"{url}: no such file or directory")
@@ -146,7 +156,7 @@ def require_bucket(url: str, storage_options: dict[str, Any] | None = None) -> N
     try:
         fs.invalidate_cache(bucket)
         found = fs.exists(bucket)
-    except ACCESS_ERRORS as err:
+    except access_errors() as err:
         raise InputError(f"{url}: cannot access bucket {bucket!r} ({type(err).__name__}: {err})") from err
     if not found:
         raise InputError(
@@ -191,21 +201,18 @@ def is_transient(err: BaseException) -> bool:
     The whole cause chain is inspected, since s3fs re-raises botocore's ``ClientError`` as a plain ``OSError``.
     Missing objects, denied access and malformed requests are never transient.
     """
-    # botocore comes with s3fs, a runtime dependency.
-    from botocore.exceptions import ClientError, ConnectTimeoutError, ReadTimeoutError
-    from botocore.exceptions import ConnectionError as BotoConnectionError
-
+    boto = _botocore_errors()  # None: no s3:// filesystem was opened, so no botocore error can be here
     chain = _causes(err)
     if any(isinstance(e, FileNotFoundError | PermissionError | FileExistsError) for e in chain):
         return False
     for e in chain:
-        if isinstance(e, ClientError):
+        if boto is not None and isinstance(e, boto.ClientError):
             response = getattr(e, "response", None) or {}
             status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
             return status in TRANSIENT_STATUS or response.get("Error", {}).get("Code") in TRANSIENT_CODES
         if isinstance(e, ConnectionError | TimeoutError):
             return True
-        if isinstance(e, BotoConnectionError | ConnectTimeoutError | ReadTimeoutError):
+        if boto is not None and isinstance(e, boto.ConnectionError | boto.ConnectTimeoutError | boto.ReadTimeoutError):
             return True
         if type(e).__module__.startswith("aiohttp") and "Connection" in type(e).__name__:
             return True

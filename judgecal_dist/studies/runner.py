@@ -35,7 +35,7 @@ from judgecal_dist.config import EngineConfig, apply_overrides, config_digest, c
 from judgecal_dist.engine.results.manifest import build_manifest, fingerprint_inputs, input_digest, redact_text, utc_now
 from judgecal_dist.engine.results.store import RunConflict, RunStore, is_remote
 from judgecal_dist.errors import ConfigError
-from judgecal_dist.extras import require_extra
+from judgecal_dist.extras import has_extra, require_extra
 from judgecal_dist.history.recorder import record_study_run
 from judgecal_dist.io.filesystem import require_bucket
 from judgecal_dist.studies import STUDIES, get_study
@@ -210,16 +210,18 @@ def execute(
     engine: EngineConfig,
     *,
     output: str | None = None,
-    serial: bool = False,
+    serial: bool | None = None,
     now: datetime | None = None,
 ) -> str:
     """Run ``run`` and return its results URL (the run folder).
 
-    ``now`` is the run's clock (default: the current UTC time), which fills ``{date}``/``{time}`` in the run id.
+    ``serial``: True runs the replicates in this process, False fans them out on Ray (the ray extra), None (the
+    default) chooses: Ray when a Ray address is configured or Ray is installed, else this process (said once on
+    the log). ``now`` is the run's clock (default: the current UTC time), which fills ``{date}``/``{time}`` in the
+    run id.
     """
     module, config = run.module, run.config
-    if not serial:  # before anything is read or written
-        require_extra("ray", f"judgecal run {module.NAME} (replicates fan out on Ray; --serial runs them here)")
+    serial = choose_executor(serial, engine, module.NAME)  # before anything is read or written
     options = dict(engine.storage_options)
     out = (output or engine.output).rstrip("/")
     if not is_remote(out):
@@ -272,6 +274,18 @@ def execute(
         raise
     record_study_run(out, final, run_url=store.url, data_url=next(iter(_input_urls(config)), None), engine=engine)
     return store.url
+
+
+def choose_executor(serial: bool | None, engine: EngineConfig, study: str) -> bool:
+    """Whether replicates run in this process: ``serial`` when given (False needs the ray extra), else Ray when
+    configured (``ray_address``) or installed, else this process (the base install), said once on the log."""
+    if serial is None:
+        serial = not engine.ray_address and not has_extra("ray")
+        if serial:
+            log.info("executor: this process (Ray is not installed; pip install 'judgecal-dist[ray]' fans out)")
+    if not serial:
+        require_extra("ray", f"judgecal run {study} (replicates fan out on Ray; --serial runs them here)")
+    return serial
 
 
 def _refuse_other_run(store: RunStore, identity: RunIdentity) -> None:
