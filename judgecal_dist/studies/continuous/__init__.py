@@ -3,5 +3,7 @@
 * :mod:`.study`: the contract (``load``, ``plan``, ``run_replicate``, ``summarise``);
 * :mod:`.config`: settings and the run's input, shared with the report;
 * :mod:`.data`: paired continuous scores from the RewardBench 2 k=8 data;
+* :mod:`.design`: the per-seed test/anchor split and the flows' seeds and settings, shared with the export;
+* :mod:`.export`: the exported corrector, refitted on the study's anchors;
 * :mod:`.report`: summary, crossover, canary, figures and ``report.md``.
 """

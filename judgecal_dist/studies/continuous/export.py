@@ -26,8 +26,20 @@ import numpy as np
 import pandas as pd
 
 from judgecal_dist.io.adapters.rb2k8 import SCORE_RANGE
-from judgecal_dist.models import linear_from_moments
+from judgecal_dist.methods.continuous.hb_linear import ConvergenceGateWarning, HierarchicalLinear
+from judgecal_dist.methods.continuous.linear_conjugate import ConjugateLinear, sufficient_stats
+from judgecal_dist.methods.continuous.score_flow import ScoreFlow
+from judgecal_dist.methods.continuous.score_transport import MarginalOT
+from judgecal_dist.models import (
+    flow_from_estimator,
+    flows_per_rubric_from_estimators,
+    linear_from_conjugate,
+    linear_from_hb,
+    linear_from_moments,
+    ot_from_estimators,
+)
 from judgecal_dist.studies.continuous.config import EXPORTABLE, Config, ContinuousInput
+from judgecal_dist.studies.continuous.design import RUBRIC_STRIDE, arm_data, draw_anchors, flow_settings, split
 
 __all__ = ["EXPORTABLE", "exported_choice", "export_corrector"]
 
@@ -53,7 +65,6 @@ def export_corrector(
 ) -> Any:
     """The model of ``corrector`` fitted on ``judge``'s anchors of seed ``config.seed`` at the largest budget
     (``linear_hb``: the study's own fit, read off its rows in ``parts`` when they hold the posterior moments)."""
-    from judgecal_dist.studies.continuous.study import arm_data, draw_anchors, split
 
     seed, budget = config.seed, int(max(config.budgets))
     rows = arm_data(data, judge, seed)
@@ -71,23 +82,12 @@ def export_corrector(
     level = {"interval_level": config.interval_level}  # the linear corrector's predictive interval, as in the study
     rubrics = list(data.rubrics)
     if corrector == "ot":
-        from judgecal_dist.methods.continuous.score_transport import MarginalOT
-        from judgecal_dist.models import ot_from_estimators
-
         maps = {r: MarginalOT().fit(j[rubric == r], y[rubric == r]) for r in rubrics if (rubric == r).sum() >= 2}
         return ot_from_estimators(maps, **common)
     if corrector == "flow":
-        from judgecal_dist.methods.continuous.score_flow import ScoreFlow
-        from judgecal_dist.models import flow_from_estimator
-        from judgecal_dist.studies.continuous.study import flow_settings
-
         flow = ScoreFlow(n_passes=config.flow_passes, random_state=seed, **flow_settings(config))
         return flow_from_estimator(flow.fit(j, y, rubric), **common)
     if corrector == "flow_per_rubric":  # each rubric's own flow, seeded as the study seeds that member
-        from judgecal_dist.methods.continuous.score_flow import ScoreFlow
-        from judgecal_dist.models import flows_per_rubric_from_estimators
-        from judgecal_dist.studies.continuous.study import RUBRIC_STRIDE, flow_settings
-
         flows = {
             r: ScoreFlow(
                 n_passes=config.flow_passes, random_state=seed * RUBRIC_STRIDE + i, **flow_settings(config)
@@ -114,9 +114,6 @@ def export_corrector(
             **level,
         )
     if config.nuts_seeds > 0:  # the first seed is a NUTS seed in the study too
-        from judgecal_dist.methods.continuous.hb_linear import ConvergenceGateWarning, HierarchicalLinear
-        from judgecal_dist.models import linear_from_hb
-
         model = HierarchicalLinear(
             num_warmup=config.nuts_warmup,
             num_samples=config.nuts_samples,
@@ -127,8 +124,6 @@ def export_corrector(
             warnings.simplefilter("ignore", ConvergenceGateWarning)  # the report says whether the seed converged
             model.fit(j, y, rubric, rubrics=rubrics)
         return linear_from_hb(model, **common, **level)
-    from judgecal_dist.methods.continuous.linear_conjugate import ConjugateLinear, sufficient_stats
-    from judgecal_dist.models import linear_from_conjugate
 
     masks = np.stack([rubric == r for r in rubrics])
     conj = ConjugateLinear().fit(sufficient_stats(np.where(masks, j, np.nan), np.where(masks, y, np.nan)))

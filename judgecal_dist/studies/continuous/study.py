@@ -37,19 +37,17 @@ from judgecal_dist.methods.continuous.hb_linear import ConvergenceGateWarning, H
 from judgecal_dist.methods.continuous.linear_conjugate import ConjugateLinear, sufficient_stats
 from judgecal_dist.methods.continuous.score_flow import route_for_review
 from judgecal_dist.methods.continuous.score_transport import MarginalOT
-from judgecal_dist.splits import group_keys, split_uniforms
 from judgecal_dist.stats.continuous_metrics import continuous_metrics
 from judgecal_dist.studies.base import StudyResult
 from judgecal_dist.studies.continuous import report as continuous_report
 from judgecal_dist.studies.continuous.config import Config, ContinuousInput
-from judgecal_dist.studies.continuous.data import SYNTHETIC, arm_scores, load_paired_scores
+from judgecal_dist.studies.continuous.data import SYNTHETIC, load_paired_scores
+from judgecal_dist.studies.continuous.design import RUBRIC_STRIDE, arm_data, draw_anchors, flow_settings, split
 
 __all__ = ["NAME", "Config", "ContinuousInput", "Replicate", "load", "plan", "run_replicate", "summarise", "split"]
 
 NAME = "continuous"
 CORRECTORS = ("raw", "linear_hb", "flow", "flow_per_rubric", "ot", "ot_oracle", "constant")
-#: Seed offset of the per-rubric flows' members (member seed = seed * stride + rubric index).
-RUBRIC_STRIDE = 64
 
 
 @dataclass(frozen=True)
@@ -107,25 +105,6 @@ def plan(config: Config, data: ContinuousInput) -> list[Replicate]:
     return reps
 
 
-def split(arm_scores: pd.DataFrame, seed: int, test_groups: int) -> tuple[np.ndarray, np.ndarray]:
-    """Row indices of the test items and of the anchor pool in budget order, per rubric, for ``seed``."""
-    groups = arm_scores["group_id"].to_numpy()
-    unique = np.unique(groups)
-    u = pd.Series(split_uniforms(group_keys(unique.tolist()), [seed])[0], index=unique)
-    frame = pd.DataFrame(
-        {"rubric": arm_scores["rubric"].to_numpy(), "u": u.loc[groups].to_numpy(), "row": np.arange(len(groups))}
-    )
-    frame["item"] = arm_scores["item_id"].to_numpy()
-    frame = frame.sort_values(["rubric", "u", "item"], kind="stable")
-    rank = frame.groupby("rubric")["u"].rank(method="dense")
-    is_test = (rank <= test_groups).to_numpy()
-    return frame["row"].to_numpy()[is_test], frame["row"].to_numpy()[~is_test]
-
-
-def arm_data(data: ContinuousInput, arm: str, seed: int) -> pd.DataFrame:
-    return arm_scores(data.scores, arm, seed)
-
-
 def _timed(predict: Callable[[], np.ndarray]) -> tuple[np.ndarray, float]:
     """Predictions and the wall milliseconds per item of producing them (reported, never asserted)."""
     t0 = time.perf_counter()
@@ -151,11 +130,6 @@ def conjugate_interval(
     tail = (1.0 - level) / 2.0
     low, high = cell.predictive_quantiles(at, tail), cell.predictive_quantiles(at, 1.0 - tail)
     return np.interp(j, at, low), np.interp(j, at, high)
-
-
-def draw_anchors(rows: pd.DataFrame, pool: np.ndarray, budget: int) -> pd.DataFrame:
-    pooled = rows.iloc[pool]
-    return pooled.groupby("rubric", sort=False, group_keys=False).head(budget)  # first n of each rubric's pool order
 
 
 def _row(
@@ -270,17 +244,6 @@ def _pad(columns: list[np.ndarray], fill: float) -> np.ndarray:
     return np.stack(
         [np.pad(np.asarray(c, dtype=np.float64), (0, width - len(c)), constant_values=fill) for c in columns]
     )
-
-
-def flow_settings(config: Config) -> dict[str, Any]:
-    """The flow's training and solver settings from the study config (what every stacked fit receives)."""
-    return {
-        "epochs": config.flow_epochs,
-        "lr": config.flow_lr,
-        "embed_dim": config.flow_embed_dim,
-        "mask_policy": config.flow_mask_policy,
-        "solver": config.flow_solver,
-    }
 
 
 def _flow_job(
