@@ -4,7 +4,7 @@ Every study's ``summarise`` builds one :class:`Recommendation` from its own summ
 :class:`~judgecal_dist.studies.base.StudyResult`, which opens ``report.md`` with :meth:`Recommendation.markdown`
 and stores :meth:`Recommendation.record` as ``summary.json`` ``recommendation`` (what ``judgecal run`` prints).
 Intervals are never computed here: :func:`estimate` only formats the ``<metric>_ci_low``/``<metric>_ci_high``
-columns the study wrote.
+columns the study wrote, through :mod:`~judgecal_dist.studies.report_kit`.
 """
 
 from __future__ import annotations
@@ -13,20 +13,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from judgecal_dist.io.records import json_records
+from judgecal_dist.studies.report_kit import MISSING, number, row_interval
 
 __all__ = ["Recommendation", "estimate", "overlap", "preview", "words"]
-
-
-def _fmt(value: Any, spec: str) -> str:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return "n/a"
-    return format(number, spec) if np.isfinite(number) else "n/a"
 
 
 def words(value: Any) -> str:
@@ -45,11 +37,7 @@ def estimate(row: Mapping[str, Any] | pd.Series, metric: str, label: str | None 
     The interval is the one the study computed (``<metric>_ci_low``/``_ci_high``); without those columns only the
     value is given.
     """
-    text = f"{metric if label is None else label} {_fmt(row[metric], spec)}".lstrip()
-    low, high = f"{metric}_ci_low", f"{metric}_ci_high"
-    if low in row and high in row:
-        text += f" [{_fmt(row[low], spec)}, {_fmt(row[high], spec)}]"
-    return text
+    return f"{metric if label is None else label} {row_interval(row, metric, spec)}".lstrip()
 
 
 def overlap(a: Mapping[str, Any] | pd.Series, b: Mapping[str, Any] | pd.Series, metric: str) -> bool:
@@ -183,23 +171,8 @@ def _compact(rows: pd.DataFrame, recommendation: Mapping[str, Any]) -> pd.DataFr
     for metric in recommendation.get("metrics", []):
         if metric not in rows:
             continue
-        low, high = rows.get(f"{metric}_ci_low"), rows.get(f"{metric}_ci_high")
-        out[metric] = [
-            ""
-            if _fmt(v, "") == "n/a"
-            else _float(v) + (f" [{_float(lo)}, {_float(hi)}]" if low is not None and high is not None else "")
-            for v, lo, hi in zip(
-                rows[metric],
-                low if low is not None else rows[metric],
-                high if high is not None else rows[metric],
-                strict=True,
-            )
-        ]
+        out[metric] = ["" if number(r[metric]) == MISSING else row_interval(r, metric) for _, r in rows.iterrows()]
     return out
-
-
-def _float(x: Any) -> str:
-    return _fmt(x, ".4f")
 
 
 def exported_model(name: str, fmt: str, override: str) -> str:

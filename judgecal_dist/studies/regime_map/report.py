@@ -18,7 +18,8 @@ from judgecal_dist.studies.base import StudyResult, interval_note
 from judgecal_dist.studies.regime_map.cfps import cfps_report
 from judgecal_dist.studies.regime_map.cold_start import COLD, cold_start_report
 from judgecal_dist.studies.regime_map.config import SINGLE, extra_menus
-from judgecal_dist.studies.regime_map.diagnostics import diagnostics_report, growth_population
+from judgecal_dist.studies.regime_map.diagnostics import growth_population
+from judgecal_dist.studies.regime_map.diagnostics_report import diagnostics_report
 from judgecal_dist.studies.regime_map.extended import extended
 from judgecal_dist.studies.regime_map.recommend import recommend, verdict
 from judgecal_dist.studies.regime_map.sensitivity import ALPHA, alpha_report

@@ -17,16 +17,14 @@ from judgecal_dist.methods.fcps.select import Cells, fit_family, prefix_cells
 from judgecal_dist.studies.regime_map import study as regime_map
 from judgecal_dist.studies.regime_map.diagnostics import (
     Population,
-    auc,
     balanced_support_bound,
     decompose,
     estimation_pressure,
     growth_population,
     parametric_bound,
-    proxy_score,
     table_pressure,
-    within_cell_permutation_p,
 )
+from judgecal_dist.studies.regime_map.proxy import auc, proxy_score, within_cell_permutation_p
 
 OPTIONS = {"alpha": 1.0, "fallback": "global", "ridge_lam": 1.0, "C": 1.0}
 

@@ -1,0 +1,239 @@
+"""The one place a report, card or recommendation formats its numbers, intervals, tables and sections.
+
+Reports are Markdown. Every study builds its tables with :func:`table`, its numbers with :func:`number`,
+:func:`percent` and :func:`p_value`, its ``value [low, high]`` cells with :func:`interval` and
+:func:`bracket` (or :func:`row_interval` from a row's ``<metric>_ci_low``/``<metric>_ci_high`` columns) and its headed blocks with
+:func:`section`, so a report says what its study found and none of them re-decides how a number looks.
+Undefined numbers (None, NaN, infinities, text that is not a number) print as ``n/a``.
+
+tabulate (behind ``DataFrame.to_markdown``) is not a dependency of the package, so the pipe table is built here,
+once.
+
+Examples
+--------
+>>> print("\\n".join(table(["judge", "NLL"], [["a", number(0.31234)], ["b", number(None)]])))
+| judge | NLL |
+| --- | --- |
+| a | 0.3123 |
+| b | n/a |
+>>> interval(0.5, 0.41, 0.59, level=0.95)
+'0.5000 [95%: 0.4100, 0.5900]'
+>>> percent(0.1234), p_value(0.00001), p_value(0.0312)
+('12.34%', 'p < 0.0001', 'p = 0.0312')
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+__all__ = [
+    "MISSING",
+    "bracket",
+    "interval",
+    "level_text",
+    "number",
+    "p_value",
+    "percent",
+    "row_interval",
+    "section",
+    "table",
+]
+
+#: What an undefined number prints as.
+MISSING = "n/a"
+
+
+def _finite(value: Any) -> float | None:
+    """``value`` as a finite float, or None (None, NaN, infinities and non-numbers are undefined)."""
+    if isinstance(value, bool):
+        return float(value)
+    try:
+        number_ = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number_ if math.isfinite(number_) else None
+
+
+def number(value: Any, spec: str = ".4f", *, missing: str = MISSING) -> str:
+    """``value`` formatted with a format ``spec`` (``".4f"``, ``"+.3f"``, ``".3g"``, ``","``); ``missing`` where undefined.
+
+    Examples
+    --------
+    >>> number(0.123456), number(-0.02, "+.3f"), number(float("nan")), number(12345, ",")
+    ('0.1235', '-0.020', 'n/a', '12,345')
+    """
+    x = _finite(value)
+    if x is None:
+        return missing
+    if spec.endswith("d") or spec == ",":  # integer specs: counts stored as floats
+        return format(round(x), spec)
+    return format(x, spec)
+
+
+def percent(value: Any, digits: int = 2, *, sign: bool = False, symbol: bool = True, missing: str = MISSING) -> str:
+    """A share (0.1234) as a percentage (``"12.34%"``; ``symbol=False``: ``"12.34"``, for a column headed in %).
+
+    Examples
+    --------
+    >>> percent(0.5), percent(0.0312, 1, sign=True), percent(0.25, symbol=False), percent(None, missing="—")
+    ('50.00%', '+3.1%', '25.00', '—')
+    """
+    x = _finite(value)
+    if x is None:
+        return missing
+    return format(100 * x, f"{'+' if sign else ''}.{digits}f") + ("%" if symbol else "")
+
+
+def p_value(p: Any, *, floor: float = 1e-4, prefix: bool = True, missing: str = MISSING) -> str:
+    """A p-value as ``"p = 0.0312"``; below ``floor`` as ``"p < 0.0001"`` (never ``p = 0``).
+
+    Examples
+    --------
+    >>> p_value(0.5), p_value(0.0), p_value(0.2, prefix=False)
+    ('p = 0.5000', 'p < 0.0001', '0.2000')
+    """
+    x = _finite(p)
+    if x is None:
+        return missing
+    digits = max(0, -math.floor(math.log10(floor)))
+    text = f"< {floor:.{digits}f}" if x < floor else f"= {x:.{digits}f}"
+    return f"p {text}" if prefix else text.removeprefix("= ")
+
+
+def level_text(level: float) -> str:
+    """A confidence level as report text: ``0.95`` -> ``"95%"``."""
+    return f"{100 * level:g}%"
+
+
+def bracket(low: Any, high: Any, spec: str = ".4f", *, level: float | None = None, missing: str = MISSING) -> str:
+    """An interval alone, ``"[low, high]"``, with the level inside when given (``"[95%: 0.41, 0.59]"``).
+
+    Examples
+    --------
+    >>> bracket(0.1, 0.2, ".2f"), bracket(-0.02, None, "+.3f")
+    ('[0.10, 0.20]', '[-0.020, n/a]')
+    """
+    head = f"{level_text(level)}: " if level is not None else ""
+    return f"[{head}{number(low, spec, missing=missing)}, {number(high, spec, missing=missing)}]"
+
+
+def interval(
+    value: Any, low: Any, high: Any, spec: str = ".4f", *, level: float | None = None, missing: str = MISSING
+) -> str:
+    """``"value [low, high]"``, with the level inside the bracket when given (``"0.50 [95%: 0.41, 0.59]"``).
+
+    Examples
+    --------
+    >>> interval(0.1, -0.02, 0.2, "+.3f")
+    '+0.100 [-0.020, +0.200]'
+    """
+    return f"{number(value, spec, missing=missing)} {bracket(low, high, spec, level=level, missing=missing)}"
+
+
+def _get(row: Any, key: str) -> Any:
+    # Mappings and Series look keys up; an itertuples row holds them as attributes (``in`` would test values).
+    return row.get(key) if hasattr(row, "get") else getattr(row, key, None)
+
+
+def row_interval(row: Any, metric: str, spec: str = ".4f", *, level: float | None = None) -> str:
+    """:func:`interval` of ``row``'s ``metric`` and its ``<metric>_ci_low``/``<metric>_ci_high`` columns.
+
+    ``row`` is a mapping, a pandas Series or an ``itertuples`` row. Without the interval columns only the value is
+    given.
+
+    Examples
+    --------
+    >>> row_interval({"nll": 0.3, "nll_ci_low": 0.28, "nll_ci_high": 0.32}, "nll")
+    '0.3000 [0.2800, 0.3200]'
+    >>> row_interval({"nll": 0.3}, "nll")
+    '0.3000'
+    """
+    low, high = _get(row, f"{metric}_ci_low"), _get(row, f"{metric}_ci_high")
+    has_interval = _has(row, f"{metric}_ci_low") and _has(row, f"{metric}_ci_high")
+    value = _get(row, metric)
+    return interval(value, low, high, spec, level=level) if has_interval else number(value, spec)
+
+
+def _has(row: Any, key: str) -> bool:
+    return key in row if hasattr(row, "get") else hasattr(row, key)
+
+
+def _cell(value: Any) -> str:
+    # A pipe inside a cell would split it.
+    return str(value).replace("|", "\\|")
+
+
+def table(header: Sequence[Any], rows: Iterable[Sequence[Any]], *, align: Sequence[str] | None = None) -> list[str]:
+    """A Markdown pipe table as lines: header, rule and one line per row (cells as given, already formatted).
+
+    Parameters
+    ----------
+    header : sequence
+        Column headings.
+    rows : iterable of sequences
+        One sequence of cells per row, as many as ``header``.
+    align : sequence of {"left", "right"}, optional
+        Per column; right-aligned columns get a ``---:`` rule.
+
+    Raises
+    ------
+    ValueError
+        A row whose length differs from the header's.
+    """
+    rule = ["---:" if a == "right" else "---" for a in (align or ["left"] * len(header))]
+    lines = ["| " + " | ".join(_cell(h) for h in header) + " |", "| " + " | ".join(rule) + " |"]
+    for row in rows:
+        cells = list(row)
+        if len(cells) != len(header):
+            raise ValueError(f"table row has {len(cells)} cells, the header {len(header)}: {cells[:3]}")
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return lines
+
+
+def section(
+    heading: str | None,
+    *paragraphs: str,
+    rows: list[str] | None = None,
+    after: Sequence[str] = (),
+    figure: tuple[str, str] | None = None,
+    depth: int = 2,
+) -> list[str]:
+    """A report block as lines, each part after a blank line: heading, paragraphs, a table, closing paragraphs,
+    a figure link.
+
+    Parameters
+    ----------
+    heading : str or None
+        Its title (``depth`` hashes); None: no heading.
+    *paragraphs : str
+        Text before the table (empty strings are skipped).
+    rows : list of str, optional
+        Table lines from :func:`table`.
+    after : sequence of str
+        Text after the table.
+    figure : (alt text, relative path), optional
+        A figure link, ``![alt](path)``.
+    depth : int, default 2
+        The heading level.
+
+    Examples
+    --------
+    >>> section("Costs", "Per label.", rows=table(["a"], [[1]]), figure=("costs", "figures/costs.png"))
+    ['', '## Costs', '', 'Per label.', '', '| a |', '| --- |', '| 1 |', '', '![costs](figures/costs.png)']
+    """
+    out: list[str] = []
+    if heading is not None:
+        out += ["", f"{'#' * depth} {heading}"]
+    for text in paragraphs:
+        if text:
+            out += ["", text]
+    if rows:
+        out += ["", *rows]
+    for text in after:
+        if text:
+            out += ["", text]
+    if figure is not None:
+        out += ["", f"![{figure[0]}]({figure[1]})"]
+    return out
