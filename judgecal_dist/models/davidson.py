@@ -3,8 +3,8 @@ r"""``judgecal.davidson/v2``: Davidson aggregation of a judge's repeated verdict
 One fitted :class:`~judgecal_dist.methods.repeated.davidson.DavidsonAggregator` per judge (its tie link's
 parameters), the smoothing ``alpha``/``kappa``, the decision rule (``mae``: the median of the fitted label
 distribution, ``accuracy``: its mode) and the budget ``n``: an item's verdicts at samples ``0 .. n-1`` are tallied
-into counts ``(A, tie, B)`` (the engine's vote-count job, :func:`judgecal_dist.engine.jobs.ensemble.budget_vote_counts`,
-in memory or on Spark), then every judge's estimator gives ``P(A), P(tie), P(B)`` and the verdict. With
+into counts ``(A, tie, B)`` (by :mod:`judgecal_dist.scoring.tables` with the engine's vote-count job, in memory or
+on Spark), then every judge's estimator gives ``P(A), P(tie), P(B)`` and the verdict. With
 ``pool_orders`` the ``<judge>/ab`` and ``<judge>/ba`` verdicts are pooled first, as the itc study pooled them; with
 ``votes: score-pairs`` the verdicts are the response pairs the itc study derives from an rb2-k8 score dataset
 (:func:`judgecal_dist.io.pairs.derived_pairs`, the same code and orientation seed).
@@ -24,7 +24,6 @@ import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 
-from judgecal_dist.config import EngineConfig
 from judgecal_dist.errors import InputError
 from judgecal_dist.methods.repeated.davidson import DavidsonAggregator
 from judgecal_dist.models.documents import DavidsonDoc
@@ -84,61 +83,11 @@ class DavidsonModel:
         return self.estimators[judge_id].predict(counts)
 
     # -- score's table interface (judgecal_dist.models.interface.TableModel) -----------------------------------
-    def score_table(
-        self,
-        data_url: str,
-        *,
-        engine: EngineConfig,
-        engine_name: str,
-        unknown_judges: str,
-        min_judge_coverage: float,
-    ) -> tuple[pa.Table, dict[str, Any]]:
-        """Scored rows of every (item, judge) of ``data_url`` and the counts for the summary (nothing written).
+    #: What score reads for this kind: per-item vote counts of samples ``0 .. n-1`` (the engine's vote-count job,
+    #: after :meth:`check_data`; pooled or derived pairs as the document says), scored by :meth:`score_counts`.
+    reads = "vote_counts"
 
-        The vote counts come from the engine's vote-count job on ``engine_name`` (Spark or in memory; the same
-        counts), then every judge's estimator applies to them in this process.
-
-        Raises
-        ------
-        InputError
-            The data hold pointwise scores and the model counts verdicts, or the other way round.
-        """
-        from judgecal_dist.engine.jobs.ensemble import budget_vote_counts
-        from judgecal_dist.io.dataset import read_dataset_table
-        from judgecal_dist.io.pairs import derived_pairs, holds_pointwise_scores, pool_orders
-        from judgecal_dist.scoring.checks import check_coverage, check_judges
-
-        options = dict(engine.storage_options)
-        self._check_data(data_url, holds_pointwise_scores(data_url, options))
-        source: str | pa.Table = data_url
-        labels: pd.DataFrame | None = None
-        if self.votes == "score-pairs":
-            source, pairs, _ = derived_pairs(data_url, orientation_seed=self.orientation_seed, storage_options=options)
-            labels = pairs[["dataset", "item_id", "label"]]
-        elif self.pool_orders:
-            columns = ["dataset", "item_id", "judge_id", "sample", "verdict", "score"]
-            raw = read_dataset_table(data_url, "verdicts", columns, storage_options=options).to_pandas()
-            source = pa.Table.from_pandas(pool_orders(raw, data_url)[0], preserve_index=False)
-        counts = budget_vote_counts(source, [self.n], engine=engine_name, config=engine)
-        where = f"{data_url}: verdicts"
-        data_judges = sorted(counts["judge_id"].astype(str).unique())
-        extra = check_judges(data_judges, self.judge_ids, where=where, unknown=unknown_judges)
-        absent = check_coverage(data_judges, self.judge_ids, where=where, floor=min_judge_coverage, what="any sample")
-        counts = counts[counts["judge_id"].isin(self.judge_ids)]
-        if labels is None:
-            columns = ["dataset", "item_id", "label"]
-            labels = read_dataset_table(data_url, "labels", columns, storage_options=options).to_pandas()
-        table = self.score_counts(counts, labels)
-        info = {
-            "items": int(table.num_rows),
-            "labelled": int(pa.compute.sum(pa.compute.is_valid(table["label"])).as_py() or 0),
-            "judge_coverage": round(1.0 - len(absent) / len(self.judge_ids), 6),
-            "unknown_judges_ignored": extra,
-            "model_judges_absent": absent,
-        }
-        return table, info
-
-    def _check_data(self, data_url: str, pointwise: bool) -> None:
+    def check_data(self, data_url: str, pointwise: bool) -> None:
         """Refuse data whose votes are not what the model was fitted on (scores vs verdicts), naming what to pass."""
         if pointwise and self.votes == "verdicts":
             raise InputError(

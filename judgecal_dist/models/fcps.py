@@ -8,15 +8,13 @@ unseen patterns, :class:`~judgecal_dist.methods.fcps.joint_table.JointTableCalib
 
 :func:`from_document` rebuilds the estimator class with the fitted numbers, so scoring runs the code the study
 evaluated (:meth:`FCPSModel.predict` equals the estimator's own ``predict``). ``judgecal score`` reads each item's
-verdicts of the prefix judges at the model's ``sample`` with the vote codec, in this process or on Spark (one pass
-of :func:`~judgecal_dist.engine.votes.spark.item_votes_spark`, the model applied in the tasks); both give the same
-rows.
+verdicts of the prefix judges at the model's ``sample`` with the vote codec and applies :meth:`FCPSModel.score_packed`
+to them, in this process or in the Spark tasks (:mod:`judgecal_dist.scoring.tables`); both give the same rows.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +24,7 @@ import pandas as pd
 import pyarrow as pa
 from sklearn.linear_model import LogisticRegression
 
-from judgecal_dist.config import EngineConfig
+from judgecal_dist.engine.votes.codec import block_columns, unpack
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.rubric_codes import ERR, rubric_codes
 from judgecal_dist.io.schema import MISSING_CODE, VERDICT_CODES
@@ -129,10 +127,6 @@ class FCPSModel:
         """Whether the model reads 1-5 rubric scores (``verdicts.score``) rather than A/B/tie verdicts."""
         return list(self.encoding["alphabet"]) == RUBRIC["alphabet"]
 
-    @property
-    def _label_column(self) -> str:
-        return "label_score" if self.rubric else "label"
-
     def predict(self, codes: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """P(A) of each row of category codes ``(n, k)`` (the alphabet's positions, prefix order)."""
         return np.asarray(self.estimator.predict(np.asarray(codes, dtype=np.int64)), dtype=np.float64)
@@ -191,119 +185,31 @@ class FCPSModel:
         return pa.RecordBatch.from_pydict(columns)
 
     # -- score's table interface (judgecal_dist.models.interface.TableModel) -----------------------------------
-    def score_table(
-        self,
-        data_url: str,
-        *,
-        engine: EngineConfig,
-        engine_name: str,
-        unknown_judges: str,
-        min_judge_coverage: float,
-    ) -> tuple[pa.Table, dict[str, Any]]:
-        """Scored rows of every item of ``data_url`` with a verdict at the model's sample, and the counts for the
-        summary (nothing written): in this process, or on Spark with the model applied in the tasks (a 1-5 rubric
-        model: Spark reads the scores and this process applies the model)."""
-        from judgecal_dist.scoring.checks import check_coverage, check_judges
+    @property
+    def reads(self) -> str:
+        """What score reads for this model (:mod:`judgecal_dist.scoring.tables`): each item's 1-5 rubric scores
+        (``rubric_scores``, scored by :meth:`score_rubric`) or its packed A/B/tie verdict codes (``item_votes``,
+        scored by :meth:`score_codes`), at :attr:`sample`."""
+        return "rubric_scores" if self.rubric else "item_votes"
 
-        if self.rubric:
-            table, seen = self._rubric_rows(data_url, engine, engine_name)
-        else:
-            self.codes_of(np.empty(0, dtype=np.int8))  # an alphabet the table cannot feed is refused before any read
-            if engine_name == "spark":
-                table, seen = self._rows_spark(data_url, engine)
-            else:
-                table, seen = self._rows_local(data_url, engine)
-        where = f"{data_url}: verdicts"
-        if not seen:
-            raise InputError(f"{where}: sample: no verdict rows with sample={self.sample}")
-        extra = check_judges(seen, [*self.path, *self.ignored_judges], where=where, unknown=unknown_judges)
-        what = f"sample={self.sample}"
-        absent = check_coverage(seen, self.judge_ids, where=where, floor=min_judge_coverage, what=what)
-        table = table.sort_by([("dataset", "ascending"), ("item_id", "ascending")])
-        info = {
-            "items": int(table.num_rows),
-            "items_without_votes": int(table["p"].null_count),
-            "labelled": int(pa.compute.sum(pa.compute.is_valid(table[self._label_column])).as_py() or 0),
-            "judge_coverage": round(1.0 - len(absent) / len(self.judge_ids), 6),
-            "unknown_judges_ignored": extra,
-            "model_judges_absent": absent,
-        }
-        return table, info
+    @property
+    def label_column(self) -> str:
+        """The labels column the summary scores against."""
+        return "label_score" if self.rubric else "label"
 
-    def _rows_local(self, data_url: str, engine: EngineConfig) -> tuple[pa.Table, list[str]]:
-        from judgecal_dist.engine.votes.codec import VERDICT_COLUMNS, LabelIndex, encode
-        from judgecal_dist.io.dataset import read_dataset_table
+    def rows_schema(self) -> pa.Schema:
+        """The schema of :meth:`score_codes`' rows."""
+        keys = pa.table({c: pa.array([], pa.string()) for c in ("dataset", "item_id", "group_id")})
+        return self.score_codes(keys, np.empty((0, self.k), dtype=np.int8), np.empty(0, dtype=np.int8)).schema
 
-        options = dict(engine.storage_options)
-        verdicts = read_dataset_table(
-            data_url, "verdicts", VERDICT_COLUMNS, storage_options=options, dictionary_columns=["judge_id", "verdict"]
-        )
-        labels = read_dataset_table(data_url, "labels", ["dataset", "item_id", "label"], storage_options=options)
-        rows = encode(verdicts, self.judge_ids, sample=self.sample)
-        rows.reject_unknown(where=f"{data_url}: verdicts")
-        codes = rows.dense(self.k, binary=False)
-        batch = self.score_codes(rows.keys, codes, LabelIndex(labels)(rows.keys))
-        return pa.Table.from_batches([batch]), list(rows.judges_seen)
+    def score_packed(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """Scored rows of a batch of packed item votes (the vote codec's ``dataset, item_id, group_id, label, v0,
+        ...``): the batch function both of score's runners apply."""
+        votes = unpack([batch.column(c) for c in block_columns(self.k)], self.k, binary=False)
+        labels = np.asarray(batch.column("label").to_numpy(zero_copy_only=False), dtype=np.int8)
+        return self.score_codes(batch, votes, labels)
 
-    def _rows_spark(self, data_url: str, engine: EngineConfig) -> tuple[pa.Table, list[str]]:
-        from judgecal_dist.engine.jobs.spark import get_session, read_table
-        from judgecal_dist.engine.votes.codec import VERDICT_CATEGORIES
-        from judgecal_dist.engine.votes.spark import item_votes_spark
-
-        spark = get_session(engine.spark_master, conf=dict(engine.spark_conf))
-        labels = read_table(spark, data_url, "labels")
-        items, tally = item_votes_spark(
-            spark,
-            data_url,
-            labels,
-            self.judge_ids,
-            sample=self.sample,
-            binary=False,
-            storage_options=dict(engine.storage_options),
-        )
-        schema = self.score_codes(*_empty(self.k)).schema
-        ddl = ", ".join(f"{f.name} {_DDL[f.type]}" for f in schema)
-        table = items.mapInArrow(functools.partial(_score_partition, model=self), ddl).toArrow()
-        found = tally.value
-        if found.bad_rows:
-            raise InputError(
-                f"{data_url}: verdicts: verdict: {found.bad_rows} rows with a category outside "
-                f"{VERDICT_CATEGORIES} (e.g. {sorted(found.bad_examples)})"
-            )
-        return table.cast(schema), sorted(found.judges) if found.rows else []
-
-    def _rubric_rows(self, data_url: str, engine: EngineConfig, engine_name: str) -> tuple[pa.Table, list[str]]:
-        """Scored rows of a 1-5 rubric table: Spark or pyarrow reads the verdicts at the model's sample, the driver
-        codes each item's scores as the regime map does (rounded and clipped to 1..5; null or absent = err) and
-        applies the estimator."""
-        columns = ["dataset", "item_id", "group_id", "judge_id", "sample", "score"]
-        where = f"{data_url}: verdicts"
-        if engine_name == "spark":
-            from pyspark.sql import functions as F
-
-            from judgecal_dist.engine.jobs.spark import get_session, read_table
-
-            spark = get_session(engine.spark_master, conf=dict(engine.spark_conf))
-            stored = read_table(spark, data_url, "verdicts").where(F.col("sample") == self.sample)
-            verdicts = stored.select(*columns).toPandas()
-            labels = read_table(spark, data_url, "labels").select("dataset", "item_id", "label_score").toPandas()
-        else:
-            from judgecal_dist.io.dataset import read_dataset_table
-
-            options = dict(engine.storage_options)
-            verdicts = read_dataset_table(data_url, "verdicts", columns, storage_options=options).to_pandas()
-            verdicts = verdicts[verdicts["sample"] == self.sample]
-            labels = read_dataset_table(
-                data_url, "labels", ["dataset", "item_id", "label_score"], storage_options=options
-            ).to_pandas()
-        if len(verdicts) and verdicts["score"].isna().all():
-            raise InputError(
-                f"{where}: score: no 1-5 score at sample={self.sample}; this model reads rubric scores "
-                "(a pairwise A/B table needs a model fitted on verdicts)"
-            )
-        return self._score_rubric(verdicts, labels), sorted(verdicts["judge_id"].astype(str).unique())
-
-    def _score_rubric(self, verdicts: pd.DataFrame, labels: pd.DataFrame) -> pa.Table:
+    def score_rubric(self, verdicts: pd.DataFrame, labels: pd.DataFrame) -> pa.Table:
         keys = ["dataset", "item_id"]
         items = verdicts.drop_duplicates(keys)[[*keys, "group_id"]].sort_values(keys, kind="stable")
         codes = rubric_codes(verdicts, items, keys, self.judge_ids)
@@ -373,24 +279,6 @@ def _rubric_summary(table: pa.Table) -> pd.DataFrame:
         "mae_points": np.where(use, (frame["score"] - frame["label_score"]).abs(), np.nan),
     }
     return _per_dataset(frame, use, metrics, mean_of="score")
-
-
-_DDL = {pa.string(): "string", pa.int64(): "long", pa.float64(): "double"}
-
-
-def _empty(k: int) -> tuple[pa.Table, npt.NDArray[np.int8], npt.NDArray[np.int8]]:
-    keys = pa.table({c: pa.array([], pa.string()) for c in ("dataset", "item_id", "group_id")})
-    return keys, np.empty((0, k), dtype=np.int8), np.empty(0, dtype=np.int8)
-
-
-def _score_partition(batches: Iterator[pa.RecordBatch], model: FCPSModel) -> Iterator[pa.RecordBatch]:
-    """Spark task: the packed verdicts of a partition's items, scored (the in-process rows, column for column)."""
-    from judgecal_dist.engine.votes.codec import block_columns, unpack
-
-    for batch in batches:
-        votes = unpack([batch.column(c) for c in block_columns(model.k)], model.k, binary=False)
-        labels = np.asarray(batch.column("label").to_numpy(zero_copy_only=False), dtype=np.int8)
-        yield model.score_codes(batch, votes, labels)
 
 
 # -- estimators <-> document ---------------------------------------------------------------------------------------

@@ -77,6 +77,7 @@ from judgecal_dist.scoring.output import (
     replace_outputs,
     stage_items,
 )
+from judgecal_dist.scoring.tables import score_table
 
 __all__ = [
     "OUTPUT_FORMAT",
@@ -251,7 +252,8 @@ def _score_table_kind(
     """Score with a model kind that reads the data table itself (:class:`~judgecal_dist.models.interface.TableModel`:
     every check made and the rows scored before anything is written), then commit its rows and summaries like a
     panel score."""
-    table, counts = model.score_table(
+    table, counts = score_table(
+        model,
         data_url,
         engine=engine,
         engine_name=chosen,

@@ -73,7 +73,7 @@ def test_table_kinds_implement_scores_table_interface_and_the_others_do_not(tmp_
     assert {m.kind for m in table_kinds} <= set(KINDS)
     from judgecal_dist.models import BinaryPipeline, Corrector
 
-    assert not any(hasattr(cls, "score_table") for cls in (BinaryPipeline, Corrector))
+    assert not any(hasattr(cls, "reads") for cls in (BinaryPipeline, Corrector))
 
 
 # -- scoring in process and on Spark --------------------------------------------------------------------------
@@ -122,6 +122,7 @@ def scored(tmp_path_factory, spark):
     from judgecal_dist.config import EngineConfig
     from judgecal_dist.io.score_collections import load_collections
     from judgecal_dist.methods.repeated.ensemble import dispersion
+    from judgecal_dist.scoring.tables import score_table
 
     root = tmp_path_factory.mktemp("escalation")
     url = _score_dataset_with_bad_input(root)
@@ -135,7 +136,7 @@ def scored(tmp_path_factory, spark):
     )
     engine = EngineConfig(spark_master="local[2]")
     out = {
-        name: policy.score_table(url, engine=engine, engine_name=name, unknown_judges="error", min_judge_coverage=0.5)
+        name: score_table(policy, url, engine=engine, engine_name=name, unknown_judges="error", min_judge_coverage=0.5)
         for name in ("local", "spark")
     }
     return url, policy, base, theta, out

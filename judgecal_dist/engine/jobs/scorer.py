@@ -1,0 +1,140 @@
+"""The Spark runner of ``judgecal score``: a model's batch function applied inside ``mapInArrow``.
+
+A model kind scores a batch of coded rows with a pure function (numpy / Arrow in, an Arrow batch out); the
+in-process runner (:mod:`judgecal_dist.scoring`) calls it over the table read with pyarrow, this runner inside the
+Spark tasks, so both give the same rows. A statistic runs the same way: a partition kernel gives partial sums
+here and over the whole table in process, and only the final combine sees more than one partial.
+
+* :func:`map_partitions` / :func:`map_batches`: the function's rows come back to the driver as one Arrow table
+  (partial sums, or rows a kind's summary needs whole);
+* :func:`write_partitions`: each task writes its rows through the given writer into a staging folder and reports
+  the files it wrote (no row reaches the driver);
+* :func:`session`, :func:`read_table`, :func:`item_votes`: the session, a stored table and the vote codec's packed
+  item votes, the inputs of both.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_type
+
+from judgecal_dist.config import EngineConfig
+from judgecal_dist.engine.jobs import spark as spark_engine
+from judgecal_dist.engine.votes.spark import item_votes_spark
+
+__all__ = [
+    "FILES_SCHEMA",
+    "session",
+    "read_table",
+    "arrow_ddl",
+    "item_votes",
+    "map_partitions",
+    "map_batches",
+    "write_partitions",
+    "group_sums",
+    "column",
+]
+
+#: What a writing task reports: one row per file it wrote (path relative to the staging folder, rows).
+FILES_SCHEMA = pa.schema([("file", pa.string()), ("rows", pa.int64())])
+
+PartitionFn = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+BatchFn = Callable[[pa.RecordBatch], pa.RecordBatch | pa.Table]
+Writer = Callable[..., list[tuple[str, int]]]
+
+
+def session(engine: EngineConfig) -> SparkSession:
+    """The Spark session of ``engine``'s settings (the active one when there is one)."""
+    return spark_engine.get_session(engine.spark_master, conf=dict(engine.spark_conf))
+
+
+def read_table(spark: SparkSession, url: str, table: str) -> DataFrame:
+    """A stored table of a dataset root, with its contract columns (:func:`~judgecal_dist.engine.jobs.spark.read_table`)."""
+    return spark_engine.read_table(spark, url, table)
+
+
+def column(name: str) -> Any:
+    """A column expression by name (for ``where`` filters of the callers, who import no pyspark)."""
+    return F.col(name)
+
+
+def arrow_ddl(schema: pa.Schema) -> str:
+    """Spark's DDL of an Arrow schema (the declared output of a ``mapInArrow`` function)."""
+    return ", ".join(f"`{f.name}` {from_arrow_type(f.type).simpleString()}" for f in schema)
+
+
+def item_votes(
+    engine: EngineConfig, data_url: str, judge_ids: Sequence[str], *, sample: int, binary: bool = True
+) -> tuple[DataFrame, Any]:
+    """One packed row per item with a verdict at ``sample`` (``dataset, item_id, group_id, label, v0, ...``; lazy)
+    and the scan's tally accumulator (:func:`~judgecal_dist.engine.votes.spark.item_votes_spark`)."""
+    spark = session(engine)
+    labels = read_table(spark, data_url, "labels")
+    options = dict(engine.storage_options)
+    return item_votes_spark(spark, data_url, labels, judge_ids, sample=sample, binary=binary, storage_options=options)
+
+
+def _per_batch(batches: Iterator[pa.RecordBatch], fn: BatchFn) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        if batch.num_rows:
+            out = fn(batch)
+            yield from out.to_batches() if isinstance(out, pa.Table) else [out]
+
+
+def map_partitions(frame: DataFrame, fn: PartitionFn, schema: pa.Schema) -> pa.Table:
+    """``fn`` over every partition of ``frame`` (Arrow batches in, batches of ``schema`` out), collected."""
+    return frame.mapInArrow(fn, arrow_ddl(schema)).toArrow().cast(schema)
+
+
+def map_batches(frame: DataFrame, fn: BatchFn, schema: pa.Schema) -> pa.Table:
+    """``fn`` over every non-empty Arrow batch of ``frame``, collected (the rows the in-process runner gives)."""
+    return map_partitions(frame, functools.partial(_per_batch, fn=fn), schema)
+
+
+def _write_task(
+    batches: Iterator[pa.RecordBatch],
+    fn: PartitionFn,
+    schema: pa.Schema,
+    writer: Writer,
+    staged_url: str,
+    storage_options: Mapping[str, Any],
+) -> Iterator[pa.RecordBatch]:
+    context = TaskContext.get()
+    basename = f"part-{context.partitionId() if context else 0:05d}"
+    # A retried task writes the same names, so it overwrites its first attempt's files instead of adding some.
+    files = writer(fn(batches), schema, staged_url, basename=basename, storage_options=storage_options)
+    yield pa.RecordBatch.from_pydict(
+        {"file": [f for f, _ in files], "rows": [n for _, n in files]}, schema=FILES_SCHEMA
+    )
+
+
+def write_partitions(
+    frame: DataFrame,
+    fn: PartitionFn,
+    schema: pa.Schema,
+    *,
+    writer: Writer,
+    staged_url: str,
+    storage_options: Mapping[str, Any],
+) -> list[tuple[str, int]]:
+    """``fn`` over every partition of ``frame``, each task writing its rows with ``writer(batches, schema, url,
+    basename=..., storage_options=...)`` into ``staged_url``; the files the successful tasks wrote and their rows
+    (a failed attempt's leftovers are never listed)."""
+    task = functools.partial(
+        _write_task, fn=fn, schema=schema, writer=writer, staged_url=staged_url, storage_options=storage_options
+    )
+    rows = frame.mapInArrow(task, arrow_ddl(FILES_SCHEMA)).collect()
+    return [(row["file"], int(row["rows"])) for row in rows]
+
+
+def group_sums(partials: DataFrame, by: Sequence[str]) -> Any:
+    """Per-group sums of every other column of ``partials`` (the combine of partition kernels), as pandas."""
+    numeric = [c for c in partials.columns if c not in by]
+    return partials.groupBy(*by).agg(*[F.sum(c).alias(c) for c in numeric]).toPandas()
