@@ -21,6 +21,7 @@ FILE_LIMIT = 500
 FUNCTIONS = {
     "judgecal_dist/engine/jobs/ds_spark.py::dawid_skene_spark": 73,
     "judgecal_dist/engine/jobs/panel.py::load_panel": 68,
+    "judgecal_dist/engine/jobs/routes.py::routes_spark": 89,
     "judgecal_dist/engine/onepass/lockstep.py::run_lockstep": 64,
     "judgecal_dist/engine/onepass/replicates.py::evaluate_replicates": 103,
     "judgecal_dist/io/adapters/llmbar.py::read_llmbar": 73,
@@ -29,7 +30,6 @@ FUNCTIONS = {
     "judgecal_dist/methods/calibration/batched_beta.py::fit_beta_batched": 80,
     "judgecal_dist/methods/continuous/hb_linear.py::HierarchicalLinear.fit": 73,
     "judgecal_dist/methods/selection/diagnostics.py::flag_missingness": 66,
-    "judgecal_dist/models/escalation.py::_routes_spark": 101,
     "judgecal_dist/models/legacy.py::from_dict": 72,
     "judgecal_dist/scoring/apply.py::score_dataset": 93,
     "judgecal_dist/stats/inference.py::summarise_over_splits": 67,
@@ -58,7 +58,6 @@ FILES = {
     "judgecal_dist/methods/fcps/select.py": 537,
     "judgecal_dist/models/continuous.py": 720,
     "judgecal_dist/models/documents.py": 706,
-    "judgecal_dist/models/fcps.py": 569,
     "judgecal_dist/studies/continuous/report.py": 579,
     "judgecal_dist/studies/inclusion/study.py": 719,
     "judgecal_dist/studies/itc/report.py": 662,
