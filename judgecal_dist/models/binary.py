@@ -63,7 +63,8 @@ class BinaryPipeline:
     source, digest : str
         Where it was read from and the SHA-256 of the file's bytes.
     fitted_dataset, fitted_items
-        The dataset and item ids it was fitted on (None when not recorded).
+        The dataset (None: any) and item ids it was fitted on (``fitted_items`` None when not recorded;
+        :meth:`~judgecal_dist.models.documents.FittedOn.calibration_items`).
     document : dict
         The exported document (what :func:`judgecal_dist.models.save_model` writes).
     """
@@ -301,8 +302,7 @@ def from_document(doc: BinaryPipelineDoc, raw: dict[str, Any], *, source: str = 
     """Rebuild the fitted estimators of a validated document."""
     settings = Settings(eps=doc.eps, calibrator_input=doc.calibrator_input)
     conformal = [SplitConformal.from_dict(c.model_dump()) for c in doc.conformal]
-    fitted = doc.fitted_on
-    items = tuple(fitted.item_ids) if fitted.item_ids is not None and fitted.dataset is not None else None
+    fitted_dataset, fitted_items = doc.fitted_on.calibration_items()
     return BinaryPipeline(
         judge_ids=list(doc.judge_ids),
         aggregator_name=doc.aggregator.name,
@@ -316,7 +316,7 @@ def from_document(doc: BinaryPipelineDoc, raw: dict[str, Any], *, source: str = 
         ignored_judges=list(doc.ignored_judges),
         source=source,
         digest=digest,
-        fitted_dataset=fitted.dataset if items is not None else None,
-        fitted_items=items,
+        fitted_dataset=fitted_dataset,
+        fitted_items=fitted_items,
         document=raw,
     )

@@ -552,16 +552,15 @@ def flows_per_rubric_from_estimators(
 
 # -- documents -> models ------------------------------------------------------------------------------------------
 def _base(doc: Any, raw: dict[str, Any], source: str, digest: str) -> dict[str, Any]:
-    fitted = doc.fitted_on
-    items = tuple(fitted.item_ids) if fitted.item_ids is not None and fitted.dataset is not None else None
+    fitted_dataset, fitted_items = doc.fitted_on.calibration_items()
     return {
         "judge_id": doc.judge_id,
         "input_range": (float(doc.input_range[0]), float(doc.input_range[1])),
         "score_range": (float(doc.score_range[0]), float(doc.score_range[1])),
         "source": source,
         "digest": digest,
-        "fitted_dataset": fitted.dataset if items is not None else None,
-        "fitted_items": items,
+        "fitted_dataset": fitted_dataset,
+        "fitted_items": fitted_items,
         "document": raw,
     }
 

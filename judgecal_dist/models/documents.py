@@ -166,9 +166,16 @@ class ConformalDoc(Document):
     n_calibration: Annotated[int, Field(ge=0)]
 
 
+#: The dataset name earlier notebook versions recorded for "fitted in a notebook, dataset unknown".
+_NOTEBOOK_DATASET = "api"
+
+
 class FittedOn(Document):
     """What the model was fitted on (provenance; ``item_ids`` lets a scorer flag in-sample items)."""
 
+    # item_ids is the fingerprint of the items the model was fitted on, whatever door fitted it (a study, `judgecal
+    # fit`, the notebook); dataset narrows it to one dataset when the fit knew its name, None when it did not (a
+    # notebook frame without a dataset column). Every scorer reads the two through calibration_items().
     dataset: str | None = None
     item_ids: list[str] | None = None
     items: Annotated[int, Field(ge=0)] | None = None
@@ -178,6 +185,17 @@ class FittedOn(Document):
     sample: Annotated[int, Field(ge=0)] = 0
     study: str | None = None
     run: str | None = None
+
+    def calibration_items(self) -> tuple[str | None, tuple[str, ...] | None]:
+        """``(dataset or None, item ids)`` the model was fitted on; ``(None, None)`` when not recorded.
+
+        An item is in-sample when its id is listed and, if a dataset is named here, it belongs to that dataset.
+        Documents saved by earlier notebook versions name the dataset ``"api"``, meaning none.
+        """
+        if self.item_ids is None:
+            return None, None
+        dataset = None if self.dataset == _NOTEBOOK_DATASET else self.dataset
+        return dataset, tuple(self.item_ids)
 
 
 VoteCodes = dict[str, int | str]

@@ -57,7 +57,7 @@ from judgecal_dist.models.interface import TableModel
 from judgecal_dist.progress import Progress
 from judgecal_dist.scoring import summary as summ
 from judgecal_dist.scoring.artifact import Calibration, load_calibration
-from judgecal_dist.scoring.checks import check_coverage, check_judges
+from judgecal_dist.scoring.checks import MIN_JUDGE_COVERAGE, check_coverage, check_judges
 from judgecal_dist.scoring.continuous import score_corrector
 from judgecal_dist.scoring.kernel import (
     FILES_DDL,
@@ -95,8 +95,8 @@ if TYPE_CHECKING:  # pyspark is the spark extra: in-process scoring never import
 log = logging.getLogger(__name__)
 
 UNKNOWN_JUDGES = ("error", "ignore")
-#: Default floor on the share of the model's judges that must have verdicts in the table.
-MIN_JUDGE_COVERAGE = 0.5
+#: summary.json's note for a model without the fingerprint of its calibration items.
+_NO_CALIBRATION_ITEMS = "the model records no calibration items (saved before they were): in_calibration is null"
 _LOCAL_CHUNK_ITEMS = 200_000  # items scored per numpy call in memory (bounds the float64 copy of the votes)
 #: Verdict columns read dictionary-encoded in memory: the codec maps each distinct string once.
 _DICTIONARY_COLUMNS = ["dataset", "item_id", "group_id", "judge_id", "verdict"]
@@ -215,7 +215,8 @@ def score_dataset(
             "alphas": model.alphas,
             "calibrator_input": model.calibrator_input,
             "records_calibration_items": model.fitted_items is not None,
-        },
+        }
+        | ({} if model.fitted_items is not None else {"note": _NO_CALIBRATION_ITEMS}),
         "counts": counts,
         "items_url": store.url_of("items"),
         "seconds": round(time.perf_counter() - started, 3),
@@ -331,7 +332,10 @@ class _Checks:
         return {
             "items": int(datasets["n_items"].sum()),
             "items_without_votes": int(datasets["items_without_votes"].sum()),
-            "items_in_calibration": int(datasets["items_in_calibration"].sum()),
+            # null, not 0, when the model records no calibration items (in_calibration is null on every row)
+            "items_in_calibration": (
+                int(datasets["items_in_calibration"].sum()) if self.model.fitted_items is not None else None
+            ),
             "datasets": len(datasets),
             "judge_coverage": round(1.0 - len(self.absent) / len(self.model.judge_ids), 6),
             "unknown_judges_ignored": self.extra,

@@ -10,7 +10,10 @@ from collections.abc import Sequence
 
 from judgecal_dist.errors import InputError
 
-__all__ = ["check_judges", "check_coverage"]
+__all__ = ["MIN_JUDGE_COVERAGE", "check_judges", "check_coverage"]
+
+#: Default floor on the share of the model's judges that must have verdicts in a table (``score``, the notebook).
+MIN_JUDGE_COVERAGE = 0.5
 
 
 def check_judges(data_judges: Sequence[str], model_judges: Sequence[str], *, where: str, unknown: str) -> list[str]:
@@ -31,9 +34,17 @@ def check_judges(data_judges: Sequence[str], model_judges: Sequence[str], *, whe
 
 
 def check_coverage(
-    data_judges: Sequence[str], model_judges: Sequence[str], *, where: str, floor: float, what: str
+    data_judges: Sequence[str],
+    model_judges: Sequence[str],
+    *,
+    where: str,
+    floor: float,
+    what: str,
+    override: str = "--min-judge-coverage 0",
 ) -> list[str]:
     """The model's judges without verdicts in the data; an error when they leave less than ``floor`` of them.
+
+    ``override`` is how the caller's user lowers the floor (the CLI's option, the notebook's keyword).
 
     Raises
     ------
@@ -47,6 +58,6 @@ def check_coverage(
             f"{where}: judge_id: {len(absent)} of the model's {len(model_judges)} judges have no verdicts "
             f"at {what} (e.g. {absent[:3]}), coverage {coverage:.0%} below {floor:.0%}: "
             "the model cannot score this table; score it anyway (items without a model judge's vote left "
-            "unscored) with --min-judge-coverage 0"
+            f"unscored) with {override}"
         )
     return absent

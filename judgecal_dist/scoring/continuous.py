@@ -43,7 +43,7 @@ from judgecal_dist.errors import InputError
 from judgecal_dist.io.dataset import read_dataset_table
 from judgecal_dist.io.records import json_records
 from judgecal_dist.models.continuous import Corrector
-from judgecal_dist.scoring.kernel import FILES_DDL, write_items
+from judgecal_dist.scoring.kernel import FILES_DDL, in_calibration, write_items
 from judgecal_dist.scoring.output import MARKER, OUTPUT_FORMAT, Output, ownership_marker, replace_outputs, stage_items
 
 __all__ = [
@@ -83,14 +83,6 @@ def items_schema() -> pa.Schema:
     return pa.schema([(c, types[c]) for c in ITEM_COLUMNS])
 
 
-def _in_calibration(model: Corrector, dataset: pa.Array, item_id: pa.Array) -> pa.Array:
-    fitted = model.fitted_item_set
-    if fitted is None:
-        return pa.nulls(len(item_id), pa.bool_())
-    same = pc.equal(dataset, pa.scalar(model.fitted_dataset, pa.string()))
-    return pc.and_(same, pc.is_in(item_id, value_set=fitted))
-
-
 def correct_batch(model: Corrector, batch: pa.RecordBatch) -> pa.RecordBatch:
     """Scored rows of a batch of the model judge's verdict rows (+ ``label_score``): the kernel of both engines."""
     score = batch.column("score").to_numpy(zero_copy_only=False).astype(np.float64)
@@ -106,7 +98,7 @@ def correct_batch(model: Corrector, batch: pa.RecordBatch) -> pa.RecordBatch:
     columns |= {k: pa.array(v, pa.float64(), mask=np.isnan(v)) for k, v in out.items()}
     mapped = model.to_scale(label)
     columns["label_score"] = pa.array(mapped, pa.float64(), mask=np.isnan(mapped))
-    columns["in_calibration"] = _in_calibration(model, columns["dataset"], columns["item_id"])
+    columns["in_calibration"] = in_calibration(model, columns["dataset"], columns["item_id"])
     return pa.RecordBatch.from_arrays([columns[c] for c in ITEM_COLUMNS], schema=items_schema())
 
 

@@ -30,6 +30,7 @@ from judgecal_dist.scoring.artifact import Calibration
 __all__ = [
     "set_column",
     "items_ddl",
+    "in_calibration",
     "score_batch",
     "score_partition",
     "write_items",
@@ -69,13 +70,22 @@ def _set_lists(sets: np.ndarray, unscored: np.ndarray) -> pa.Array:
     return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(values, pa.string()), mask=mask)
 
 
-def _in_calibration(model: Calibration, keys: Mapping[str, pa.Array]) -> pa.Array:
-    """Whether each item is one the model was fitted on (null when the model does not record them)."""
+def in_calibration(model: Any, dataset: pa.Array, item_id: pa.Array) -> pa.Array:
+    """Whether each item is one the model was fitted on: the one rule of every scorer (both engines, every kind,
+    the notebook).
+
+    In-sample = the item id is among the model's recorded items and, when the model names the dataset it was fitted
+    on, the item's ``dataset`` is that one (a null ``dataset``, a notebook frame without one, is not compared). Null
+    for every item when the model records no items (a model saved before they were recorded).
+    """
     fitted = model.fitted_item_set
     if fitted is None:
-        return pa.nulls(len(keys["item_id"]), pa.bool_())
-    same = pc.equal(keys["dataset"], pa.scalar(model.fitted_dataset, pa.string()))
-    return pc.and_(same, pc.is_in(keys["item_id"], value_set=fitted))
+        return pa.nulls(len(item_id), pa.bool_())
+    listed = pc.is_in(item_id, value_set=fitted)
+    if model.fitted_dataset is None:
+        return listed
+    same = pc.fill_null(pc.equal(dataset, pa.scalar(model.fitted_dataset, pa.string())), True)
+    return pc.and_(same, listed)
 
 
 def score_batch(model: Calibration, keys: dict[str, pa.Array], votes: np.ndarray, labels: np.ndarray) -> pa.RecordBatch:
@@ -92,7 +102,7 @@ def score_batch(model: Calibration, keys: dict[str, pa.Array], votes: np.ndarray
         pa.array(out["score"], mask=unscored),
         pa.array(out["p"], mask=unscored),
         verdict,
-        _in_calibration(model, keys),
+        in_calibration(model, keys["dataset"], keys["item_id"]),
     ] + [_set_lists(s, unscored) for s in out["sets"]]
     names = ["dataset", "item_id", "group_id", "label", "n_votes", "score", "p", "verdict", "in_calibration"]
     return pa.RecordBatch.from_arrays(columns, names=names + [set_column(a) for a in model.alphas])
