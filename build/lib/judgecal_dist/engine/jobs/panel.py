@@ -1,0 +1,159 @@
+"""Dense in-memory panels: the item x judge vote matrix a study's replicates work on.
+
+A :class:`Panel` is what Ray ships to every replicate task (put in the object store once): int8 votes with
+codes 1 = A (class 1), 0 = B (class 0), -1 = missing, binary labels, per-item group keys for splits, and the
+item metadata a study may need. It is built from an ingested dataset with one read by the io reader, coded by the
+vote codec (:mod:`judgecal_dist.engine.votes`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+import pyarrow.compute as pc
+
+from judgecal_dist.engine.votes.codec import VERDICT_COLUMNS, binary_codes, category_codes, encode
+from judgecal_dist.errors import InputError
+from judgecal_dist.io.dataset import choose_dataset, read_dataset_table
+from judgecal_dist.io.schema import MISSING_CODE, VERDICT_CODES
+from judgecal_dist.splits import group_keys
+
+__all__ = ["Panel", "load_panel", "ORIENTATIONS"]
+
+#: Label orientations of spec 000 §3.0: ``natural`` (default), ``randomized`` (seeded A/B swap per item) and
+#: ``gold_positive`` (paper-compatible: Y = 1 always, a vote is 1 when it picks the gold side; reports using it
+#: must warn that unpenalised intercept fits have no finite optimum).
+ORIENTATIONS = ("natural", "randomized", "gold_positive")
+
+
+@dataclass(frozen=True)
+class Panel:
+    """A labelled binary panel in dense form.
+
+    Attributes
+    ----------
+    dataset : str
+    item_ids : ndarray of str, shape (n_items,)
+    group_keys : ndarray of int64, shape (n_items,)
+        ``xxhash64(group_id)``; split membership is a function of these and the replicate seed.
+    judge_ids : ndarray of str, shape (n_judges,)
+    votes : ndarray of int8, shape (n_items, n_judges)
+        1 = A, 0 = B, -1 = missing (ties are missing, spec 000 §3.0).
+    labels : ndarray of int8, shape (n_items,)
+        1 = A better, 0 = B better.
+    families : ndarray of str, shape (n_judges,)
+        Judge family (from the ``judges`` table; the judge id itself when absent).
+    info : dict
+        Provenance counts (items dropped for null/tie labels, tie verdicts mapped to missing, ...).
+    """
+
+    dataset: str
+    item_ids: npt.NDArray[np.str_]
+    group_keys: npt.NDArray[np.int64]
+    judge_ids: npt.NDArray[np.str_]
+    votes: npt.NDArray[np.int8]
+    labels: npt.NDArray[np.int8]
+    families: npt.NDArray[np.str_]
+    info: dict = field(default_factory=dict)
+
+    @property
+    def n_items(self) -> int:
+        return int(self.votes.shape[0])
+
+    @property
+    def n_judges(self) -> int:
+        return int(self.votes.shape[1])
+
+
+def load_panel(
+    url: str,
+    *,
+    sample: int = 0,
+    orientation: str = "natural",
+    orientation_seed: int = 0,
+    dataset: str | None = None,
+    storage_options: dict | None = None,
+) -> Panel:
+    """Build the dense binary panel of an ingested dataset.
+
+    Items come from the labels table with label A or B (null and ``tie`` labels are dropped and counted);
+    verdicts of ``sample`` only (spec 000 §3.0 default); ``tie`` verdicts and absent (item, judge) pairs are
+    missing. ``orientation="randomized"`` swaps A and B in the label and every verdict of an item chosen by a
+    seeded coin (for data whose native order correlates with the label); ``"gold_positive"`` re-encodes every
+    item so that its label is 1 and a vote is 1 exactly when it picks the gold side (spec 000 §3.0, used only to
+    reproduce the paper's numbers).
+
+    Raises
+    ------
+    InputError
+        Several datasets in the table and none chosen, no labelled items, or no verdicts for ``sample``.
+    """
+    if orientation not in ORIENTATIONS:
+        raise InputError(f"orientation: must be one of {ORIENTATIONS}, got {orientation!r}")
+    verdicts = read_dataset_table(
+        url,
+        "verdicts",
+        VERDICT_COLUMNS,
+        storage_options=storage_options,
+        dictionary_columns=["dataset", "judge_id", "verdict"],
+    )
+    labels = read_dataset_table(url, "labels", ["dataset", "item_id", "label"], storage_options=storage_options)
+    dataset = choose_dataset(pc.unique(labels["dataset"]).to_pylist(), dataset, where=url)
+
+    lab = labels.filter(pc.equal(labels["dataset"], dataset))
+    codes = binary_codes(category_codes(lab["label"]))  # A and B; null and tie labels are dropped
+    keep = codes != MISSING_CODE
+    info = {"items_labelled": int(keep.sum()), "items_dropped_null_or_tie_label": int((~keep).sum())}
+    if not keep.any():
+        raise InputError(f"{url}: labels: label: no item of dataset {dataset!r} has label A or B")
+    labelled = lab["item_id"].to_numpy(zero_copy_only=False)[keep]
+    order = np.argsort(labelled, kind="stable")
+    item_index, y = pd.Index(labelled[order]), codes[keep][order]
+
+    # The codec's items are every item with a verdict at `sample`; judges every judge there, sorted.
+    rows = encode(verdicts, None, sample=sample, dataset=dataset)
+    del verdicts
+    if not len(rows.item):
+        raise InputError(f"{url}: verdicts: sample: no verdicts for dataset {dataset!r} with sample={sample}")
+    judge_ids = np.array(rows.judges_seen, dtype=object)
+    info["tie_verdicts_as_missing"] = int((rows.code == VERDICT_CODES["tie"]).sum())
+    info["null_verdicts"] = int((rows.code == MISSING_CODE).sum())
+    # verdicts on unlabelled items are not part of a labelled panel; labelled items without verdicts vote nothing
+    where = pd.Index(rows.keys["item_id"].to_numpy(zero_copy_only=False)).get_indexer(item_index)
+    found = where >= 0
+    votes = np.full((len(item_index), len(judge_ids)), MISSING_CODE, dtype=np.int8)
+    votes[found] = rows.dense(len(judge_ids), binary=True)[where[found]]
+    groups = item_index.to_numpy(dtype=object).copy()
+    groups[found] = rows.keys["group_id"].to_numpy(zero_copy_only=False)[where[found]]
+
+    if orientation == "randomized":
+        flip = np.random.default_rng(orientation_seed).random(len(y)) < 0.5
+        y = np.where(flip, 1 - y, y).astype(np.int8)
+        votes = np.where(flip[:, None] & (votes >= 0), 1 - votes, votes).astype(np.int8)
+        info["orientation_flipped_items"] = int(flip.sum())
+    elif orientation == "gold_positive":
+        votes = np.where(votes >= 0, (votes == y[:, None]).astype(np.int8), votes).astype(np.int8)
+        y = np.ones_like(y)
+
+    families = judge_ids.copy()
+    try:
+        judges = read_dataset_table(url, "judges", columns=["judge_id", "family"], storage_options=storage_options)
+    except InputError:
+        judges = None
+    if judges is not None and judges.num_rows:
+        fam = judges.to_pandas().set_index("judge_id")["family"]
+        families = np.array([fam.get(j) or j for j in judge_ids], dtype=object)
+
+    return Panel(
+        dataset=dataset,
+        item_ids=item_index.to_numpy(dtype=object),
+        group_keys=group_keys(groups.astype(str)),
+        judge_ids=judge_ids,
+        votes=votes,
+        labels=y,
+        families=families,
+        info=info | {"orientation": orientation, "sample": sample},
+    )

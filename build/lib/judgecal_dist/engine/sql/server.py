@@ -1,0 +1,430 @@
+"""``judgecal serve``: one Spark driver serving the catalog over JDBC (Thrift) and Spark Connect, on loopback.
+
+One process holds one SparkSession with Hive support (an embedded Derby metastore under the warehouse folder, or
+an external Hive metastore), the Spark Connect plugin (``spark.plugins``) and Spark's Thrift JDBC server
+(``HiveThriftServer2.startWithContext``), so both endpoints share one catalog and one JVM: embedded Derby admits
+one JVM only. The same process answers statement checks for ``judgecal sql`` (:mod:`.guard_service`): a Spark
+Connect client has no JVM, so the read-only check runs on the server's parser.
+
+Layout of the warehouse folder (``--warehouse``, default from the engine config)::
+
+    <warehouse>/server.json         state: pid, endpoints, status (starting | ready); removed on a clean stop
+    <warehouse>/logs/server.log     the driver's and Spark's log lines (one place)
+    <warehouse>/metastore_db/       the embedded Derby metastore (absent with an external metastore URI)
+    <warehouse>/tables/             Spark's warehouse directory (judgecal's own tables are external)
+
+The server has no authentication: it is a trusted-network service. It binds 127.0.0.1 unless a non-loopback
+address is asked for explicitly (``allow_remote``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from judgecal_dist.errors import InputError, RunError
+
+__all__ = [
+    "STATE_FILE",
+    "LOG_FILE",
+    "GUARD_PORT_KEY",
+    "ServerSettings",
+    "catalog_conf",
+    "check_bind",
+    "read_state",
+    "running_server",
+    "start_server",
+    "stop_server",
+]
+
+log = logging.getLogger(__name__)
+
+STATE_FILE = "server.json"
+LOG_FILE = "logs/server.log"
+#: The Spark setting through which a Spark Connect client finds the statement checker of a judgecal server.
+GUARD_PORT_KEY = "spark.judgecal.guard.port"
+#: Marker in the server process's command line (a pid reused by another program is not our server).
+_MODULE = "judgecal_dist.engine.sql.server"
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """Where the server keeps its catalog and where it listens.
+
+    Attributes
+    ----------
+    warehouse : str
+        Local folder of the state file, the logs, the Derby metastore and Spark's warehouse directory.
+    host : str
+        Address both endpoints bind (127.0.0.1 by default).
+    thrift_port, connect_port : int
+        JDBC (HiveServer2 protocol) and Spark Connect (gRPC) ports.
+    master : str
+        Spark master of the server's driver.
+    metastore_uri : str or None
+        An external Hive metastore (``thrift://host:9083``) instead of the embedded Derby one.
+    spark_conf : dict
+        Further Spark settings (the engine config's ``spark_conf``).
+    """
+
+    warehouse: str
+    host: str = "127.0.0.1"
+    thrift_port: int = 10000
+    connect_port: int = 15002
+    master: str = "local[*]"
+    metastore_uri: str | None = None
+    spark_conf: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def folder(self) -> Path:
+        return Path(self.warehouse).expanduser().resolve()
+
+
+def catalog_conf(settings: ServerSettings) -> dict[str, str]:
+    """Spark settings of a session over the persistent catalog (the server's, or a local fallback's)."""
+    folder = settings.folder
+    conf = {
+        "spark.sql.catalogImplementation": "hive",
+        "spark.sql.warehouse.dir": str(folder / "tables"),
+        # Derby writes derby.log into its system home, not into the caller's working directory.
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={folder}",
+        # ${env:...} is expanded by the parser before any plan exists: off for every session of the server.
+        "spark.sql.variable.substitute": "false",
+    }
+    if settings.metastore_uri:
+        conf["spark.hadoop.hive.metastore.uris"] = settings.metastore_uri
+    else:
+        url = f"jdbc:derby:;databaseName={folder / 'metastore_db'};create=true"
+        conf["spark.hadoop.javax.jdo.option.ConnectionURL"] = url
+    return conf
+
+
+def _server_conf(settings: ServerSettings) -> dict[str, str]:
+    return (
+        dict(settings.spark_conf)
+        | catalog_conf(settings)
+        | {
+            "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
+            "spark.connect.grpc.binding.address": settings.host,
+            "spark.connect.grpc.binding.port": str(settings.connect_port),
+            "spark.hadoop.hive.server2.thrift.bind.host": settings.host,
+            "spark.hadoop.hive.server2.thrift.port": str(settings.thrift_port),
+            "spark.hadoop.hive.server2.transport.mode": "binary",
+            "spark.driver.host": settings.host if _is_loopback(settings.host) else socket.gethostname(),
+        }
+    )
+
+
+# -- accidents checked before anything starts ----------------------------------------------------------------------
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(socket.gethostbyname(host)).is_loopback
+    except (OSError, ValueError):
+        return False
+
+
+def check_bind(host: str, *, allow_remote: bool) -> None:
+    """Refuse a non-loopback ``host`` unless ``allow_remote``: the server has no authentication."""
+    try:
+        socket.gethostbyname(host)
+    except OSError as err:
+        raise InputError(f"--host {host}: cannot resolve it ({err})") from err
+    if not _is_loopback(host) and not allow_remote:
+        raise InputError(
+            f"--host {host}: not a loopback address; the server has no authentication and serves every table to "
+            "whoever reaches it: bind 127.0.0.1, or pass --allow-remote on a trusted network only"
+        )
+
+
+def _check_port_free(host: str, port: int, option: str) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # as the servers themselves bind: a port left in TIME_WAIT by a stopped server is free, a listener is not
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((socket.gethostbyname(host), port))
+        except OSError as err:
+            raise InputError(
+                f"{option} {port}: {host}:{port} is in use ({err.strerror}); pick another port with {option} "
+                "or stop what holds it"
+            ) from err
+
+
+def _accepts(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+# -- state file ----------------------------------------------------------------------------------------------------
+def read_state(warehouse: str | Path) -> dict[str, Any] | None:
+    """The state file's content, or None when there is none (a truncated file counts as none)."""
+    path = Path(warehouse).expanduser() / STATE_FILE
+    try:
+        return dict(json.loads(path.read_text()))
+    except FileNotFoundError:
+        return None
+    except (ValueError, OSError):
+        return None
+
+
+def _write_state(folder: Path, state: Mapping[str, Any]) -> None:
+    tmp = folder / f".{STATE_FILE}.{os.getpid()}"
+    tmp.write_text(json.dumps(dict(state), indent=2, sort_keys=True))
+    os.chmod(tmp, 0o600)
+    tmp.replace(folder / STATE_FILE)  # a reader never sees half a state file
+
+
+def _pid_alive(pid: int) -> bool:
+    """True when ``pid`` runs and is a judgecal server (a reused pid of another program is not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return False  # another user's process: not ours
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    if cmdline.exists():
+        try:
+            return _MODULE in cmdline.read_bytes().decode(errors="replace")
+        except OSError:
+            return False
+    return True
+
+
+def running_server(warehouse: str | Path) -> dict[str, Any] | None:
+    """The state of the server of ``warehouse`` when it runs and is ready; None when none runs.
+
+    Raises
+    ------
+    InputError
+        A state file whose process is gone (a stale file: ``judgecal serve --stop`` clears it).
+    """
+    state = read_state(warehouse)
+    if state is None:
+        return None
+    if not _pid_alive(int(state.get("pid", -1))):
+        raise InputError(_stale(warehouse, state))
+    if state.get("status") != "ready":
+        raise InputError(
+            f"{Path(warehouse) / STATE_FILE}: the server (pid {state.get('pid')}) is still starting; wait for "
+            "`judgecal serve` to report it ready"
+        )
+    return state
+
+
+def _stale(warehouse: str | Path, state: Mapping[str, Any]) -> str:
+    return (
+        f"{Path(warehouse) / STATE_FILE}: stale state file: pid {state.get('pid')} is not running (the server "
+        "died without a clean stop); run `judgecal serve --stop` to clear it"
+    )
+
+
+# -- start and stop ------------------------------------------------------------------------------------------------
+def start_server(settings: ServerSettings, *, allow_remote: bool = False, timeout: float = 300.0) -> dict[str, Any]:
+    """Start the server in the background and wait until both endpoints accept connections.
+
+    Returns
+    -------
+    dict
+        The state file's content (pid, ``jdbc_url``, ``connect_url``, ``log``).
+
+    Raises
+    ------
+    InputError
+        A non-loopback host without ``allow_remote``, a port in use, a server already running for this
+        warehouse, or a stale state file.
+    RunError
+        The server exited or did not become ready within ``timeout`` seconds (the last log line says why).
+    """
+    check_bind(settings.host, allow_remote=allow_remote)
+    folder = settings.folder
+    state = read_state(folder)
+    if state is not None:
+        if not _pid_alive(int(state.get("pid", -1))):
+            raise InputError(_stale(folder, state))
+        raise InputError(
+            f"{folder / STATE_FILE}: a server already runs for this warehouse (pid {state.get('pid')}, "
+            f"{state.get('jdbc_url')}); stop it first with `judgecal serve --stop`"
+        )
+    _check_port_free(settings.host, settings.thrift_port, "--thrift-port")
+    _check_port_free(settings.host, settings.connect_port, "--connect-port")
+    if settings.thrift_port == settings.connect_port:
+        raise InputError(f"--connect-port {settings.connect_port}: the same as --thrift-port; pick two ports")
+    (folder / "logs").mkdir(parents=True, exist_ok=True)
+    log_path = folder / LOG_FILE
+    with open(log_path, "ab") as log_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", _MODULE, json.dumps(asdict(settings))],
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # a Ctrl-C in the starting shell does not reach the server
+            cwd=folder,
+            env=os.environ | {"PYTHONPATH": _package_path()},
+        )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RunError(
+                f"the server exited with code {proc.returncode}: {_last_log_line(log_path)} (log: {log_path})"
+            )
+        state = read_state(folder)
+        if (
+            state is not None
+            and state.get("status") == "ready"
+            and _accepts(settings.host, settings.thrift_port)
+            and _accepts(settings.host, settings.connect_port)
+        ):
+            return state
+        time.sleep(0.5)
+    _terminate(proc.pid, 10.0)
+    _remove_state(folder, proc.pid)
+    raise RunError(f"the server was not ready after {timeout:.0f} s: {_last_log_line(log_path)} (log: {log_path})")
+
+
+def stop_server(warehouse: str | Path, *, timeout: float = 60.0) -> str:
+    """Stop the server of ``warehouse`` (SIGTERM, then SIGKILL after ``timeout``); clear a stale state file.
+
+    Returns
+    -------
+    str
+        One line saying what was done.
+
+    Raises
+    ------
+    InputError
+        No state file: no server was started for this warehouse.
+    """
+    folder = Path(warehouse).expanduser().resolve()
+    state = read_state(folder)
+    if state is None:
+        raise InputError(f"{folder / STATE_FILE}: not found: no server runs for this warehouse")
+    pid = int(state.get("pid", -1))
+    if not _pid_alive(pid):
+        _remove_state(folder, pid)
+        return f"cleared the stale state file of pid {pid} (the server was not running)"
+    _terminate(pid, timeout)
+    _remove_state(folder, pid)
+    return f"stopped the server (pid {pid})"
+
+
+def _terminate(pid: int, timeout: float) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        # the server's session holds the driver and its JVM child (which owns the ports): wait for both
+        if not _exists(pid) and not _group_exists(pid):
+            return
+        time.sleep(0.2)
+    log.warning("server pid %d did not stop within %.0f s: killing it", pid, timeout)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)  # its own session: the JVM child goes with it
+
+
+def _exists(pid: int) -> bool:
+    try:
+        waited, _ = os.waitpid(pid, os.WNOHANG)  # reap our own child so it does not linger as a zombie
+        if waited == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _group_exists(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def _remove_state(folder: Path, pid: int) -> None:
+    state = read_state(folder)
+    if state is not None and int(state.get("pid", -1)) == pid:  # only the file we (that pid) wrote
+        (folder / STATE_FILE).unlink(missing_ok=True)
+
+
+def _last_log_line(path: Path) -> str:
+    try:
+        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip() and "\tat " not in ln]
+    except OSError:
+        return "no log"
+    errors = [ln for ln in lines if "Error" in ln or "Exception" in ln]
+    return (errors or lines or ["no log"])[-1].strip()
+
+
+def _package_path() -> str:
+    root = str(Path(__file__).resolve().parents[3])
+    return os.pathsep.join(dict.fromkeys([root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]))
+
+
+# -- the server process --------------------------------------------------------------------------------------------
+def serve_forever(settings: ServerSettings) -> None:
+    """Body of the server process: start Spark, both endpoints and the checker; stop cleanly on SIGTERM."""
+    from judgecal_dist.engine.jobs.spark import get_session
+    from judgecal_dist.engine.sql.guard_service import GuardServer
+
+    folder = settings.folder
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    base = {"pid": os.getpid(), "host": settings.host, "warehouse": str(folder), "log": str(folder / LOG_FILE)}
+    _write_state(folder, base | {"status": "starting"})
+    guard = GuardServer(settings.host)
+    conf = _server_conf(settings) | {GUARD_PORT_KEY: str(guard.port)}
+    spark = get_session(master=settings.master, app_name="judgecal-serve", conf=conf)
+    jvm = spark._jvm  # noqa: SLF001 - the Thrift server starts on the running context through py4j
+    assert jvm is not None
+    jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2.startWithContext(
+        spark._jsparkSession.sqlContext()  # noqa: SLF001
+    )
+    guard.start(spark)
+    host = settings.host
+    ready = base | {
+        "status": "ready",
+        "jdbc_url": f"jdbc:hive2://{host}:{settings.thrift_port}",
+        "connect_url": f"sc://{host}:{settings.connect_port}",
+        "thrift_port": settings.thrift_port,
+        "connect_port": settings.connect_port,
+        "guard_port": guard.port,
+        "metastore": settings.metastore_uri or str(folder / "metastore_db"),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    _write_state(folder, ready)
+    log.info("judgecal server ready: %s %s", ready["jdbc_url"], ready["connect_url"])
+    try:
+        while not stop.wait(1.0):
+            pass
+    finally:
+        guard.shutdown()
+        spark.stop()
+        _remove_state(folder, os.getpid())
+        log.info("judgecal server stopped")
+
+
+if __name__ == "__main__":  # the process start_server spawns
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    serve_forever(ServerSettings(**json.loads(sys.argv[1])))

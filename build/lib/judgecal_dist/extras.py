@@ -1,0 +1,49 @@
+"""Optional dependency groups (``pip install 'judgecal-dist[<extra>]'``) and the error a missing one gives."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+from judgecal_dist.errors import ConfigError
+
+__all__ = ["EXTRAS", "has_extra", "require_extra"]
+
+# Extra -> the import names a feature needs from it (pyproject.toml [project.optional-dependencies]).
+EXTRAS: dict[str, tuple[str, ...]] = {
+    "spark": ("pyspark",),
+    "ray": ("ray",),
+    "cluster": ("pyspark", "ray", "s3fs"),
+    "continuous": ("torch", "torchdiffeq", "numpyro", "jax", "arviz_stats", "safetensors"),
+    "tracking": ("mlflow",),  # the mlflow-skinny distribution installs the mlflow package
+}
+
+
+def require_extra(extra: str, feature: str, *, modules: tuple[str, ...] | None = None) -> None:
+    """Raise a :class:`ConfigError` naming the install command when a module of ``extra`` cannot be imported.
+
+    ``modules``: the ones of the extra this feature needs (default: all of them), e.g. only s3fs for an ``s3://``
+    URL, which the cluster extra installs with both engines.
+    """
+    missing = []
+    for name in modules or EXTRAS[extra]:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    if missing:
+        raise ConfigError(
+            f"{feature}: needs the '{extra}' extra, not installed here (missing {', '.join(missing)}): "
+            f"pip install 'judgecal-dist[{extra}]'"
+        )
+
+
+def has_extra(extra: str) -> bool:
+    """Whether every module of ``extra`` is installed (found, not imported: Ray's import alone takes a second)."""
+    for name in EXTRAS[extra]:
+        try:
+            if importlib.util.find_spec(name) is None:
+                return False
+        except (ImportError, ValueError):  # a broken or refused install counts as absent
+            return False
+    return True

@@ -1,0 +1,68 @@
+"""Record a study run in the history of its output root (called by the runner after commit, and after failure)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from judgecal_dist.config import EngineConfig
+from judgecal_dist.engine.results.store import RunStore
+from judgecal_dist.history.judges import judge_counts, with_rates
+from judgecal_dist.history.store import record_run
+from judgecal_dist.models.files import LEGACY_FILE, MODEL_FILE
+
+__all__ = ["record_study_run", "model_parameters"]
+
+log = logging.getLogger(__name__)
+#: The exported model (``judgecal.binary-pipeline``) first, then the calibration file of runs made before it.
+MODEL_FILES = (MODEL_FILE, LEGACY_FILE)
+
+
+def model_parameters(store: RunStore) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """(per-judge weights, calibrator parameters) of the run's exported model; empty when it has none.
+
+    A judge's weight is what the exported aggregator multiplies its vote by (``weights``, or a stacker's
+    ``coef``); an aggregator without one weight per judge (majority, Dawid-Skene) records none.
+    """
+    for name in MODEL_FILES:
+        if store.exists(name):
+            doc = store.read_json(name)
+            break
+    else:
+        return pd.DataFrame(columns=["judge_id", "weight"]), {}
+    aggregator = doc.get("aggregator") or {}
+    ids = doc.get("judge_ids") or aggregator.get("judge_ids") or []
+    weights = aggregator.get("weights") or aggregator.get("coef") or []
+    per_judge = pd.DataFrame({"judge_id": ids, "weight": weights}) if len(ids) == len(weights) else pd.DataFrame()
+    calibrator = {k: v for k, v in (doc.get("calibrator") or {}).items() if isinstance(v, int | float)}
+    return per_judge, calibrator
+
+
+def record_study_run(
+    output: str, manifest: Mapping[str, Any], *, run_url: str, data_url: str | None, engine: EngineConfig
+) -> None:
+    """Append the run's rows to ``<output>/history``; a problem is logged, never raised (the run stands).
+
+    A succeeded run records its summary rows and per-judge statistics of ``data_url`` (with fitted weights and
+    calibrator parameters when its model has them); a failed run records its ``runs`` row (status and error).
+    """
+    options = dict(engine.storage_options)
+    try:
+        summary = judges = None
+        extra: dict[str, Any] = {}
+        if manifest.get("status") == "succeeded":
+            store = RunStore(run_url, storage_options=options)
+            summary = store.read_table("summary.parquet")
+            weights, calibrator = model_parameters(store)
+            extra["calibrator"] = json.dumps(calibrator, sort_keys=True) if calibrator else None
+            if data_url:
+                judges = with_rates(judge_counts(data_url, config=engine))
+                if not weights.empty:
+                    judges = judges.merge(weights, on="judge_id", how="left")
+        record_run(output, manifest, summary=summary, judges=judges, extra=extra, storage_options=options)
+    except Exception as err:  # noqa: BLE001 - the run's results are committed; a missing history row is a warning
+        log.warning("history: could not record run %s (%s: %s)", manifest.get("run_id"), type(err).__name__, err)

@@ -1,0 +1,62 @@
+"""What each column of the data contracts means: the one source of the catalog's column comments and of
+``docs/tables.md`` (a test checks that page against this module and :mod:`judgecal_dist.io.schema`).
+
+Types and nullability live in :data:`~judgecal_dist.io.schema.SCHEMAS`; the free tables (``items``,
+``refused``) declare only their key columns, every further column being the adapter's metadata.
+"""
+
+from __future__ import annotations
+
+__all__ = ["COLUMN_DOCS", "TABLE_DOCS", "column_comment"]
+
+#: One line per table: what one row is.
+TABLE_DOCS: dict[str, str] = {
+    "verdicts": "one row per item x judge x sample: what a judge said about an item",
+    "labels": "one row per item: the reference answer",
+    "judges": "one row per judge: its family, tier and price (optional)",
+    "items": "one row per item: the adapter's item metadata, e.g. subset (optional)",
+    "refused": "examples an adapter kept aside, e.g. refused by a provider, never dropped silently (optional)",
+}
+
+COLUMN_DOCS: dict[str, dict[str, str]] = {
+    "verdicts": {
+        "dataset": "dataset name (one ingested dataset may hold several)",
+        "item_id": "item key within the dataset, e.g. LLMBar Natural/12 (subset/0-based index)",
+        "group_id": "items sharing it (swapped or linked copies) stay on one side of every split; defaults to item_id",
+        "judge_id": "judge key; LLMBar: backbone/strategy/order, order ab = presented as given, ba = presented swapped",
+        "sample": "repeat number of the same judge on the same item, 0 when one sample",
+        "verdict": "pairwise verdict in the ORIGINAL numbering, also for swapped (ba) judges: A = the first "
+        "output is better, B = the second, tie = neither; null = missing or unparseable",
+        "score": "scalar score for score schemas (e.g. RewardBench 2: 1-10); null = unparseable or none",
+        "rubric": "the rubric or subset the verdict was made under, when the source has one",
+        "input_tokens": "prompt tokens billed for the verdict (RewardBench 2: per example and tier, on its "
+        "first row only, so sums are totals)",
+        "output_tokens": "completion tokens billed for the verdict (same convention as input_tokens)",
+    },
+    "labels": {
+        "dataset": "dataset name",
+        "item_id": "item key, as in verdicts",
+        "label": "reference verdict in the verdicts' alphabet and original numbering (A, B, tie); null = none",
+        "label_score": "reference score for score schemas (RewardBench 2: 1.0 = the chosen response, 0.0 = not)",
+    },
+    "judges": {
+        "judge_id": "judge key, as in verdicts",
+        "family": "model family or backbone (LLMBar: the backbone)",
+        "tier": "tier or prompting strategy (LLMBar: the strategy)",
+        "cost_per_mtok_in": "price per million input tokens",
+        "cost_per_mtok_out": "price per million output tokens",
+    },
+    "items": {
+        "dataset": "dataset name",
+        "item_id": "item key, as in verdicts; further columns are the adapter's metadata (LLMBar: subset, "
+        "index; RewardBench 2: subset, prompt_variant, example_id, response)",
+    },
+    "refused": {
+        "dataset": "dataset name; further columns are the source's fields of the example kept aside",
+    },
+}
+
+
+def column_comment(table: str, column: str) -> str | None:
+    """The meaning of ``table.column``, or None for a free metadata column."""
+    return COLUMN_DOCS.get(table, {}).get(column)

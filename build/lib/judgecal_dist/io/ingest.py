@@ -1,0 +1,130 @@
+"""``judgecal ingest``: read a source with a format adapter, validate, and write a committed dataset."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from judgecal_dist.errors import InputError
+from judgecal_dist.io.adapters.llmbar import read_llmbar
+from judgecal_dist.io.adapters.long import read_long
+from judgecal_dist.io.adapters.rb2k8 import read_rb2k8
+from judgecal_dist.io.adapters.report import MAX_LISTED, AdapterResult, IngestWarning
+from judgecal_dist.io.dataset import read_report, write_dataset
+from judgecal_dist.io.validate import all_null_judges
+
+__all__ = ["FORMATS", "ingest"]
+
+log = logging.getLogger(__name__)
+
+#: Input formats ``judgecal ingest --format`` accepts.
+FORMATS: tuple[str, ...] = ("llmbar", "rb2-k8", "long")
+
+_ADAPTERS: dict[str, Callable[..., AdapterResult]] = {"llmbar": read_llmbar, "rb2-k8": read_rb2k8, "long": read_long}
+
+
+def ingest(
+    fmt: str,
+    src: str,
+    dest: str,
+    *,
+    storage_options: dict[str, Any] | None = None,
+    dataset: str | None = None,
+    overwrite: bool = False,
+    strict: bool = False,
+) -> dict[str, Any]:
+    """Ingest ``src`` in format ``fmt`` into a dataset at ``dest`` and return the counts report.
+
+    Parameters
+    ----------
+    fmt : {"llmbar", "rb2-k8", "long"}
+        Source format.
+    src : str
+        Source URL (file or folder, local or remote).
+    dest : str
+        Dataset root URL.
+    storage_options : dict, optional
+        fsspec options, used for both ``src`` and ``dest``.
+    dataset : str, optional
+        Dataset name (each adapter documents its default).
+    overwrite : bool, default False
+        Replace a committed dataset at ``dest``.
+    strict : bool, default False
+        Refuse the source on any warning (see Notes) instead of logging it and listing it in the report.
+
+    Returns
+    -------
+    dict
+        The report stored as ``_ingest.json``: ``format``, ``source``, ``datasets``, ``rows_read``, ``tables``
+        (rows produced per table), ``rows_written`` and ``parts`` per table, ``missing_verdicts``,
+        ``unparseable_verdicts``, ``rejected_rows``, ``rejected`` (listed), ``all_null_judges`` (judge ->
+        rows), ``warnings`` (one line each), plus format-specific counts (LLMBar: ``absent_judges``).
+
+    Raises
+    ------
+    InputError
+        Unknown format, or the source is rejected (nothing is written then), or ``dest`` holds a committed
+        dataset and ``overwrite`` is false, or ``strict`` and a warning.
+
+    Notes
+    -----
+    Warnings are accidents in input that is otherwise valid: judges whose files are absent from some subsets
+    (LLMBar: their items there have no rows), and judges whose every verdict is null (no vote at all).
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> src = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (src / "verdicts.csv").write_text("dataset,item_id,judge_id,verdict\\nd,i1,j1,A\\nd,i2,j1,\\n")
+    >>> _ = (src / "labels.csv").write_text("dataset,item_id,label\\nd,i1,A\\nd,i2,B\\n")
+    >>> report = ingest("long", str(src), str(src / "out"))
+    >>> report["rows_written"], report["missing_verdicts"]
+    ({'verdicts': 2, 'labels': 2}, 1)
+    """
+    if fmt not in _ADAPTERS:
+        raise InputError(f"--format: {fmt!r}: unknown format, expected one of {list(FORMATS)}")
+    result = _ADAPTERS[fmt](src, dataset=dataset, storage_options=storage_options)
+    source = result.sources.get("verdicts", src)
+
+    def review(conformed: Mapping[str, pa.Table]) -> dict[str, Any]:
+        silent = all_null_judges(conformed["verdicts"])
+        warnings = [*result.warnings, *_null_judge_warnings(silent, source)]
+        if strict and warnings:
+            raise InputError(warnings[0].refusal())
+        for warning in warnings:
+            log.warning("%s", warning.warning())
+        listed = dict(list(silent.items())[:MAX_LISTED])
+        return {"all_null_judges": listed, "warnings": [w.warning() for w in warnings]}
+
+    write_dataset(
+        dest,
+        result.tables,
+        result.report,
+        storage_options=storage_options,
+        overwrite=overwrite,
+        sources=result.sources,
+        score_range=result.score_range,
+        review=review,
+    )
+    report = read_report(dest, storage_options=storage_options)
+    log.info("ingested %s (%s) into %s: %s", src, fmt, dest, report["rows_written"])
+    return report
+
+
+def _null_judge_warnings(silent: Mapping[str, int], source: str) -> list[IngestWarning]:
+    if not silent:
+        return []
+    first = next(iter(silent))
+    return [
+        IngestWarning(
+            message=(
+                f"{source}: verdict: {len(silent)} judge(s) whose every verdict is null, with no score either "
+                f"(e.g. {list(silent)[:3]}; {first}: {silent[first]} rows): they add no vote"
+            ),
+            fix="check the judge's parser or its column mapping, or leave it out of the source",
+            note="all such judges are under all_null_judges in the report",
+        )
+    ]

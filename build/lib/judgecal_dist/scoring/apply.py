@@ -1,0 +1,458 @@
+"""``judgecal score``: apply a study run's saved calibration to every item of a verdict table.
+
+Each item's votes by the model's judges (at one ``sample``; ties and unparseable verdicts are missing, as when the
+model was fitted) go through the rebuilt one-coin aggregator, beta calibrator and conformal sets of
+:mod:`judgecal_dist.models.binary`, i.e. the very ``methods/`` code the study evaluated. Large tables run on
+Spark (:func:`judgecal_dist.engine.votes.spark.item_votes_spark`: tasks read the verdict parts with pyarrow
+and pack each item's votes with the vote codec, a ``groupBy`` merges items split across row groups, then one
+``mapInArrow`` of :func:`judgecal_dist.scoring.kernel.score_and_write` scores the items and writes them through
+fsspec); tables below ``EngineConfig.local_max_rows`` run in this process with pyarrow + numpy
+(:func:`judgecal_dist.engine.jobs.stats.choose_engine` decides); both write the same rows. On Spark the judge, sample
+and coverage checks read what the scan tasks tallied while scoring (no pre-pass over the table).
+
+Output (any fsspec URL, ``s3://`` included)::
+
+    <output>/_JUDGECAL_SCORE                        marker: this folder is score's (inputs' fingerprints, files)
+    <output>/items/dataset=<name>/part-*.parquet   item_id, group_id, label, n_votes, score, p, verdict,
+                                                    in_calibration, set_alpha_<a> (list of "A"/"B") per level
+    <output>/summary/{datasets,subsets,pairs,models}.parquet   (subsets / pairs / models when the items table
+                                                    has ``subset`` / ``model_a`` + ``model_b``)
+    <output>/summary.json, <output>/figures/win_rates.png
+    <output>/_SUCCESS                               written last
+
+Ownership: score writes only into a new or empty folder, or one holding its marker; a folder with other files
+and no marker is refused before anything is written. Model, data and output are checked before the first write.
+Item rows are written into a staging folder of the output (:meth:`~judgecal_dist.engine.results.store.RunStore.stage`)
+and promoted file by file only after every check passed; a refused table leaves the output as it was. A rerun
+with the same inputs (model and data fingerprints, settings) returns the committed summary; other inputs replace
+exactly the files the marker lists, with ``_SUCCESS`` withdrawn first and written last.
+
+Coverage: an item without a vote from any of the model's judges gets null ``score``, ``p``, ``verdict`` and sets,
+and is counted (``items_without_votes``), never given the class prior as a verdict. A table holding verdicts of
+fewer than ``min_judge_coverage`` of the model's judges (default half) is refused.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+import pyarrow as pa
+
+from judgecal_dist.config import EngineConfig
+from judgecal_dist.engine.jobs.stats import choose_engine
+from judgecal_dist.engine.results.manifest import fingerprint_inputs
+from judgecal_dist.engine.results.store import RunStore
+from judgecal_dist.engine.votes.codec import VERDICT_COLUMNS, ItemVotes, encode
+from judgecal_dist.errors import InputError
+from judgecal_dist.io.dataset import dataset_files, dataset_tables, open_table, read_dataset_table
+from judgecal_dist.io.filesystem import require_bucket
+from judgecal_dist.io.records import json_records
+from judgecal_dist.io.schema import VERDICT_CATEGORIES
+from judgecal_dist.models.interface import TableModel
+from judgecal_dist.progress import Progress
+from judgecal_dist.scoring import summary as summ
+from judgecal_dist.scoring.artifact import Calibration, load_calibration
+from judgecal_dist.scoring.checks import check_coverage, check_judges
+from judgecal_dist.scoring.continuous import score_corrector
+from judgecal_dist.scoring.kernel import (
+    FILES_DDL,
+    items_ddl,
+    items_schema,
+    read_items_partition,
+    score_and_write,
+    score_batch,
+    write_items,
+)
+from judgecal_dist.scoring.output import (
+    MARKER,
+    OUTPUT_FORMAT,
+    Output,
+    inspect_output,
+    ownership_marker,
+    replace_outputs,
+    stage_items,
+)
+
+__all__ = [
+    "OUTPUT_FORMAT",
+    "MARKER",
+    "UNKNOWN_JUDGES",
+    "MIN_JUDGE_COVERAGE",
+    "score_dataset",
+    "score_batch",
+    "items_ddl",
+]
+
+if TYPE_CHECKING:  # pyspark is the spark extra: in-process scoring never imports it
+    from judgecal_dist.engine.votes.spark import ScanTally
+
+log = logging.getLogger(__name__)
+
+UNKNOWN_JUDGES = ("error", "ignore")
+#: Default floor on the share of the model's judges that must have verdicts in the table.
+MIN_JUDGE_COVERAGE = 0.5
+_LOCAL_CHUNK_ITEMS = 200_000  # items scored per numpy call in memory (bounds the float64 copy of the votes)
+#: Verdict columns read dictionary-encoded in memory: the codec maps each distinct string once.
+_DICTIONARY_COLUMNS = ["dataset", "item_id", "group_id", "judge_id", "verdict"]
+
+
+def score_dataset(
+    model_url: str,
+    data_url: str,
+    output_url: str,
+    *,
+    engine: EngineConfig | None = None,
+    sample: int = 0,
+    unknown_judges: str = "error",
+    min_judge_coverage: float = MIN_JUDGE_COVERAGE,
+) -> dict[str, Any]:
+    """Score every item of ``data_url`` with the calibration of ``model_url`` and commit it at ``output_url``.
+
+    Parameters
+    ----------
+    model_url : str
+        A committed run folder (its ``model/model.json``) or a model ``.json`` URL: a binary pipeline, or a
+        continuous corrector (:mod:`judgecal_dist.scoring.continuous` scores its judge's ``score`` column).
+    data_url : str
+        An ingested dataset root.
+    output_url : str
+        Output folder (layout in the module docstring): new, empty, or one this command marked as its own.
+    engine : EngineConfig, optional
+        Engine choice (``stats_engine``: auto / spark / local; ``local_max_rows``), Spark settings, storage options.
+    sample : int, default 0
+        The verdict sample to score (the study's ``sample`` setting).
+    unknown_judges : {"error", "ignore"}, default "error"
+        What to do with verdicts of judges the model does not know: refuse the table, or leave them out (then
+        counted in the summary).
+    min_judge_coverage : float, default 0.5
+        Least share of the model's judges that must have verdicts at ``sample`` in the table; 0 scores any table
+        (items without a vote from a model judge are then left unscored and counted).
+
+    Returns
+    -------
+    dict
+        The summary written as ``summary.json``: inputs, engine, counts and the per-dataset / subset / pair /
+        model tables as records.
+
+    Raises
+    ------
+    InputError
+        Missing or invalid model, data without ``_SUCCESS`` or verdicts at ``sample``, unknown judges (with
+        ``"error"``), too few of the model's judges in the table, an ``s3://`` output whose bucket does not exist,
+        or an output folder holding files score did not write. Nothing is written or removed then.
+    """
+    engine = engine or EngineConfig()
+    if unknown_judges not in UNKNOWN_JUDGES:
+        raise InputError(f"unknown_judges: must be one of {UNKNOWN_JUDGES}, got {unknown_judges!r}")
+    if isinstance(min_judge_coverage, bool) or not 0.0 <= float(min_judge_coverage) <= 1.0:
+        raise InputError(f"--min-judge-coverage: must be in [0, 1], got {min_judge_coverage!r}")
+    options = dict(engine.storage_options)
+    # Every input is checked before the first write: the output's bucket (before anything is read, as `run`
+    # does; never created), the model, the data, then the output folder.
+    require_bucket(output_url, options)
+    model: Any = load_calibration(model_url, storage_options=options)  # a binary pipeline or a corrector
+    dataset_files(data_url, "verdicts", storage_options=options)
+    inputs = {
+        "model": model.source,
+        "model_sha256": model.digest,
+        "data": data_url,
+        "data_sha256": fingerprint_inputs(data_url, options)["sha256"],
+        "sample": sample,
+        "unknown_judges": unknown_judges,
+        "min_judge_coverage": float(min_judge_coverage),
+    }
+    store = RunStore(output_url, storage_options=options)
+    output = inspect_output(store)
+    if output.marker is not None and output.marker.get("inputs") == inputs and store.succeeded:
+        log.info("score: %s is committed for the same inputs; nothing to do", output_url)
+        return store.read_json("summary.json") | {"skipped": True}
+    started = time.perf_counter()
+    chosen = choose_engine(data_url, None, engine)
+    # The one dispatch on kinds: a panel pipeline below; a continuous corrector, or a kind that reads the table
+    # itself (a ``TableModel``), here.
+    if getattr(model, "family", "binary") == "continuous":  # a corrector of one judge's scores
+        return score_corrector(model, data_url, store, output, inputs, chosen, engine, started)
+    if isinstance(model, TableModel):
+        return _score_table_kind(
+            model, data_url, store, output, inputs, engine, chosen, unknown_judges, float(min_judge_coverage), started
+        )
+    checks = _Checks(model, data_url, sample, unknown_judges, float(min_judge_coverage))
+    prepared = _prepare_local(model, data_url, engine, sample, checks) if chosen == "local" else None
+    staged, written = stage_items(
+        store,
+        output,
+        lambda staged: (
+            write_items(prepared, items_schema(model), staged, storage_options=options)
+            if prepared is not None
+            else _stage_spark(model, data_url, staged, engine, checks)
+        ),
+    )
+
+    meta = _items_meta(data_url, engine)
+    names = ["datasets"] + (["subsets"] if "subset" in meta else [])
+    names += ["pairs", "models"] if {"model_a", "model_b"} <= set(meta) else []
+    others = [f"summary/{n}.parquet" for n in names] + ["summary.json", "figures/win_rates.png"]
+    new_files = replace_outputs(store, output, staged, [f for f, _ in written], others)
+    if prepared is not None:
+        tables = _summaries_local(
+            model, data_url, engine, meta, pa.Table.from_batches(prepared.batches, items_schema(model))
+        )
+    else:
+        tables = _summaries_spark(model, data_url, store, engine, meta, sorted(f for f, _ in written))
+    counts = checks.counts(tables)
+    record = {
+        "format": OUTPUT_FORMAT,
+        "inputs": inputs,
+        "engine": chosen,
+        "model": {
+            "judges": len(model.judge_ids),
+            "alphas": model.alphas,
+            "calibrator_input": model.calibrator_input,
+            "records_calibration_items": model.fitted_items is not None,
+        },
+        "counts": counts,
+        "items_url": store.url_of("items"),
+        "seconds": round(time.perf_counter() - started, 3),
+    } | {name: json_records(table) for name, table in tables.items()}
+    for name, table in tables.items():
+        store.write_table(f"summary/{name}.parquet", table)
+    store.write_bytes("figures/win_rates.png", summ.figure(tables["datasets"], tables.get("models")))
+    store.write_json("summary.json", record)
+    store.write_json(MARKER, ownership_marker(inputs, new_files))
+    store.commit_success()
+    log.info(
+        "score: %d items (%d without votes) of %d dataset(s) on %s -> %s",
+        counts["items"],
+        counts["items_without_votes"],
+        len(tables["datasets"]),
+        chosen,
+        output_url,
+    )
+    return record
+
+
+def _score_table_kind(
+    model: TableModel,
+    data_url: str,
+    store: RunStore,
+    output: Output,
+    inputs: dict[str, Any],
+    engine: EngineConfig,
+    chosen: str,
+    unknown_judges: str,
+    min_judge_coverage: float,
+    started: float,
+) -> dict[str, Any]:
+    """Score with a model kind that reads the data table itself (:class:`~judgecal_dist.models.interface.TableModel`:
+    every check made and the rows scored before anything is written), then commit its rows and summaries like a
+    panel score."""
+    table, counts = model.score_table(
+        data_url,
+        engine=engine,
+        engine_name=chosen,
+        unknown_judges=unknown_judges,
+        min_judge_coverage=min_judge_coverage,
+    )
+    options = dict(engine.storage_options)
+    staged, written = stage_items(
+        store,
+        output,
+        lambda staged: write_items(iter(table.to_batches()), table.schema, staged, storage_options=options),
+    )
+    tables = model.summaries(table)
+    others = [f"summary/{n}.parquet" for n in sorted(tables)] + ["summary.json"]
+    new_files = replace_outputs(store, output, staged, [f for f, _ in written], others)
+    record = {
+        "format": OUTPUT_FORMAT,
+        "inputs": inputs,
+        "engine": chosen,
+        "model": {"kind": model.kind, "name": model.name, "judges": len(model.judge_ids)},
+        "counts": counts,
+        "items_url": store.url_of("items"),
+        "seconds": round(time.perf_counter() - started, 3),
+    } | {name: json_records(frame) for name, frame in tables.items()}
+    for name, frame in tables.items():
+        store.write_table(f"summary/{name}.parquet", frame)
+    store.write_json("summary.json", record)
+    store.write_json(MARKER, ownership_marker(inputs, new_files))
+    store.commit_success()
+    log.info("score: %d rows of a %s model on %s -> %s", table.num_rows, model.kind, chosen, store.url)
+    return record
+
+
+# -- checks ----------------------------------------------------------------------------------------------------
+@dataclass
+class _Checks:
+    """The judge, sample and coverage checks of both engines, and the counts they leave for the summary."""
+
+    model: Calibration
+    data_url: str
+    sample: int
+    unknown: str
+    min_coverage: float
+    data_judges: list[str] = field(default_factory=list)
+    extra: list[str] = field(default_factory=list)
+
+    def judges(self, data_judges: list[str]) -> None:
+        """Refuse unknown judges (unless ignored) and a table covering too few of the model's judges."""
+        if not data_judges:
+            raise InputError(f"{self.data_url}: verdicts: sample: no verdict rows with sample={self.sample}")
+        where = f"{self.data_url}: verdicts"
+        self.data_judges = sorted(data_judges)
+        # Judges the model saw when fitting but left out of its panel are known: their verdicts are not scored.
+        known = [*self.model.judge_ids, *self.model.ignored_judges]
+        self.extra = check_judges(self.data_judges, known, where=where, unknown=self.unknown)
+        check_coverage(
+            self.data_judges, self.model.judge_ids, where=where, floor=self.min_coverage, what=f"sample={self.sample}"
+        )
+
+    @property
+    def absent(self) -> list[str]:
+        return sorted(set(self.model.judge_ids) - set(self.data_judges))
+
+    def tally(self, tally: ScanTally) -> None:
+        """:meth:`judges` from what the Spark scan tasks tallied, with the errors of the in-memory path."""
+        if tally.bad_rows:
+            raise InputError(
+                f"{self.data_url}: verdicts: verdict: {tally.bad_rows} rows with a category outside "
+                f"{VERDICT_CATEGORIES} (e.g. {sorted(tally.bad_examples)})"
+            )
+        self.judges(sorted(tally.judges) if tally.rows else [])
+
+    def counts(self, tables: dict[str, pd.DataFrame]) -> dict[str, Any]:
+        datasets = tables["datasets"]
+        return {
+            "items": int(datasets["n_items"].sum()),
+            "items_without_votes": int(datasets["items_without_votes"].sum()),
+            "items_in_calibration": int(datasets["items_in_calibration"].sum()),
+            "datasets": len(datasets),
+            "judge_coverage": round(1.0 - len(self.absent) / len(self.model.judge_ids), 6),
+            "unknown_judges_ignored": self.extra,
+            "model_judges_absent": self.absent,
+        }
+
+
+def _items_meta(data_url: str, engine: EngineConfig) -> list[str]:
+    """Columns of the optional ``items`` table (empty when it is absent)."""
+    if "items" not in dataset_tables(data_url, storage_options=engine.storage_options):
+        return []
+    return open_table(data_url, "items", storage_options=engine.storage_options)[1]
+
+
+# -- Spark -----------------------------------------------------------------------------------------------------
+def _stage_spark(
+    model: Calibration, data_url: str, staged: str, engine: EngineConfig, checks: _Checks
+) -> list[tuple[str, int]]:
+    """Score on Spark into ``staged`` (tasks write through fsspec); the files written, after the tally's checks."""
+    from judgecal_dist.engine.jobs.spark import get_session, read_table
+    from judgecal_dist.engine.votes.spark import item_votes_spark
+
+    spark = get_session(engine.spark_master, conf=dict(engine.spark_conf))
+    labels = read_table(spark, data_url, "labels")
+    options = dict(engine.storage_options)
+    items, tally = item_votes_spark(
+        spark, data_url, labels, model.judge_ids, sample=checks.sample, storage_options=options
+    )
+    log.info("score: scoring items on spark into %s", staged)
+    kernel = functools.partial(score_and_write, model=model, staged_url=staged, storage_options=options)
+    # Only the files that successful tasks report are promoted: a failed task's leftovers never are.
+    rows = items.mapInArrow(kernel, FILES_DDL).collect()
+    # The checks a pre-pass over the verdicts used to make, from what the scan tasks tallied; nothing is
+    # promoted yet, so a refused table leaves only the staging folder, which the caller removes.
+    checks.tally(tally.value)
+    return [(row["file"], int(row["rows"])) for row in rows]
+
+
+def _summaries_spark(
+    model: Calibration, data_url: str, store: RunStore, engine: EngineConfig, meta: list[str], files: list[str]
+) -> dict[str, pd.DataFrame]:
+    from pyspark.sql import functions as F
+
+    from judgecal_dist.engine.jobs.spark import get_session, read_table
+
+    spark = get_session(engine.spark_master, conf=dict(engine.spark_conf))
+    reader = functools.partial(
+        read_items_partition,
+        files=[f.removeprefix("items/") for f in files],
+        folder_url=store.url_of("items"),
+        storage_options=dict(engine.storage_options),
+    )
+    slices = max(1, min(len(files), 2 * spark.sparkContext.defaultParallelism))
+    back = spark.range(0, len(files), 1, slices).mapInArrow(reader, items_ddl(model))
+    alphas, eps = model.alphas, model.eps
+    tables = {"datasets": summ.finalise(summ.sums_spark(back, ["dataset"], alphas, eps), alphas)}
+    if "subset" in meta:
+        sub = read_table(spark, data_url, "items").select("dataset", "item_id", "subset")
+        joined = back.join(sub, on=["dataset", "item_id"], how="left").where(F.col("subset").isNotNull())
+        tables["subsets"] = summ.finalise(summ.sums_spark(joined, ["dataset", "subset"], alphas, eps), alphas)
+    if {"model_a", "model_b"} <= set(meta):
+        pairs = read_table(spark, data_url, "items").select("dataset", "item_id", "model_a", "model_b")
+        joined = back.join(pairs, on=["dataset", "item_id"], how="inner").where(
+            F.col("model_a").isNotNull() & F.col("model_b").isNotNull()
+        )
+        tables["pairs"] = summ.finalise(summ.sums_spark(joined, ["dataset", "model_a", "model_b"], alphas, eps), alphas)
+        tables["models"] = summ.finalise(summ.model_rows_spark(joined), [])
+    return tables
+
+
+# -- in process ------------------------------------------------------------------------------------------------
+def _prepare_local(model: Calibration, data_url: str, engine: EngineConfig, sample: int, checks: _Checks) -> Any:
+    """Read and check the table in memory (before anything is written); the scored batches, lazily."""
+    options = engine.storage_options
+    verdicts = read_dataset_table(
+        data_url, "verdicts", VERDICT_COLUMNS, storage_options=options, dictionary_columns=_DICTIONARY_COLUMNS
+    )
+    labels = read_dataset_table(data_url, "labels", ["dataset", "item_id", "label"], storage_options=options)
+    rows = encode(verdicts, model.judge_ids, sample=sample)  # the vote codec, as the Spark tasks run it
+    del verdicts
+    checks.judges(rows.judges_seen)
+    rows.reject_unknown(where=f"{data_url}: verdicts")
+    return _ScoredBatches(model, ItemVotes.from_rows(rows, labels, len(model.judge_ids)))
+
+
+class _ScoredBatches:
+    """Scored batches of in-memory item votes, kept for the summaries (one pass of the kernel)."""
+
+    def __init__(self, model: Calibration, items: Any) -> None:
+        self.model, self.items = model, items
+        self.batches: list[pa.RecordBatch] = []
+
+    def __iter__(self) -> Any:
+        items, n = self.items, len(self.items.labels)
+        progress = Progress(n, label="score: items")
+        for start in range(0, n, _LOCAL_CHUNK_ITEMS):
+            stop = min(start + _LOCAL_CHUNK_ITEMS, n)
+            keys = {
+                k: items.keys[k].slice(start, stop - start).combine_chunks() for k in ("dataset", "item_id", "group_id")
+            }
+            batch = score_batch(self.model, keys, items.votes[start:stop], items.labels[start:stop])
+            self.batches.append(batch)
+            progress.advance(stop - start)
+            yield batch
+
+
+def _summaries_local(
+    model: Calibration, data_url: str, engine: EngineConfig, meta: list[str], table: pa.Table
+) -> dict[str, pd.DataFrame]:
+    frame = table.to_pandas()
+    alphas, eps = model.alphas, model.eps
+    tables = {"datasets": summ.finalise(summ.sums_pandas(frame, ["dataset"], alphas, eps), alphas)}
+    wanted = [c for c in ("subset", "model_a", "model_b") if c in meta]
+    if wanted:
+        extra_cols = read_dataset_table(
+            data_url, "items", ["dataset", "item_id", *wanted], storage_options=engine.storage_options
+        )
+        frame = frame.merge(extra_cols.to_pandas(), on=["dataset", "item_id"], how="left")
+    if "subset" in wanted:
+        sub = frame[frame["subset"].notna()]
+        tables["subsets"] = summ.finalise(summ.sums_pandas(sub, ["dataset", "subset"], alphas, eps), alphas)
+    if {"model_a", "model_b"} <= set(wanted):
+        arena = frame[frame["model_a"].notna() & frame["model_b"].notna()]
+        tables["pairs"] = summ.finalise(summ.sums_pandas(arena, ["dataset", "model_a", "model_b"], alphas, eps), alphas)
+        tables["models"] = summ.finalise(summ.model_rows_pandas(arena), [])
+    return tables

@@ -1,0 +1,109 @@
+"""Settings of the budget study, the input every replicate receives and a replicate: what its modules share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import Field, model_validator
+
+from judgecal_dist.engine.jobs.panel import ORIENTATIONS, Panel
+from judgecal_dist.methods.pipeline import CALIBRATOR_INPUTS
+from judgecal_dist.settings import (
+    CiLevel,
+    Fraction,
+    NonNegative,
+    PipelineFields,
+    Replicates,
+    Resamples,
+    Seed,
+    Url,
+    check_export,
+    integer,
+    listed,
+    one_of,
+    refuse,
+)
+
+MODES = ("budget", "fraction")
+#: Calibrators of the H.7 matched-calibrator sweep (all-judges one-coin fixed).
+CALIBRATORS = ("beta", "platt", "temperature")
+#: Spec §5.4 fractions (endpoints from the paper, interior points recommended).
+FRACTIONS = (0.05, 0.10, 0.15, 0.20, 0.30, 0.40, 0.50, 0.60, 0.70)
+
+
+class Config(PipelineFields):
+    """Settings of the budget study (``studies/configs/budget.yaml``); every key can be ``--set``.
+
+    The pipeline hyperparameters (``eps``, ``alpha0``, ``beta_penalty``, ``n_bins``, ...) are the shared
+    :class:`~judgecal_dist.settings.PipelineFields`.
+    """
+
+    data_required: ClassVar[str] = "an ingested dataset URL"
+
+    data: Url = None
+    dataset: str | None = None
+    mode: one_of(MODES) = "budget"
+    replicates: Replicates = 100
+    seed: Seed = 0
+    calib_fraction: Fraction = 0.5
+    budgets: listed(integer(2), description="labels per budget ([] = the paper's grid by panel size)") = ()
+    fractions: listed(Fraction, min_length=1) = FRACTIONS
+    top_k: integer(1) = 5
+    calibrators: listed(one_of(CALIBRATORS), min_length=1) = CALIBRATORS
+    platt_penalty: NonNegative = 0.0
+    calibrator_input: one_of(CALIBRATOR_INPUTS) = "logit"
+    orientation: one_of(ORIENTATIONS) = "natural"
+    sample: integer(0) = 0
+    ci_level: CiLevel = 0.95
+    max_t_alpha: Fraction = 0.05
+    max_t_resamples: Resamples = 10_000
+    max_t_alternative: one_of(("greater", "two-sided")) = "greater"
+    export: str = Field(
+        default="auto",
+        description="the pipeline exported as model/model.json, fitted on every labelled item: auto (the "
+        "recommended arm) or one_coin+<calibrator>@<all or topK>",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> Config:
+        check_export(self.export, ("one_coin",), ("beta", *self.calibrators), ("all", f"top{self.top_k}"))
+        if self.mode == "budget" and self.replicates < 2:
+            raise refuse("replicates", self.replicates, "must be an integer >= 2 in budget mode (the max-t test)")
+        return self
+
+
+@dataclass(frozen=True)
+class BudgetInput:
+    """What every replicate receives: the dense panel and the budget grid fixed for the whole run.
+
+    Attributes
+    ----------
+    panel : Panel
+    budgets : tuple of int
+        Grid budgets below the smallest calibration half of the planned splits; every split adds its full
+        calibration half :math:`|\\mathcal C_s|` as the last budget.
+    dropped : tuple of int
+        Grid budgets left out because some planned split has no more calibration items than that.
+    grid : str
+        Where the grid came from (``config``, ``llmbar-size`` or ``large``).
+    cal_sizes : ndarray of int64
+        :math:`|\\mathcal C_s|` of every planned split (budget mode) or :math:`|\\mathcal C|` per split x fraction.
+    """
+
+    panel: Panel
+    budgets: tuple[int, ...]
+    dropped: tuple[int, ...]
+    grid: str
+    cal_sizes: npt.NDArray[np.int64] = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Replicate:
+    """One split; ``budgets`` is the run's grid (without the full budget, which each split adds)."""
+
+    seed: int
+    config: Config
+    budgets: tuple[int, ...]

@@ -1,0 +1,398 @@
+"""Summaries, the joint max-t test, figures and the report of the budget study (spec 000 §5.3-§5.5(d))."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from judgecal_dist.io.figures import colours, plain_log_axis, png, pyplot
+from judgecal_dist.io.records import json_records, plain
+from judgecal_dist.methods.pipeline import CALIBRATORS
+from judgecal_dist.stats.inference import corrected_resampled_t, summarise_over_splits
+from judgecal_dist.stats.resampling import MaxTResult, multiplier_max_t
+from judgecal_dist.studies.base import StudyResult, interval_note
+from judgecal_dist.studies.budget.recommend import recommend
+from judgecal_dist.studies.recommendation import Recommendation, exported_model, words
+
+if TYPE_CHECKING:
+    from judgecal_dist.studies.budget.config import BudgetInput, Config
+
+__all__ = ["summarise_budgets", "summarise_fractions", "delta_matrix", "METRICS", "MAX_T_CAVEAT"]
+
+METRICS = ("nll", "brier", "ece", "accuracy")
+_CALIBRATOR_ORDER = {"none": 0, "beta": 1, "platt": 2, "temperature": 3}
+MAX_T_CAVEAT = (
+    "The splits share items (every item is in about half of the calibration halves), so treating the split rows "
+    "of Delta as i.i.d. is optimistic: the critical value and p-value are summaries, not exact tests "
+    "(docs/methods.md, max-t test)."
+)
+
+
+def split_overlap_ratio(parts: pd.DataFrame, n_items: int) -> float:
+    """:math:`n_2/n_1` of the splits: evaluation items over the panel's other items (the corrected t's overlap).
+
+    Every split evaluates on about half of one fixed panel, so evaluation halves overlap; what a split fits on (a
+    budget's few labels or the whole calibration half) does not change how much they overlap.
+    """
+    n_eval = float(parts["n_eval"].mean())
+    return n_eval / max(n_items - n_eval, 1.0)
+
+
+def _over_splits(config: Config, parts: pd.DataFrame, by: list[str], ratio: float) -> pd.DataFrame:
+    summary = summarise_over_splits(
+        parts,
+        by=by,
+        metrics=list(METRICS),
+        confidence=config.ci_level,
+        rng=np.random.default_rng(config.seed),
+        split_sizes=ratio,
+    )
+    return summary.rename(columns={f"{m}_mean": m for m in METRICS} | {"n_splits": "replicates"})
+
+
+def _sorted(summary: pd.DataFrame, first: str) -> pd.DataFrame:
+    rank = summary["calibrator"].map(_CALIBRATOR_ORDER)
+    panel_rank = (summary["panel"] != "all").astype(int)
+    keys = pd.DataFrame({"a": summary[first], "b": panel_rank, "c": rank})
+    return summary.loc[keys.sort_values(["a", "b", "c"], kind="stable").index].reset_index(drop=True)
+
+
+def delta_matrix(parts: pd.DataFrame, top_k: int) -> pd.DataFrame:
+    """:math:`\\Delta_{s,k}` = NLL(top-k' + beta) - NLL(all + beta): splits as rows, budget indices as columns."""
+    beta = parts[parts["calibrator"] == "beta"].pivot(index=["seed", "budget_index"], columns="panel", values="nll")
+    return (beta[f"top{top_k}"] - beta["all"]).unstack("budget_index").sort_index()
+
+
+def _max_t_section(
+    config: Config, delta: pd.DataFrame, budgets: list[int], res: MaxTResult, ratio: float
+) -> dict[str, Any]:
+    cis = [
+        corrected_resampled_t(delta[k].to_numpy(), test_train_ratio=ratio, confidence=config.ci_level)
+        if len(delta) > 1
+        else None
+        for k in delta.columns
+    ]
+    return {
+        "comparison": f"NLL(top{config.top_k} + beta) - NLL(all + beta) per split and budget; > 0 favours all judges",
+        "budgets": budgets,
+        "K": res.n_budgets,
+        "n_splits": res.n_splits,
+        "t_by_budget": [plain(float(t)) for t in res.statistics],
+        "t_obs": plain(res.statistic),
+        "critical_value": plain(res.critical_value),
+        "level": 1.0 - config.max_t_alpha,
+        "margin": plain(res.margin),
+        "bonferroni_z": res.bonferroni,
+        "pvalue": res.pvalue,
+        "reject": res.reject,
+        "alternative": res.alternative,
+        "n_resamples": config.max_t_resamples,
+        "delta_mean": [float(delta[k].mean()) for k in delta.columns],
+        "delta_ci_low": [plain(ci.low) if ci else None for ci in cis],
+        "delta_ci_high": [plain(ci.high) if ci else None for ci in cis],
+        "delta_t": [plain(ci.statistic) if ci else None for ci in cis],
+        "delta_p": [plain(ci.pvalue) if ci else None for ci in cis],
+        "share_of_splits_favouring_all": [float((delta[k] > 0).mean()) for k in delta.columns],
+        "caveat": MAX_T_CAVEAT,
+    }
+
+
+def summarise_budgets(config: Config, parts: pd.DataFrame, data: BudgetInput) -> StudyResult:
+    """Records per (budget, panel, calibrator), the max-t section, figures and the report (budget mode)."""
+    by = ["budget_index", "panel", "calibrator"]
+    ratio = split_overlap_ratio(parts, data.panel.n_items)
+    summary = _over_splits(config, parts, by, ratio)
+    sizes = parts.groupby(by)["budget"].agg(n_labels_mean="mean", n_labels_min="min", n_labels_max="max")
+    extra_cols = parts.groupby(by).agg(
+        full_budget=("full_budget", "first"),
+        identity_share=("identity_map", "mean"),
+        fit_warnings=("fit_warnings", "sum"),
+    )
+    summary = summary.join(sizes.join(extra_cols), on=by)
+    summary["budget"] = summary["n_labels_mean"].round().astype(int)
+    summary["aggregator"] = "one_coin"
+    lead = ["aggregator", "panel", "calibrator", "budget_index", "budget", "full_budget"]
+    summary = _sorted(summary[lead + [c for c in summary.columns if c not in lead]], "budget_index")
+
+    delta = delta_matrix(parts, config.top_k)
+    budgets = summary.groupby("budget_index")["budget"].first().reindex(delta.columns).tolist()
+    res = multiplier_max_t(
+        delta.to_numpy(),
+        alpha=config.max_t_alpha,
+        n_resamples=config.max_t_resamples,
+        alternative=config.max_t_alternative,
+        rng=np.random.default_rng(config.seed),
+    )
+    max_t = _max_t_section(config, delta, budgets, res, ratio)
+    panel = data.panel
+    grid = {
+        "budgets": list(data.budgets),
+        "dropped": list(data.dropped),
+        "source": data.grid,
+        "full_budget": "each split's whole calibration half",
+        "calibration_half_min": int(data.cal_sizes.min()),
+        "calibration_half_max": int(data.cal_sizes.max()),
+    }
+    return StudyResult(
+        records=json_records(summary),
+        summary=summary,
+        report=_budget_report(config, summary, max_t, grid, panel),
+        figures={"nll_vs_budget.png": _budget_figure(config, summary, max_t)},
+        extra={
+            "mode": "budget",
+            "panel": {"dataset": panel.dataset, "items": panel.n_items, "judges": panel.n_judges} | panel.info,
+            "grid": grid,
+            "max_t": max_t,
+            "choices": _choices(config),
+        },
+        **_exported(config, data, recommend(config, summary)),
+    )
+
+
+def summarise_fractions(config: Config, parts: pd.DataFrame, data: BudgetInput) -> StudyResult:
+    """Records per (fraction, calibrator), the NLL-vs-fraction figure and the report (fraction mode)."""
+    by = ["fraction", "panel", "calibrator"]
+    summary = _over_splits(config, parts, by, split_overlap_ratio(parts, data.panel.n_items))
+    counts = parts.groupby(by).agg(
+        n_cal_mean=("n_cal", "mean"),
+        n_eval_mean=("n_eval", "mean"),
+        identity_share=("identity_map", "mean"),
+        fit_warnings=("fit_warnings", "sum"),
+    )
+    summary = summary.join(counts, on=by)
+    summary["aggregator"] = "one_coin"
+    lead = ["aggregator", "panel", "calibrator", "fraction"]
+    summary = _sorted(summary[lead + [c for c in summary.columns if c not in lead]], "fraction")
+    panel = data.panel
+    return StudyResult(
+        records=json_records(summary),
+        summary=summary,
+        report=_fraction_report(config, summary, panel),
+        figures={"nll_vs_fraction.png": _fraction_figure(summary)},
+        extra={
+            "mode": "fraction",
+            "panel": {"dataset": panel.dataset, "items": panel.n_items, "judges": panel.n_judges} | panel.info,
+            "choices": _choices(config),
+        },
+        **_exported(config, data, recommend(config, summary, x="fraction")),
+    )
+
+
+def _choices(config: Config) -> dict[str, Any]:
+    # Every ambiguous choice of spec 000 this run made, so the report can be read without the code.
+    choices = {
+        "split": f"keyed hash of group_id, calibration fraction {config.calib_fraction} (binomial half sizes; the "
+        "same halves as the inclusion study)",
+        "budget_order": "calibration items sorted by the keyed-hash uniform of seed + 2**40 (groups stay together)",
+        "protocol": "main: aggregator counts and calibrator both fitted on the budget's items (in-sample scores)",
+        "top_k_ranking": "posterior mean accuracy on the budget's items; ties by more votes, then judge_id",
+        "beta": {
+            "penalty": config.beta_penalty,
+            "l1_ratio": config.beta_l1_ratio,
+            "penalty_scale": config.beta_penalty_scale,
+        },
+        "platt_penalty": config.platt_penalty,
+        "eps": config.eps,
+        "one_coin_prior": {"alpha0": config.alpha0, "beta0": config.beta0},
+        "class_prior": config.class_prior,
+        "orientation": config.orientation,
+        "accuracy_at_half": "half credit",
+    }
+    if config.mode == "fraction":
+        choices["fraction_split"] = "calibration = groups whose split uniform is below f (nested in f); rest evaluates"
+    return choices
+
+
+def _cell(row: pd.Series, metric: str = "nll") -> str:
+    return f"{row[metric]:.4f} [{row[metric + '_ci_low']:.4f}, {row[metric + '_ci_high']:.4f}]"
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "n/a" if value is None else format(value, fmt)
+
+
+def _bracket(low: float | None, high: float | None) -> str:
+    return "[n/a]" if low is None or high is None else f"[{low:+.4f}, {high:+.4f}]"
+
+
+def _change(value: float, reference: float) -> str:
+    """``value`` relative to ``reference`` in words ("2.4% lower", "26.2% higher"), never a negative "lower"."""
+    rel = 100 * (value / reference - 1)
+    return f"{abs(rel):.1f}% {'lower' if rel < 0 else 'higher'}"
+
+
+def _budget_report(
+    config: Config, summary: pd.DataFrame, max_t: dict[str, Any], grid: dict[str, Any], panel: Any
+) -> str:
+    topk = f"top{config.top_k}"
+    columns = [("all", "none"), ("all", "beta"), (topk, "none"), (topk, "beta")]
+    columns += [("all", c) for c in config.calibrators if c != "beta"]
+    head = " | ".join(f"{p} + {c}" for p, c in columns)
+    lines = [
+        f"# Label-budget sweep on `{panel.dataset}`",
+        "",
+        f"{panel.n_items} labelled items x {panel.n_judges} judges; {config.replicates} grouped splits, evaluation "
+        f"half fixed per split; budgets {grid['budgets']} plus the whole calibration half "
+        f"({grid['calibration_half_min']}..{grid['calibration_half_max']} items; grid: {grid['source']}"
+        + (f", dropped {grid['dropped']}" if grid["dropped"] else "")
+        + f"). One-coin aggregator; evaluation NLL, mean over splits [{config.ci_level:.0%} interval].",
+        "",
+        f"Intervals: {interval_note(config.ci_level)}",
+        "",
+        f"| budget | {head} | beta vs raw (all) | beta left at identity (all) |",
+        "| --- | " + " | ".join("---" for _ in columns) + " | --- | --- |",
+    ]
+    for _, rows in summary.groupby("budget_index", sort=True):
+        cells = {(r.panel, r.calibrator): r for _, r in rows.iterrows()}
+        raw, beta = cells[("all", "none")]["nll"], cells[("all", "beta")]["nll"]
+        label = f"{rows['budget'].iloc[0]}" + (" (full)" if rows["full_budget"].iloc[0] else "")
+        row_cells = [_cell(cells[c]) if c in cells else "" for c in columns]
+        at_identity = cells[("all", "beta")]["identity_share"]
+        lines.append(f"| {label} | " + " | ".join(row_cells) + f" | {_change(beta, raw)} | {at_identity:.2f} |")
+    lines += [
+        "",
+        "Columns: panel + calibrator (all = every judge, top-k = the k most accurate on the budget's labels; none = "
+        "uncalibrated); beta vs raw = NLL of all + beta relative to all + none; beta left at identity = share of "
+        "splits where the penalised beta calibrator stayed the identity map.",
+        "",
+        f"## Joint test across budgets: {max_t['comparison']}",
+        "",
+        f"| budget | mean Delta [{config.ci_level:.0%} interval] | corrected t | p | share of splits > 0 | t (max-t) |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for i, budget in enumerate(max_t["budgets"]):
+        t = max_t["t_by_budget"][i]
+        lines.append(
+            f"| {budget} | {max_t['delta_mean'][i]:+.4f} {_bracket(max_t['delta_ci_low'][i], max_t['delta_ci_high'][i])}"
+            f" | {_num(max_t['delta_t'][i], '.2f')} | {_num(max_t['delta_p'][i], '.3g')} | "
+            f"{max_t['share_of_splits_favouring_all'][i]:.2f} | "
+            + (f"{t:.2f} |" if t is not None else "undefined (Delta constant over splits) |")
+        )
+    lines += [
+        "",
+        f"Gaussian multiplier bootstrap ({max_t['alternative']}, B = {max_t['n_resamples']}): K = {max_t['K']}, "
+        f"T_obs = {max_t['t_obs']:.3f}, c_{max_t['level']:.2f} = {max_t['critical_value']:.3f}, "
+        f"margin = {max_t['margin']:+.3f}, Bonferroni z = {max_t['bonferroni_z']:.3f}, p = {max_t['pvalue']:.4g} "
+        f"({'joint null rejected' if max_t['reject'] else 'joint null not rejected'}).",
+        "",
+        "Reading: the max-t statistic rejects the joint null (no difference at any budget) when inclusion is better "
+        "at *some* budget; 'better at every budget' needs every per-budget interval above 0.",
+        "",
+        f"Caveat: {max_t['caveat']}",
+        "",
+        "Choices this run made (defaults the paper leaves open):",
+        "",
+    ]
+    lines += [f"- {k}: {words(v)}" for k, v in _choices(config).items()]
+    lines += ["", "Figure: `figures/nll_vs_budget.png`.", ""]
+    return "\n".join(lines)
+
+
+def _fraction_report(config: Config, summary: pd.DataFrame, panel: Any) -> str:
+    lines = [
+        f"# Calibration-fraction sweep on `{panel.dataset}`",
+        "",
+        f"{panel.n_items} labelled items x {panel.n_judges} judges; {config.replicates} grouped splits per fraction; "
+        f"all-judges one-coin, raw vs beta-calibrated; mean over splits [{config.ci_level:.0%} interval].",
+        "",
+        f"Intervals: {interval_note(config.ci_level)}",
+        "",
+        "| fraction | calibration items | NLL raw | NLL beta | NLL reduction | accuracy raw | accuracy beta |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for fraction, rows in summary.groupby("fraction", sort=True):
+        raw = rows[rows["calibrator"] == "none"].iloc[0]
+        beta = rows[rows["calibrator"] == "beta"].iloc[0]
+        lines.append(
+            f"| {fraction:.2f} | {raw['n_cal_mean']:.1f} | {_cell(raw)} | {_cell(beta)} | "
+            f"{100 * (1 - beta['nll'] / raw['nll']):.1f}% | {_cell(raw, 'accuracy')} | {_cell(beta, 'accuracy')} |"
+        )
+    lines += ["", "Choices this run made (defaults the paper leaves open):", ""]
+    lines += [f"- {k}: {words(v)}" for k, v in _choices(config).items()]
+    lines += ["", "Figure: `figures/nll_vs_fraction.png`.", ""]
+    return "\n".join(lines)
+
+
+#: One colour per calibrator in every panel (and the same as the inclusion study's figures).
+COLOURS = colours(CALIBRATORS)
+
+
+def _line(ax: Any, rows: pd.DataFrame, x: str, label: str, colour: Any, metric: str = "nll", style: str = "-") -> None:
+    rows = rows.sort_values(x)
+    ax.plot(rows[x], rows[metric], style, marker="o", ms=3, color=colour, label=label)
+    ax.fill_between(rows[x], rows[f"{metric}_ci_low"], rows[f"{metric}_ci_high"], color=colour, alpha=0.12)
+
+
+def _budget_figure(config: Config, summary: pd.DataFrame, max_t: dict[str, Any]) -> bytes:
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), dpi=110)
+    topk = f"top{config.top_k}"
+    budgets = sorted(summary["budget"].unique())
+    for panel_name, style in (("all", "-"), (topk, "--")):  # colour = calibrator, line style = panel
+        for cal in ("beta", "none"):
+            rows = summary[(summary["panel"] == panel_name) & (summary["calibrator"] == cal)]
+            _line(axes[0], rows, "budget", f"{panel_name} + {cal}", COLOURS[cal], style=style)
+    axes[0].set_title(f"All judges (solid) vs {topk} (dashed), one-coin")
+    for cal in ("none", *dict.fromkeys(("beta", *config.calibrators))):
+        rows = summary[(summary["panel"] == "all") & (summary["calibrator"] == cal)]
+        _line(axes[1], rows, "budget", cal, COLOURS[cal])
+    axes[1].set_title("Calibrators compared, all judges")
+    for ax in axes[:2]:
+        ax.set_xlabel("label budget (calibration items)")
+        ax.set_ylabel("evaluation NLL (mean, 95% interval)")
+        plain_log_axis(ax, "x", budgets)
+        plain_log_axis(ax, "y")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    x = np.asarray(max_t["budgets"], dtype=float)
+    axes[2].plot(x, max_t["delta_mean"], marker="o", ms=3, color="0.2")
+    axes[2].fill_between(x, max_t["delta_ci_low"], max_t["delta_ci_high"], color="0.2", alpha=0.15)
+    axes[2].axhline(0.0, color="grey", lw=0.8)
+    plain_log_axis(axes[2], "x", x)
+    axes[2].set_xlabel("label budget (calibration items)")
+    axes[2].set_ylabel(f"NLL({topk}) - NLL(all), beta (> 0: all better)")
+    axes[2].set_title(f"Joint test across budgets: p = {max_t['pvalue']:.3g}")
+    axes[2].grid(alpha=0.3)
+    fig.tight_layout()
+    return png(fig)
+
+
+def _fraction_figure(summary: pd.DataFrame) -> bytes:
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.0), dpi=110)
+    for cal in ("none", "beta"):
+        rows = summary[summary["calibrator"] == cal]
+        _line(axes[0], rows, "fraction", f"one-coin + {cal}", COLOURS[cal])
+        _line(axes[1], rows, "fraction", f"one-coin + {cal}", COLOURS[cal], metric="accuracy")
+    axes[0].set_ylabel("evaluation NLL (mean, 95% interval)")
+    axes[0].set_title("NLL")
+    plain_log_axis(axes[0], "y")
+    axes[1].set_ylabel("evaluation accuracy (mean, 95% interval)")
+    axes[1].set_title("Accuracy")
+    for ax in axes:
+        ax.set_xlabel("share of labelled items used for calibration")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("All judges, one-coin: uncalibrated vs beta over the calibration share")
+    fig.tight_layout()
+    return png(fig)
+
+
+def _exported(config: Config, data: BudgetInput, recommendation: Recommendation) -> dict[str, Any]:
+    """``model`` and ``recommendation`` of the StudyResult: the recommended arm (or ``export``) fitted on every
+    labelled item as a ``judgecal.binary-pipeline/v1`` model, named in the Recommendation."""
+    from judgecal_dist.models.binary import FORMAT
+    from judgecal_dist.studies.inclusion.model import export_model
+
+    if config.export != "auto":
+        agg, _, rest = config.export.partition("+")
+        cal, _, panel = rest.partition("@")
+    else:
+        best = recommendation.support.iloc[0]
+        agg, cal, panel = "one_coin", str(best["calibrator"]), str(best["panel"])
+    model = export_model(config, data.panel, (agg, cal, panel), study="budget", alphas=())
+    line = exported_model(model.name, FORMAT, "one_coin+<calibrator>@<all or topK>") + ", fitted on every labelled item"
+    return {"model": {"model.json": model.document}, "recommendation": replace(recommendation, exported=line)}

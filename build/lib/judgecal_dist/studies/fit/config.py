@@ -1,0 +1,71 @@
+"""Settings of ``judgecal fit`` (``conf/studies/fit.yaml``; every key can be ``--set``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from pydantic import model_validator
+
+from judgecal_dist.methods.pipeline import PANELS, Settings
+from judgecal_dist.settings import (
+    AggregationFields,
+    CiLevel,
+    PipelineFields,
+    Resamples,
+    Seed,
+    Url,
+    check_export,
+    check_panels,
+    integer,
+    one_of,
+)
+from judgecal_dist.studies.candidates import CandidateFields
+
+#: Simplest first: the one-standard-error rule moves toward these (after fewer judges).
+CALIBRATOR_ORDER = ("none", "temperature", "platt", "beta", "isotonic")
+AGGREGATOR_ORDER = ("majority", "accuracy_weighted", "log_odds", "one_coin", "dawid_skene", "stacking")
+RULES = ("one_se", "lowest")
+
+
+def candidate_name(aggregator: str, calibrator: str, panel: str) -> str:
+    """``aggregator+calibrator@panel``: how reports and ``--set export=...`` name a candidate."""
+    return f"{aggregator}+{calibrator}@{panel}"
+
+
+class Config(CandidateFields, PipelineFields, AggregationFields):
+    """Settings of ``judgecal fit``: the candidates, the cross-fitting and the choice rule.
+
+    The candidates and ``export`` are the shared :class:`~judgecal_dist.studies.candidates.CandidateFields`:
+    ``export`` is ``auto`` (the rule's choice) or a candidate ``aggregator+calibrator@panel`` to export instead;
+    the card still reports the rule's choice beside it.
+    """
+
+    data_required: ClassVar[str] = "an ingested dataset URL"
+
+    data: Url = None
+    dataset: str | None = None
+    sample: integer(0) = 0
+    seed: Seed = 0
+    folds: integer(2, 50, description="cross-fitting folds (grouped by group_id)") = 5
+    rule: one_of(RULES) = "one_se"
+    resamples: Resamples = 2000
+    ci_level: CiLevel = 0.95
+
+    @model_validator(mode="after")
+    def _check(self) -> Config:
+        check_panels(self.panels, PANELS)
+        check_export(self.export, self.aggregators, self.calibrators, self.panels)
+        return self
+
+    @property
+    def settings(self) -> Settings:
+        return Settings.of(self)
+
+
+@dataclass(frozen=True)
+class Replicate:
+    """One cross-fitting fold: every candidate fitted on the other folds and scored on this one."""
+
+    seed: int
+    fold: int
