@@ -1,1 +1,0 @@
-"""Adapters: one module per input format, each turning a source URL into contract tables and a counts report."""
