@@ -18,8 +18,6 @@ import pytest
 #: Files outside ``engine/`` that still import pyspark (issue 28: Spark lives in ``engine/`` only). Scoring moves
 #: its Spark jobs into ``engine/`` and deletes the entries here as it does (a stale entry fails, so it shrinks).
 PYSPARK_OUTSIDE_ENGINE = {
-    "judgecal_dist/history/judges.py",
-    "judgecal_dist/history/spark_history.py",
     "judgecal_dist/scoring/apply.py",
     "judgecal_dist/scoring/continuous.py",
     "judgecal_dist/scoring/kernel.py",

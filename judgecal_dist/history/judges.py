@@ -1,10 +1,11 @@
 r"""Per-judge statistics of one verdict table, the rows ``history/judges`` keeps for every run.
 
-In memory the verdict rows are coded once by the vote codec (:func:`judgecal_dist.engine.votes.codec.encode`:
-integer item, judge and verdict codes) and every count is a ``bincount`` over (item, judge) cells: one read and
-a few numpy passes, seconds for 20M rows. On Spark (tables above ``EngineConfig.local_max_rows`` rows) they
-come from the engine's per (item, judge) vote counts (:func:`judgecal_dist.engine.jobs.stats.item_vote_counts`)
-summed per judge in one aggregate that returns one row per judge, never item-level rows. Both are equal exactly.
+The counts are written once, as a kernel over coded verdict rows that hold every row of their items
+(:func:`_kernel`: integer item, judge and verdict codes of the vote codec, bincounts over (item, judge) cells), and
+summed per judge. In memory the kernel runs over the whole table (one read and a few numpy passes, seconds for 20M
+rows); on Spark (tables above ``EngineConfig.local_max_rows`` rows) over each partition of whole items, and the
+engine sums the per-judge partials (:func:`judgecal_dist.engine.jobs.scorer.item_partition_sums`), never returning
+item-level rows. Both are equal exactly.
 
 For judge :math:`j` with :math:`a_{ij}, b_{ij}, t_{ij}, m_{ij}` verdicts A, B, tie and null on item :math:`i`
 (all samples), label :math:`y_i` and the other judges' totals :math:`A_{i,-j} = \sum_{k \ne j} a_{ik}`,
@@ -37,6 +38,7 @@ from judgecal_dist.engine.jobs import stats as engine_stats
 from judgecal_dist.engine.jobs.local import judge_ids_of
 from judgecal_dist.engine.votes.codec import ITEM_KEYS, LabelIndex, category_codes, encode
 from judgecal_dist.errors import InputError
+from judgecal_dist.extras import require_extra
 from judgecal_dist.io.dataset import read_dataset_table
 from judgecal_dist.io.schema import MISSING_CODE, UNKNOWN_CODE, VERDICT_CODES
 
@@ -127,29 +129,26 @@ def _partition_counts(batches: Iterator[pa.RecordBatch], judges: list[str]) -> I
 
 
 def _spark_counts(url: str, config: EngineConfig) -> pd.DataFrame:
-    """The same counts as :func:`_coded_counts`: verdict rows with their item's label, partitioned by item,
-    :func:`_kernel` per partition, one small ``groupBy`` of the per-judge partials (one job)."""
-    from pyspark.sql import functions as F
+    """The same counts as :func:`_coded_counts`: :func:`_kernel` per partition of whole items on Spark, the
+    per-judge partials summed (:func:`judgecal_dist.engine.jobs.scorer.item_partition_sums`, one job)."""
+    require_extra("spark", "per-judge statistics on Spark")
+    from judgecal_dist.engine.jobs.scorer import item_partition_sums
 
-    from judgecal_dist.engine.jobs import spark as spark_engine
-
-    spark = spark_engine.get_session(config.spark_master, conf=dict(config.spark_conf))
     judges = judge_ids_of(url, config.storage_options)
     if not judges:
         raise InputError(f"{url}: verdicts: no verdict rows")
-    verdicts = spark_engine.read_table(spark, url, "verdicts").select(*_KEYS, "judge_id", "verdict")
-    labels = spark_engine.read_table(spark, url, "labels").select(*_KEYS, "label")
-    # Join first, then partition by item: the kernel needs every row of an item in one task (a join's skew
-    # handling may split a partition; an explicit repartition is never split).
-    # An explicit partition count (AQE never coalesces it) bounds the rows one Python task holds.
-    n_rows = engine_stats.count_rows(url, "verdicts", storage_options=config.storage_options)
-    parts = max(spark.sparkContext.defaultParallelism, -(-n_rows // _ROWS_PER_TASK))
-    rows = verdicts.join(labels, on=_KEYS, how="left").repartition(parts, *_KEYS)
     extra = ["panel_items", "unknown"]
-    ddl = ", ".join(f"{c} long" for c in ["judge", *COUNT_COLUMNS, *extra])
-    partials = rows.mapInArrow(functools.partial(_partition_counts, judges=judges), ddl)
-    sums = partials.groupBy("judge").agg(*[F.sum(c).alias(c) for c in [*COUNT_COLUMNS, *extra]])
-    per_judge = pd.DataFrame(sums.toPandas()).set_index("judge").reindex(range(len(judges)), fill_value=0)
+    sums = item_partition_sums(
+        config,
+        url,
+        verdict_columns=[*_KEYS, "judge_id", "verdict"],
+        label_columns=["label"],
+        kernel=functools.partial(_partition_counts, judges=judges),
+        schema=pa.schema([(c, pa.int64()) for c in ["judge", *COUNT_COLUMNS, *extra]]),
+        by=["judge"],
+        rows_per_task=_ROWS_PER_TASK,
+    )
+    per_judge = pd.DataFrame(sums).set_index("judge").reindex(range(len(judges)), fill_value=0)
     if per_judge["unknown"].sum():
         raise InputError(
             f"{url}: verdicts: verdict: {int(per_judge['unknown'].sum())} rows with a category outside the alphabet"

@@ -9,6 +9,9 @@ here and over the whole table in process, and only the final combine sees more t
   (partial sums, or rows a kind's summary needs whole);
 * :func:`write_partitions`: each task writes its rows through the given writer into a staging folder and reports
   the files it wrote (no row reaches the driver);
+* :func:`item_partition_sums`: a statistic's partition kernel over verdict rows with their item's label, every row
+  of an item in one task, and the per-group sums of its partials (the in-process runner calls the same kernel
+  over the whole table);
 * :func:`session`, :func:`read_table`, :func:`item_votes`: the session, a stored table and the vote codec's packed
   item votes, the inputs of both.
 """
@@ -28,6 +31,7 @@ from pyspark.sql.pandas.types import from_arrow_type
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.jobs import spark as spark_engine
 from judgecal_dist.engine.votes.spark import item_votes_spark
+from judgecal_dist.io.dataset import count_rows
 
 __all__ = [
     "FILES_SCHEMA",
@@ -39,6 +43,7 @@ __all__ = [
     "map_batches",
     "write_partitions",
     "group_sums",
+    "item_partition_sums",
     "column",
 ]
 
@@ -138,3 +143,32 @@ def group_sums(partials: DataFrame, by: Sequence[str]) -> Any:
     """Per-group sums of every other column of ``partials`` (the combine of partition kernels), as pandas."""
     numeric = [c for c in partials.columns if c not in by]
     return partials.groupBy(*by).agg(*[F.sum(c).alias(c) for c in numeric]).toPandas()
+
+
+def item_partition_sums(
+    engine: EngineConfig,
+    url: str,
+    *,
+    verdict_columns: Sequence[str],
+    label_columns: Sequence[str],
+    kernel: PartitionFn,
+    schema: pa.Schema,
+    by: Sequence[str],
+    rows_per_task: int,
+) -> Any:
+    """Per-group sums (``by``) of ``kernel``'s partials over the verdict rows of ``url`` joined with their labels
+    (``dataset, item_id`` plus ``label_columns``), partitioned by item; pandas, one row per group.
+
+    The rows are joined first, then partitioned by item: the kernel needs every row of an item in one task (a
+    join's skew handling may split a partition; an explicit repartition is never split). The partition count
+    (at least ``rows_per_task`` verdict rows apart; AQE never coalesces an explicit one) bounds what a Python task
+    holds.
+    """
+    keys = ["dataset", "item_id"]
+    spark = session(engine)
+    verdicts = read_table(spark, url, "verdicts").select(*verdict_columns)
+    labels = read_table(spark, url, "labels").select(*keys, *label_columns)
+    n_rows = count_rows(url, "verdicts", storage_options=engine.storage_options)
+    parts = max(spark.sparkContext.defaultParallelism, -(-n_rows // rows_per_task))
+    rows = verdicts.join(labels, on=keys, how="left").repartition(parts, *keys)
+    return group_sums(rows.mapInArrow(kernel, arrow_ddl(schema)), by)
