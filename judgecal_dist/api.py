@@ -22,6 +22,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from judgecal_dist.errors import InputError
+from judgecal_dist.io.adapters.long import category, long_columns
 from judgecal_dist.io.schema import MISSING_CODE, VOTE_A, VOTE_B
 from judgecal_dist.methods.calibration.conformal import SplitConformal
 from judgecal_dist.methods.pipeline import AGGREGATORS, CALIBRATORS, Settings, aggregate, calibrator
@@ -29,22 +30,15 @@ from judgecal_dist.splits import assign_blocks, group_keys
 
 __all__ = ["CalibratedAggregator", "vote_matrix"]
 
-#: Column names of a long vote table: ours, then crowd-kit's.
-_LAYOUTS = (("item_id", "judge_id", "verdict"), ("task", "worker", "label"))
-#: Verdict / label values and their vote codes (1 = A = class 1, 0 = B = class 0, tie = no vote).
-_CODES: dict[Any, int] = {"A": VOTE_A, "B": VOTE_B, "tie": MISSING_CODE, 1: VOTE_A, 0: VOTE_B}
+#: Verdict / label categories (:func:`~judgecal_dist.io.adapters.long.category` reads 1/0 as A/B) and their vote
+#: codes (A = class 1, B = class 0, tie = no vote).
+_CODES: dict[str | None, int] = {"A": VOTE_A, "B": VOTE_B, "tie": MISSING_CODE}
 #: Seed offset of the conformal slice, as the inclusion study's exported model uses it.
 CONFORMAL_SEED_OFFSET = 1_000_003
 
 
 def _code(value: Any) -> int | None:
-    if isinstance(value, str):
-        return _CODES.get(value)
-    if isinstance(value, bool | np.bool_):
-        return None  # True/False is no verdict: say 0/1
-    if isinstance(value, int | float | np.integer | np.floating) and value in (0, 1):
-        return _CODES[int(value)]
-    return None
+    return _CODES.get(category(value))
 
 
 def _codes(values: pd.Series, column: str, where: str) -> npt.NDArray[np.int8]:
@@ -73,13 +67,14 @@ def vote_matrix(
     """
     if not isinstance(votes, pd.DataFrame):
         raise InputError(f"{where}: expected a long DataFrame (item_id, judge_id, verdict), got {type(votes).__name__}")
-    layout = next((cols for cols in _LAYOUTS if set(cols) <= set(votes.columns)), None)
-    if layout is None:
+    ours = long_columns([str(c) for c in votes.columns], "verdicts", source=where)
+    theirs = {name: column for column, name in ours.items()}
+    if not {"item_id", "judge_id", "verdict"} <= set(theirs):
         raise InputError(
             f"{where}: columns {list(votes.columns)[:6]}: need item_id, judge_id, verdict (or crowd-kit's task, "
             "worker, label)"
         )
-    item, judge, verdict = layout
+    item, judge, verdict = theirs["item_id"], theirs["judge_id"], theirs["verdict"]
     frame = pd.DataFrame(
         {
             "item": votes[item].astype(str),

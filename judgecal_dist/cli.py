@@ -32,6 +32,7 @@ from judgecal_dist.cli_common import (
     then_option,
 )
 from judgecal_dist.errors import InputError
+from judgecal_dist.io.column_docs import long_input_help
 
 log = logging.getLogger("judgecal_dist")
 
@@ -45,8 +46,22 @@ def cli(debug: bool, verbose: bool) -> None:
     setup_logging(verbose)
 
 
-@cli.command()
-@click.option("--format", "fmt", required=True, help="Input format: llmbar, rb2-k8 or long.")
+@cli.command(epilog=long_input_help())
+@click.option(
+    "--format",
+    "fmt",
+    required=True,
+    help="Input format: llmbar (the LLMBar release folder), rb2-k8 (RewardBench 2 judge outputs) or long (verdict "
+    "tables, ours or crowd-kit's; see below).",
+)
+@click.option(
+    "--labels",
+    "labels",
+    default=None,
+    metavar="FILE",
+    help="--format long: the labels table from this file (CSV, JSON lines or Parquet; item_id,label or crowd-kit's "
+    "task,label) instead of SRC/labels.*. Without labels every item is unlabelled.",
+)
 @click.option("--dataset", default=None, help="Dataset name (default: from the source).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing dataset at DEST.")
 @click.option(
@@ -71,6 +86,7 @@ def ingest(
     dataset: str | None,
     overwrite: bool,
     strict: bool,
+    labels: str | None,
     register_as: str | None,
     conf_path: Path | None,
     src: str,
@@ -83,7 +99,7 @@ def ingest(
 
     if fmt not in FORMATS:
         raise Rejected(f"--format: unknown format {fmt!r}; known: {', '.join(FORMATS)}")
-    report = run_ingest(fmt, src, dest, dataset=dataset, overwrite=overwrite, strict=strict)
+    report = run_ingest(fmt, src, dest, dataset=dataset, overwrite=overwrite, strict=strict, labels=labels)
     click.echo(json.dumps(report, indent=2, default=str))
     if register_as is not None:
         from judgecal_dist.cli_sql import register

@@ -7,7 +7,9 @@ Types and nullability live in :data:`~judgecal_dist.io.schema.SCHEMAS`; the free
 
 from __future__ import annotations
 
-__all__ = ["COLUMN_DOCS", "TABLE_DOCS", "column_comment"]
+import textwrap
+
+__all__ = ["COLUMN_DOCS", "LONG_INPUT_DOCS", "LONG_INPUT_RULES", "TABLE_DOCS", "column_comment", "long_input_help"]
 
 #: One line per table: what one row is.
 TABLE_DOCS: dict[str, str] = {
@@ -60,3 +62,44 @@ COLUMN_DOCS: dict[str, dict[str, str]] = {
 def column_comment(table: str, column: str) -> str | None:
     """The meaning of ``table.column``, or None for a free metadata column."""
     return COLUMN_DOCS.get(table, {}).get(column)
+
+
+#: What ``judgecal ingest --format long`` reads, per input table: (its columns, ``?`` = optional; what it holds).
+#: ``docs/tables.md`` and ``judgecal ingest --help`` show it; a test checks both against it.
+LONG_INPUT_DOCS: dict[str, tuple[str, str]] = {
+    "verdicts": (
+        "dataset?, item_id, judge_id, verdict, group_id?, sample?, score?, rubric?, input_tokens?, output_tokens?; "
+        "or crowd-kit's task, worker, label",
+        "required; one row per item x judge (x sample); verdict A, B, tie or 1/0 (1 = A), empty = missing",
+    ),
+    "labels": (
+        "dataset?, item_id, label?, label_score?; or crowd-kit's task, label",
+        "optional (--labels FILE reads it from elsewhere); one row per labelled item; label A, B, tie or 1/0, "
+        "empty = none; no labels table, no rows or no label column: every item is unlabelled",
+    ),
+    "judges": ("judge_id, family?, tier?, cost_per_mtok_in?, cost_per_mtok_out?", "optional; one row per judge"),
+    "items": ("dataset?, item_id, any further columns", "optional; item metadata"),
+}
+#: How the long input's columns are checked and defaulted, one sentence each (help and docs show them).
+LONG_INPUT_RULES: tuple[str, ...] = (
+    "A missing dataset column is --dataset, else the verdicts' only dataset, else SRC's name without suffixes",
+    "A missing group_id is item_id, a missing sample 0; sample and token counts are integers from 0 up to their type's "
+    "largest (sample: 2147483647)",
+    "A value out of range or of the wrong type is refused naming the file, the column and its first row (rows "
+    "count from 1, the header not counted)",
+)
+
+
+def long_input_help(width: int = 78) -> str:
+    """The long input format as ``judgecal ingest --help`` shows it (``\\b`` keeps click from rewrapping)."""
+    paragraphs = [
+        "--format long reads SRC, a folder of <table>.<csv|tsv|jsonl|parquet>[.gz] files or Parquet "
+        "folders, or one verdicts file; columns marked ? may be left out (docs/tables.md):"
+    ]
+    for table, (columns, meaning) in LONG_INPUT_DOCS.items():
+        paragraphs.append(f"{table}: {columns}. {meaning[0].upper()}{meaning[1:]}.")
+    paragraphs += [f"{rule}." for rule in LONG_INPUT_RULES]
+    blocks = [
+        "\b\n" + "\n".join(textwrap.wrap(p, width, subsequent_indent="  ", break_on_hyphens=False)) for p in paragraphs
+    ]
+    return "\n\n".join(blocks)

@@ -35,6 +35,7 @@ def ingest(
     dataset: str | None = None,
     overwrite: bool = False,
     strict: bool = False,
+    labels: str | None = None,
 ) -> dict[str, Any]:
     """Ingest ``src`` in format ``fmt`` into a dataset at ``dest`` and return the counts report.
 
@@ -54,6 +55,9 @@ def ingest(
         Replace a committed dataset at ``dest``.
     strict : bool, default False
         Refuse the source on any warning (see Notes) instead of logging it and listing it in the report.
+    labels : str, optional
+        ``long`` only: URL of a labels file kept apart from ``src`` (see
+        :func:`~judgecal_dist.io.adapters.long.read_long`).
 
     Returns
     -------
@@ -67,7 +71,7 @@ def ingest(
     ------
     InputError
         Unknown format, or the source is rejected (nothing is written then), or ``dest`` holds a committed
-        dataset and ``overwrite`` is false, or ``strict`` and a warning.
+        dataset and ``overwrite`` is false, or ``strict`` and a warning, or ``labels`` with a format other than long.
 
     Notes
     -----
@@ -86,7 +90,10 @@ def ingest(
     """
     if fmt not in _ADAPTERS:
         raise InputError(f"--format: {fmt!r}: unknown format, expected one of {list(FORMATS)}")
-    result = _ADAPTERS[fmt](src, dataset=dataset, storage_options=storage_options)
+    if labels is not None and fmt != "long":
+        raise InputError(f"--labels: {labels}: a separate labels file is read with --format long only")
+    extra = {"labels": labels} if labels is not None else {}
+    result = _ADAPTERS[fmt](src, dataset=dataset, storage_options=storage_options, **extra)
     source = result.sources.get("verdicts", src)
 
     def review(conformed: Mapping[str, pa.Table]) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 Every check is vectorised (pyarrow.compute, Arrow joins and group-bys), so a table of tens of millions of rows is
 checked in seconds. A rejected table raises :class:`~judgecal_dist.errors.InputError` with the message
-``<file or table>: <column>: <what is wrong> (<count>, e.g. <first 3 keys>)``; nothing is repaired silently, the
+``<file or table>: <column>: <what is wrong> (<count> rows, e.g. <first 3 keys>; first at row <n>)``, rows counted
+from 1 in the table as given (a file's data rows, the header not counted); nothing is repaired silently, the
 only defaults are the documented ones (``group_id`` = ``item_id`` where absent or null, ``sample`` = 0 where
 absent, optional columns of the schema = null where absent).
 """
@@ -42,6 +43,7 @@ __all__ = [
 
 
 _N_EXAMPLES = 3
+_INT64 = (int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max))
 
 
 def _examples(table: pa.Table, mask: pa.ChunkedArray | pa.Array, keys: Sequence[str]) -> list[dict[str, Any]]:
@@ -51,19 +53,34 @@ def _examples(table: pa.Table, mask: pa.ChunkedArray | pa.Array, keys: Sequence[
     return rows.slice(0, _N_EXAMPLES).to_pylist()
 
 
-def _fail(source: str, column: str, what: str, count: int, examples: list[Any]) -> InputError:
-    return InputError(f"{source}: {column}: {what} ({count} rows, e.g. {examples})")
+def _fail(
+    source: str, column: str, what: str, count: int, examples: list[Any], mask: pa.ChunkedArray | pa.Array | None
+) -> InputError:
+    where = ""
+    if mask is not None and count:
+        first = int(np.argmax(np.asarray(pc.fill_null(mask, False).to_numpy(zero_copy_only=False), dtype=bool)))
+        where = f"; first at row {first + 1}"
+    return InputError(f"{source}: {column}: {what} ({count} rows, e.g. {examples}{where})")
+
+
+def _not_int64(value: Any) -> bool:
+    """Whether a non-null value is no integer that int64 holds (text is parsed exactly, never through a float)."""
+    try:
+        number = int(value.strip()) if isinstance(value, str) else int(value) if float(value).is_integer() else None
+    except (ValueError, OverflowError, TypeError):
+        return True
+    return number is None or not _INT64[0] <= number <= _INT64[1]
 
 
 def _cast_failures(column: pa.ChunkedArray, target: pa.DataType) -> np.ndarray:
     """Boolean mask of the values that cannot be cast to ``target`` (used only to explain a failed cast)."""
     values = column.to_pandas()
-    if pa.types.is_integer(target) or pa.types.is_floating(target):
+    if pa.types.is_integer(target):
+        bad_values = {v for v in pd.unique(values.dropna()) if _not_int64(v)}
+        return values.isin(bad_values).to_numpy()
+    if pa.types.is_floating(target):
         numeric = pd.to_numeric(values, errors="coerce")
-        bad = numeric.isna() & values.notna()
-        if pa.types.is_integer(target):
-            bad |= numeric.notna() & (numeric != np.round(numeric))
-        return bad.to_numpy()
+        return (numeric.isna() & values.notna()).to_numpy()
     return values.notna().to_numpy()
 
 
@@ -83,7 +100,12 @@ def _cast_column(
         examples = _examples(table, pa.array(bad), keys)
         values = column.filter(pa.array(bad)).slice(0, _N_EXAMPLES).to_pylist()
         raise _fail(
-            source, name, f"cannot cast {column.type} to {target}: values {values} ({err})", count, examples
+            source,
+            name,
+            f"cannot cast {column.type} to {target}: values {values} ({err})",
+            count,
+            examples,
+            pa.array(bad),
         ) from err
 
 
@@ -96,6 +118,7 @@ def _check_nulls(table: pa.Table, name: str, *, source: str, keys: Sequence[str]
             "null values in a required column",
             column.null_count,
             _examples(table, pc.is_null(column), keys),
+            pc.is_null(column),
         )
 
 
@@ -111,6 +134,7 @@ def _check_categories(table: pa.Table, name: str, *, source: str, keys: Sequence
             f"unknown categories {values}, expected one of {list(VERDICT_CATEGORIES)} or null",
             count,
             _examples(table, bad, keys),
+            bad,
         )
 
 
@@ -128,14 +152,26 @@ def _check_finite(
     count = int(pc.sum(bad).as_py() or 0)
     if count:
         values = column.filter(bad).slice(0, _N_EXAMPLES).to_pylist()
-        raise _fail(source, name, f"{what}: {values}", count, _examples(table, bad, keys))
+        raise _fail(source, name, f"{what}: {values}", count, _examples(table, bad, keys), bad)
 
 
-def _check_non_negative(table: pa.Table, name: str, *, source: str, keys: Sequence[str]) -> None:
-    bad = pc.fill_null(pc.less(table.column(name), 0), False)
+def _integer_column(
+    table: pa.Table, name: str, target: pa.DataType, *, source: str, keys: Sequence[str]
+) -> pa.ChunkedArray:
+    """An integer column parsed as int64 (exactly, whatever its width), range-checked, then narrowed to ``target``.
+
+    Every integer of the contracts counts something (samples, tokens): it lies in ``[0, max of target]``, so a
+    negative ``sample`` or one beyond int32 is a named error, not a silent row or a bare cast error.
+    """
+    wide = _cast_column(table, name, pa.int64(), source=source, keys=keys)
+    low, high = 0, int(np.iinfo(target.to_pandas_dtype()).max)
+    bad = pc.fill_null(pc.or_(pc.less(wide, low), pc.greater(wide, high)), False)
     count = int(pc.sum(bad).as_py() or 0)
     if count:
-        raise _fail(source, name, "negative counts", count, _examples(table, bad, keys))
+        values = wide.filter(bad).slice(0, _N_EXAMPLES).to_pylist()
+        what = f"values outside [{low}, {high}] ({'negative counts' if min(values) < 0 else 'too large'}): {values}"
+        raise _fail(source, name, what, count, _examples(table, bad, keys), bad)
+    return wide.cast(target)
 
 
 def check_unique_keys(table: pa.Table, keys: Sequence[str], *, source: str) -> None:
@@ -279,7 +315,9 @@ def conform_table(
         raise InputError(f"{source}: {', '.join(unknown)}: unknown column (the {name} contract has {schema.names})")
     columns: dict[str, pa.ChunkedArray] = {}
     for field in schema:
-        if field.name in present:
+        if field.name in present and pa.types.is_integer(field.type):
+            columns[field.name] = _integer_column(table, field.name, field.type, source=source, keys=keys)
+        elif field.name in present:
             columns[field.name] = _cast_column(table, field.name, field.type, source=source, keys=keys)
     if name == "verdicts":
         if "sample" not in columns:
@@ -305,8 +343,6 @@ def _check_values(
     if name == "verdicts":
         _check_categories(table, "verdict", source=source, keys=keys)
         _check_finite(table, "score", source=source, keys=keys, bounds=score_range)
-        _check_non_negative(table, "input_tokens", source=source, keys=keys)
-        _check_non_negative(table, "output_tokens", source=source, keys=keys)
     elif name == "labels":
         _check_categories(table, "label", source=source, keys=keys)
         _check_finite(table, "label_score", source=source, keys=keys)

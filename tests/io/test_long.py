@@ -137,9 +137,11 @@ def _truncated_gzip(text):
             r"labels\.csv: item_id: labels for items not in verdicts "
             r"\(1 rows, e\.g\. \[\{'dataset': 'd', 'item_id': '999'\}\]",
         ),
-        ({"verdicts.csv": VERDICTS_CSV.replace(",10\n", ",-10\n")}, r"verdicts\.csv: input_tokens: negative counts"),
+        (
+            {"verdicts.csv": VERDICTS_CSV.replace(",10\n", ",-10\n")},
+            r"verdicts\.csv: input_tokens: values outside \[0, \d+\] \(negative counts\): \[-10\] .*first at row 1\)$",
+        ),
         ({"labels.csv": ""}, r"labels\.csv: \(file\): empty file"),
-        ({"labels.csv": "dataset,item_id,label\n"}, r"labels\.csv: \(all columns\): empty table \(0 rows\)"),
         (
             {"verdicts.csv.gz": _truncated_gzip(VERDICTS_CSV)},
             r"verdicts\.csv\.gz: \(file\): cannot read CSV \(EOFError: Compressed file ended",
@@ -183,8 +185,8 @@ def test_rejections_write_nothing(tmp_path, files, pattern):
 def test_missing_source_and_format(tmp_path):
     with pytest.raises(InputError, match=r"file://.*/does-not-exist: no such file or directory"):
         ingest("long", f"file://{tmp_path}/does-not-exist", str(tmp_path / "out"))
-    with pytest.raises(InputError, match=r"labels: no labels\.<csv\|jsonl\|parquet>\[\.gz\] file"):
-        ingest("long", str(_write_folder(tmp_path / "src", "csv", labels=None)), str(tmp_path / "out"))
+    with pytest.raises(InputError, match=r"verdicts: no verdicts\.<csv\|jsonl\|parquet>\[\.gz\] file"):
+        ingest("long", str(_write_folder(tmp_path / "src", "csv", verdicts=None)), str(tmp_path / "out"))
     with pytest.raises(
         InputError, match=r"--format: 'excel': unknown format, expected one of \['llmbar', 'rb2-k8', 'long'\]"
     ):

@@ -69,12 +69,31 @@ def test_judges_contract():
         ),
         (
             _verdicts(sample=["0", "x", "0", "1.5"]),
-            r"^v\.csv: sample: cannot cast string to int32: values \['x', '1\.5'\]"
-            r".*\(2 rows",
+            r"^v\.csv: sample: cannot cast string to int64: values \['x', '1\.5'\]"
+            r".*\(2 rows.*; first at row 2\)$",
+        ),
+        (
+            _verdicts(sample=["0", "-1", "0", "1"]),
+            r"^v\.csv: sample: values outside \[0, 2147483647\] \(negative counts\): \[-1\] \(1 rows, .*"
+            r"'sample': '-1'\}\]; first at row 2\)$",
+        ),
+        (
+            _verdicts(sample=["0", "0", "0", str(2**31)]),
+            r"^v\.csv: sample: values outside \[0, 2147483647\] \(too large\): \[2147483648\] .*first at row 4\)$",
+        ),
+        (
+            _verdicts(sample=["0", "0", str(2**63), "0"]),
+            r"^v\.csv: sample: cannot cast string to int64: values \['9223372036854775808'\].*first at row 3\)$",
         ),
         (_verdicts(item_id=["i1", None, "i2", "i2"]), r"^v\.csv: item_id: null values in a required column \(1 rows"),
-        (_verdicts(input_tokens=[1, -5, None, 2]), r"^v\.csv: input_tokens: negative counts \(1 rows, e\.g\. .*'j2'"),
-        (_verdicts(output_tokens=[-1, -5, None, 2]), r"^v\.csv: output_tokens: negative counts \(2 rows"),
+        (
+            _verdicts(input_tokens=[1, -5, None, 2]),
+            r"^v\.csv: input_tokens: values outside \[0, \d+\] \(negative counts\): \[-5\] \(1 rows, .*'j2'",
+        ),
+        (
+            _verdicts(output_tokens=[-1, -5, None, 2]),
+            r"^v\.csv: output_tokens: values outside \[0, \d+\] \(negative counts\): \[-1, -5\] \(2 rows",
+        ),
         (_verdicts(score=[0.5, float("nan"), None, 1.0]), r"^v\.csv: score: non-finite values"),
         (_verdicts().slice(0, 0), r"^v\.csv: \(all columns\): empty table \(0 rows\)"),
     ],

@@ -209,3 +209,122 @@ def test_sql_names_a_readme_in_verdicts_as_run_does(dataset):
     (dataset / "verdicts" / "README.md").write_text("notes\n")
     result = _invoke("sql", "SELECT count(*) AS n FROM verdicts", "--data", str(dataset))
     _refused(result, r"D: verdicts: README\.md: a file that is not a Parquet part")
+
+
+# -- long sources: every column's range, named by file and row; unlabelled batches score ------------------------
+def _write_as(path: Path, csv_text: str) -> Path:
+    """``csv_text`` as the file ``path`` (CSV as given; JSON lines and Parquet with ``sample`` as an integer)."""
+    header, *lines = csv_text.splitlines()
+    rows = pd.DataFrame([line.split(",") for line in lines], columns=header.split(",")).replace("", None)
+    if "sample" in rows:
+        rows["sample"] = rows["sample"].map(int)
+    if path.suffix == ".csv":
+        path.write_text(csv_text)
+    elif path.suffix == ".jsonl":
+        path.write_text(
+            "".join(json.dumps({k: v for k, v in r.items() if v is not None}) + "\n" for r in rows.to_dict("records"))
+        )
+    else:
+        rows.to_parquet(path)
+    return path
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl", ".parquet"])
+@pytest.mark.parametrize(
+    ("row", "pattern"),
+    [
+        ("d,i2,j3,-1,A", r"sample: values outside \[0, 2147483647\] \(negative counts\): \[-1\]"),
+        ("d,i2,j3,2147483648,A", r"sample: values outside \[0, 2147483647\] \(too large\): \[2147483648\]"),
+    ],
+    ids=["negative", "beyond-int32"],
+)
+def test_a_sample_out_of_range_names_file_and_row_and_writes_nothing(tmp_path, suffix, row, pattern):
+    src = _long(tmp_path)
+    (src / "verdicts.csv").unlink()
+    _write_as(src / f"verdicts{suffix}", VERDICTS + row + "\n")  # the 5th data row
+    result = _invoke("ingest", "--format", "long", str(src), str(tmp_path / "ds"))
+    line = _refused(result, rf"verdicts{re.escape(suffix)}: {pattern} \(1 rows, e\.g\. .*'j3'.*; first at row 5\)$")
+    assert str(src) in line
+    assert not (tmp_path / "ds").exists()
+
+
+@pytest.mark.parametrize(
+    ("table", "text", "pattern"),
+    [
+        (
+            "verdicts",
+            VERDICTS + "d,i2,j3,99999999999999999999,A\n",
+            r"verdicts\.csv: sample: cannot cast string to int64: "
+            r"values \['99999999999999999999'\].*first at row 5\)$",
+        ),
+        (
+            "verdicts",
+            "dataset,item_id,judge_id,verdict,input_tokens\nd,i1,j1,A,5\nd,i1,j2,B,-3\nd,i2,j1,B,\n",
+            r"verdicts\.csv: input_tokens: values outside \[0, 9223372036854775807\] \(negative counts\): \[-3\].*"
+            r"first at row 2\)$",
+        ),
+        (
+            "verdicts",
+            "dataset,item_id,judge_id,verdict,score\nd,i1,j1,A,inf\nd,i1,j2,B,0.5\nd,i2,j1,B,\n",
+            r"verdicts\.csv: score: non-finite values: \[inf\].*first at row 1\)$",
+        ),
+        ("labels", LABELS + "d,i3,C\n", r"labels\.csv: label: unknown categories \['C'\].*first at row 3\)$"),
+    ],
+    ids=["sample-beyond-int64", "negative-tokens", "infinite-score", "label-category"],
+)
+def test_every_long_column_is_range_checked_by_file_and_row(tmp_path, table, text, pattern):
+    src = _long(tmp_path)
+    (src / f"{table}.csv").write_text(text)
+    _refused(_invoke("ingest", "--format", "long", str(src), str(tmp_path / "ds")), pattern)
+    assert not (tmp_path / "ds").exists()
+
+
+def test_an_unlabelled_crowdkit_batch_ingests_and_scores_like_the_notebook(tmp_path):
+    """A model fitted in the notebook on a labelled week scores next week's unlabelled crowd-kit file through the CLI;
+    every item is scored and unlabelled, with the notebook's p for the same votes."""
+    import numpy as np
+
+    from judgecal_dist.api import CalibratedAggregator
+
+    rng = np.random.default_rng(7)
+    accuracy = np.array([0.9, 0.8, 0.7, 0.65])
+
+    def week(n: int, start: int) -> tuple[pd.DataFrame, pd.Series]:
+        truth = rng.integers(0, 2, n)
+        right = rng.random((n, accuracy.size)) < accuracy
+        votes = np.where(right, truth[:, None], 1 - truth[:, None])
+        tasks = [f"t{start + i}" for i in range(n)]
+        frame = pd.DataFrame(
+            {
+                "task": np.repeat(tasks, accuracy.size),
+                "worker": np.tile([f"w{j}" for j in range(4)], n),
+                "label": votes.ravel(),
+            }
+        )
+        return frame, pd.Series(truth, index=tasks)
+
+    labelled, truth = week(200, 0)
+    model = CalibratedAggregator().fit(labelled, truth)
+    model_url = model.save(str(tmp_path / "model.json"))
+    batch, _ = week(40, 1000)
+    batch.to_csv(tmp_path / "weekly.csv", index=False)
+
+    ingested = _invoke("ingest", "--format", "long", str(tmp_path / "weekly.csv"), str(tmp_path / "ds"))
+    assert ingested.exit_code == 0, ingested.output
+    assert _report(ingested)["unlabelled"] is True and _report(ingested)["datasets"] == ["weekly"]
+    scored = _invoke(
+        "score",
+        "--model",
+        model_url,
+        "--data",
+        str(tmp_path / "ds"),
+        "--output",
+        str(tmp_path / "out"),
+        "--engine",
+        "local",
+    )
+    assert scored.exit_code == 0, scored.output
+    items = pd.read_parquet(tmp_path / "out" / "items").set_index("item_id").sort_index()
+    assert len(items) == 40 and items["label"].isna().all() and items["p"].notna().all()
+    expected = model.predict(batch)["p"].sort_index()
+    np.testing.assert_allclose(items["p"].to_numpy(), expected.to_numpy(), rtol=0, atol=1e-12)

@@ -1,26 +1,41 @@
-"""Adapter for tables already in the long contract layout: ``verdicts.*``, ``labels.*``, optional ``judges.*`` and
-``items.*`` in one folder (any fsspec URL).
+"""Adapter for long tables: ``verdicts.*``, optional ``labels.*``, ``judges.*`` and ``items.*`` in one folder, or
+one verdicts file (any fsspec URL), in the contract's layout or crowd-kit's; labels may come from a separate file.
 
-A table is one file, or a folder of Parquet parts named ``<table>/`` or ``<table>.parquet/`` (as Spark and
-pandas write them): in a folder, names starting with ``_`` or ``.`` (``_SUCCESS``, ``.crc``) are ignored and any
-other non-Parquet entry is refused, by the dataset store's own rule
-(:func:`~judgecal_dist.io.dataset.table_parts`). Each file is CSV (``.csv``, ``.tsv``), JSON lines (``.jsonl``, ``.ndjson``, ``.json``) or Parquet (``.parquet``,
-``.pq``), optionally compressed (``.gz``, ``.bz2``, ``.xz``, ``.zst``, ... inferred from the suffix). CSV and JSON
-are parsed by pyarrow's multi-threaded readers through fsspec file objects. In CSV every contract column is read
-as text and cast by the validator (so ``item_id`` ``007`` stays ``007`` and a bad value is reported with its
-keys); empty cells are nulls. Columns must be the contract's; there is no renaming. A header naming a column twice,
-or a CSV header line repeated inside the file (files concatenated with their headers), is refused.
+**Layouts.** A verdicts table has the contract's columns (``dataset``, ``item_id``, ``judge_id``, ``verdict``, ...;
+see ``docs/tables.md``) or crowd-kit's ``task``, ``worker``, ``label`` (:data:`CROWDKIT_COLUMNS`), and a labels
+table ``item_id, label`` or ``task, label``; :func:`long_columns` maps them, the one mapping the notebook API
+(:mod:`judgecal_dist.api`) also uses. Verdicts and labels are ``A``/``B``/``tie`` or ``1``/``0`` (1 = A, the
+positive class; :func:`category`). A table without a ``dataset`` column takes the ``dataset`` given, else the one
+dataset of the verdicts, else the source's name.
 
-When ``dataset`` is given and a table has no ``dataset`` column, the column is filled with it; when the column
-exists it must hold that name only. ``rows_read`` counts the rows of all files.
+**Unlabelled batches.** Without a labels file (or with one holding no rows, or no ``label`` column) every item of
+the verdicts is unlabelled: the labels table stored is one row per item with a null label, made here.
+
+**Files.** A table is one file, or a folder of Parquet parts named ``<table>/`` or ``<table>.parquet/`` (as Spark
+and pandas write them): in a folder, names starting with ``_`` or ``.`` (``_SUCCESS``, ``.crc``) are ignored and
+any other non-Parquet entry is refused, by the dataset store's own rule
+(:func:`~judgecal_dist.io.dataset.table_parts`). Each file is CSV (``.csv``, ``.tsv``), JSON lines (``.jsonl``,
+``.ndjson``, ``.json``) or Parquet (``.parquet``, ``.pq``), optionally compressed (``.gz``, ``.bz2``, ``.xz``,
+``.zst``, ... inferred from the suffix). CSV and JSON are parsed by pyarrow's multi-threaded readers through fsspec
+file objects. In CSV every contract column is read as text and cast by the validator (so ``item_id`` ``007`` stays
+``007``, integers are parsed exactly as int64 and range-checked, and a bad value is reported with the file, its
+first row and its keys); empty cells are nulls. A header naming a column twice, or a CSV header line repeated
+inside the file (files concatenated with their headers), is refused.
+
+When ``dataset`` is given and a table has a ``dataset`` column, it must hold that name only. ``rows_read`` counts
+the rows of all files read.
 """
 
 from __future__ import annotations
 
 import io
+import numbers
 import posixpath
+from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
@@ -34,7 +49,15 @@ from judgecal_dist.io.filesystem import DECODE_ERRORS, open_fs, open_input, requ
 from judgecal_dist.io.schema import SCHEMAS
 from judgecal_dist.io.validate import check_repeated_header, check_unique_columns
 
-__all__ = ["EXTENSIONS", "LONG_TABLES", "read_long", "read_table_file"]
+__all__ = [
+    "CROWDKIT_COLUMNS",
+    "EXTENSIONS",
+    "LONG_TABLES",
+    "category",
+    "long_columns",
+    "read_long",
+    "read_table_file",
+]
 
 #: File extension (after removing a compression suffix) -> reader kind.
 EXTENSIONS: dict[str, str] = {
@@ -46,14 +69,79 @@ EXTENSIONS: dict[str, str] = {
     "parquet": "parquet",
     "pq": "parquet",
 }
-#: Tables read from a long folder, and whether each is required.
-LONG_TABLES: dict[str, bool] = {"verdicts": True, "labels": True, "judges": False, "items": False}
+#: Tables read from a long folder, and whether each is required (no labels: every item unlabelled).
+LONG_TABLES: dict[str, bool] = {"verdicts": True, "labels": False, "judges": False, "items": False}
 _TEXT_COLUMNS = {"items": ("dataset", "item_id")}
+#: crowd-kit's long layout, per table: its column -> ours (``label`` of a verdicts row is the worker's answer).
+CROWDKIT_COLUMNS: dict[str, dict[str, str]] = {
+    "verdicts": {"task": "item_id", "worker": "judge_id", "label": "verdict"},
+    "labels": {"task": "item_id", "label": "label"},
+}
+#: The columns holding a verdict alphabet value, per table (recoded by :func:`category`).
+_CATEGORY_COLUMNS = {"verdicts": "verdict", "labels": "label"}
+#: Binary codes and their category: 1 = A (the positive class, the first output better), 0 = B.
+_BINARY = {1: "A", 0: "B"}
+
+
+def category(value: Any) -> str | None:
+    """The verdict alphabet's category of one verdict or label value, ours or crowd-kit's.
+
+    ``A``, ``B``, ``tie`` are themselves; 1 and 0 (integers, 1.0/0.0, or the text "1"/"0") are A and B; null and NaN
+    are None (missing); anything else is returned as text (True/False too), for the caller to refuse by name.
+    """
+    if isinstance(value, str):
+        return _BINARY[int(value.strip())] if value.strip() in ("0", "1") else value
+    if value is None or (pd.api.types.is_scalar(value) and pd.isna(value)):
+        return None
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real) or value not in (0, 1):
+        return str(value)  # True/False is no verdict: say 1/0
+    return _BINARY[1 if value == 1 else 0]
+
+
+def long_columns(columns: Iterable[str], table: str, *, source: str) -> dict[str, str]:
+    """Our name for each column of a long ``table`` (``verdicts`` or ``labels``), in our layout or crowd-kit's.
+
+    crowd-kit's layout is recognised by its ``task`` (or, in verdicts, ``worker``) column; columns of neither layout
+    keep their names (the validator names them).
+
+    Raises
+    ------
+    InputError
+        A table mixing both layouts (e.g. ``task`` and ``item_id``), naming the file and the column.
+    """
+    names = list(columns)
+    theirs = CROWDKIT_COLUMNS.get(table, {})
+    if not {"task", "worker"} & set(names) or not theirs:
+        return {name: name for name in names}
+    clash = [ours for col, ours in theirs.items() if col in names and ours != col and ours in names]
+    if clash:
+        raise InputError(
+            f"{source}: {clash[0]}: mixes crowd-kit's layout ({', '.join(theirs)}) with ours; keep one layout"
+        )
+    return {name: theirs.get(name, name) for name in names}
+
+
+def _to_contract(table: pa.Table, name: str, url: str) -> pa.Table:
+    """``table`` with our column names and its verdicts or labels in the A/B/tie alphabet."""
+    if name in CROWDKIT_COLUMNS:
+        table = table.rename_columns(
+            [long_columns(table.column_names, name, source=url)[c] for c in table.column_names]
+        )
+    column = _CATEGORY_COLUMNS.get(name)
+    if column in table.column_names:
+        values = table.column(column)
+        if pa.types.is_dictionary(values.type):
+            values = values.cast(values.type.value_type)
+        uniques = pc.unique(values)
+        coded = pa.array([category(v) for v in uniques.to_pylist()], pa.string())
+        recoded = pc.take(coded, pc.index_in(values, value_set=uniques))
+        table = table.set_column(table.column_names.index(column), column, recoded)
+    return table
 
 
 def _text_columns(table: str) -> dict[str, pa.DataType]:
     names = SCHEMAS[table].names if table in SCHEMAS else _TEXT_COLUMNS.get(table, ())
-    return dict.fromkeys(names, pa.string())
+    return dict.fromkeys([*names, *CROWDKIT_COLUMNS.get(table, {})], pa.string())  # "007" stays "007", "1" not True
 
 
 def read_table_file(fs: Any, path: str, table: str, *, url: str | None = None) -> pa.Table:
@@ -145,53 +233,110 @@ def _find_files(fs: Any, root: str, src: str) -> tuple[dict[str, str], set[str]]
     return {name: paths[0] for name, paths in found.items() if paths}, folders
 
 
-def _with_dataset(table: pa.Table, dataset: str | None, url: str) -> pa.Table:
+def _with_dataset(table: pa.Table, dataset: str | None, url: str, *, given: bool) -> pa.Table:
     if dataset is None:
         return table
     if "dataset" not in table.column_names:
         return table.append_column("dataset", pa.array([dataset] * table.num_rows, pa.string()))
+    if not given:
+        return table
     other = pc.unique(table.column("dataset").cast(pa.string())).to_pylist()
     if other != [dataset]:
         raise InputError(f"{url}: dataset: holds {other[:5]}, but the dataset name given is {dataset!r}")
     return table
 
 
-def read_long(src: str, *, dataset: str | None = None, storage_options: dict[str, Any] | None = None) -> AdapterResult:
-    """Read a folder of long contract tables.
+def _read_any(fs: Any, path: str, name: str, *, src: str, url: str) -> pa.Table:
+    if fs.isdir(path):
+        return _read_table_folder(fs, path, name, src=src, url=url)
+    return read_table_file(fs, path, name, url=url)
+
+
+def _dataset_name(tables: dict[str, pa.Table], dataset: str | None, src: str) -> str | None:
+    """The name for tables without a ``dataset`` column: the one given, the verdicts' only one, or the source's."""
+    if dataset is not None:
+        return dataset
+    verdicts = tables["verdicts"]
+    if "dataset" in verdicts.column_names:
+        names = pc.unique(verdicts.column("dataset").cast(pa.string())).to_pylist()
+        return str(names[0]) if len(names) == 1 and names[0] is not None else None
+    return strip_compression(posixpath.basename(str(src).rstrip("/")))[0].split(".")[0] or "long"
+
+
+def _unlabelled(verdicts: pa.Table) -> pa.Table:
+    """One null-label row per item of ``verdicts``: an unlabelled batch stored as the labels contract has it."""
+    keys = verdicts.select(["dataset", "item_id"]).group_by(["dataset", "item_id"], use_threads=False).aggregate([])
+    return keys.append_column("label", pa.nulls(keys.num_rows, pa.string()))
+
+
+def read_long(
+    src: str,
+    *,
+    dataset: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+    labels: str | None = None,
+) -> AdapterResult:
+    """Read long tables: a folder of them, or one verdicts file, plus an optional labels file.
 
     Parameters
     ----------
     src : str
-        Folder URL holding ``verdicts.*`` and ``labels.*`` (plus optional ``judges.*``, ``items.*``).
+        Folder URL holding ``verdicts.*`` (plus optional ``labels.*``, ``judges.*``, ``items.*``), or the URL of
+        one verdicts file.
     dataset : str, optional
-        Dataset name filled in where a table has no ``dataset`` column.
+        Dataset name filled in where a table has no ``dataset`` column (default: the verdicts' only dataset, else
+        the source's name without suffixes).
     storage_options : dict, optional
-        fsspec options for ``src``.
+        fsspec options for ``src`` and ``labels``.
+    labels : str, optional
+        URL of a labels file (or Parquet folder) kept apart from ``src``; ``src`` must then hold no labels table.
 
     Returns
     -------
     AdapterResult
-        The tables as read (validated by the writer, with errors naming each file) and the report.
+        The tables (our layout; validated by the writer, with errors naming each file) and the report, whose
+        ``unlabelled`` says that no labels were given (every item stored with a null label).
 
     Raises
     ------
     InputError
-        ``src`` does not exist or lacks a required file; a file is unreadable (see :func:`read_table_file`);
-        a table folder holds a foreign entry or no part; a ``dataset`` column disagrees with ``dataset``.
+        ``src`` or ``labels`` does not exist, or ``src`` lacks verdicts; a file is unreadable (see
+        :func:`read_table_file`); a table folder holds a foreign entry or no part; a table mixes crowd-kit's layout
+        with ours; a ``dataset`` column disagrees with ``dataset``; labels both in ``src`` and in ``labels``.
     """
     fs, root = open_fs(src, storage_options)
     require_exists(fs, root, src)
-    if not fs.isdir(root):
-        raise InputError(f"{src}: (folder): expected a folder holding verdicts.* and labels.*")
-    files, folders = _find_files(fs, root, src)
-    urls = {name: fs.unstrip_protocol(path) if "://" in str(src) else path for name, path in files.items()}
-    tables: dict[str, pa.Table] = {}
-    for name, path in files.items():
-        if path in folders:
-            table = _read_table_folder(fs, path, name, src=str(src), url=urls[name])
-        else:
-            table = read_table_file(fs, path, name, url=urls[name])
-        tables[name] = table if name == "judges" else _with_dataset(table, dataset, urls[name])
+    if fs.isdir(root):
+        files, _ = _find_files(fs, root, src)
+    else:
+        files = {"verdicts": root}
+    places: dict[str, tuple[Any, str, str]] = {
+        name: (fs, path, fs.unstrip_protocol(path) if "://" in str(src) else path) for name, path in files.items()
+    }
+    if labels is not None:
+        if "labels" in places:
+            raise InputError(
+                f"{places['labels'][2]}: (file): labels in the source folder and from --labels {labels}; give one"
+            )
+        labels_fs, labels_path = open_fs(labels, storage_options)
+        require_exists(labels_fs, labels_path, labels)
+        places["labels"] = (labels_fs, labels_path, str(labels))
+    urls = {name: url for name, (_, _, url) in places.items()}
+    tables = {
+        name: _to_contract(_read_any(where, path, name, src=str(src), url=url), name, url)
+        for name, (where, path, url) in places.items()
+    }
+    rows_read = sum(t.num_rows for t in tables.values())
+    name = _dataset_name(tables, dataset, src)
+    for table_name, table in list(tables.items()):
+        if table_name != "judges":
+            tables[table_name] = _with_dataset(table, name, urls[table_name], given=dataset is not None)
+    unlabelled = "labels" not in tables or tables["labels"].num_rows == 0
+    if unlabelled:
+        tables["labels"] = _unlabelled(tables["verdicts"])
+        urls.pop("labels", None)
+    elif "label" not in tables["labels"].column_names:
+        tables["labels"] = tables["labels"].append_column("label", pa.nulls(tables["labels"].num_rows, pa.string()))
     verdicts = tables["verdicts"]
     missing = 0
     if verdicts.num_rows and "verdict" in verdicts.column_names:
@@ -206,11 +351,13 @@ def read_long(src: str, *, dataset: str | None = None, storage_options: dict[str
         "long",
         src,
         datasets=[str(n) for n in names if n is not None],
-        rows_read=sum(t.num_rows for t in tables.values()),
+        rows_read=rows_read,
         tables=tables,
         missing_verdicts=missing,
         unparseable_verdicts=0,
         rejected=[],
-        files={name: urls[name] for name in files},
+        files=dict(urls),
+        unlabelled=unlabelled,
     )
-    return AdapterResult(tables=tables, report=report, sources=urls)
+    sources = {**urls, **({"labels": "labels (none given: every item unlabelled)"} if unlabelled else {})}
+    return AdapterResult(tables=tables, report=report, sources=sources)
