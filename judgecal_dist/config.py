@@ -13,7 +13,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Annotated, Any, ClassVar, TypeVar
 
 import yaml
 from pydantic import Field, model_validator
@@ -139,7 +139,7 @@ def config_from_mapping(cls: type[T], values: Mapping[str, Any], *, source: str,
     """
     if not (isinstance(cls, type) and issubclass(cls, TypedSettings)):
         raise TypeError(f"{cls!r} is not a TypedSettings model")
-    return cls.from_mapping(values, source=source, partial=partial)  # type: ignore[return-value]
+    return cls.from_mapping(values, source=source, partial=partial)
 
 
 def config_digest(values: Mapping[str, Any]) -> str:
@@ -156,21 +156,25 @@ class EngineConfig(TypedSettings):
     spark_master: str = Field(default="local[*]", min_length=1, description="Spark master URL")
     spark_conf: dict[str, str] = Field(default_factory=dict, description="Spark settings")
     ray_address: str | None = Field(default=None, description="Ray cluster address (null: a local Ray instance)")
-    ray_num_cpus: integer(1, description="CPUs of a local Ray instance (null: all)") | None = None
+    ray_num_cpus: Annotated[int, integer(1, description="CPUs of a local Ray instance (null: all)")] | None = None
     output: str = Field(default="./results", min_length=1, description="results root URL")
-    stats_engine: one_of(("auto", "spark", "local")) = "auto"
-    local_max_rows: integer(0, description="verdict rows below which statistics run in memory") = 5_000_000
+    stats_engine: Annotated[str, one_of(("auto", "spark", "local"))] = "auto"
+    local_max_rows: Annotated[int, integer(0, description="verdict rows below which statistics run in memory")] = (
+        5_000_000
+    )
     # judgecal drift reads a history of up to this many recorded runs in memory, a larger one through Spark. In
     # memory it reads one small file per run (the runs table) plus the compared runs: 12 s at 2,000 runs on two
     # cores against Spark's 130 s (benchmarks/drift_scale.py), so Spark pays off only for very long histories
     # on a cluster's object store.
-    history_local_max_runs: integer(0, description="recorded runs up to which drift reads history in memory") = 20_000
+    history_local_max_runs: Annotated[
+        int, integer(0, description="recorded runs up to which drift reads history in memory")
+    ] = 20_000
     storage_options: dict[str, Any] = Field(default_factory=dict, description="fsspec storage options")
     # judgecal serve / sql / catalog: the catalog's folder (state file, logs, Derby metastore) and the endpoints.
     sql_warehouse: str = Field(default="./warehouse", min_length=1, description="catalog folder of judgecal serve")
     sql_host: str = Field(default="127.0.0.1", min_length=1, description="address judgecal serve binds")
-    sql_thrift_port: integer(1, 65535, description="JDBC (Thrift) port of judgecal serve") = 10000
-    sql_connect_port: integer(1, 65535, description="Spark Connect port of judgecal serve") = 15002
+    sql_thrift_port: Annotated[int, integer(1, 65535, description="JDBC (Thrift) port of judgecal serve")] = 10000
+    sql_connect_port: Annotated[int, integer(1, 65535, description="Spark Connect port of judgecal serve")] = 15002
     sql_metastore_uri: str | None = Field(default=None, description="external Hive metastore (null: Derby)")
 
     @model_validator(mode="before")

@@ -22,16 +22,27 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Annotated, Any, ClassVar, Literal, Self, Union, get_args, get_origin
 
 import annotated_types as at
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    ValidationError,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
-from pydantic_core import PydanticCustomError
+from pydantic_core import PydanticCustomError, core_schema
 
 from judgecal_dist.errors import ConfigError
 
 __all__ = [
     "MAX_REPLICATES",
     "MAX_RESAMPLES",
+    "CALIBRATOR_INPUTS",
     "TypedSettings",
+    "StudyFields",
+    "SplitFields",
     "PipelineFields",
     "AggregationFields",
     "Replicates",
@@ -42,7 +53,10 @@ __all__ = [
     "Probability",
     "Positive",
     "NonNegative",
+    "Count",
     "Url",
+    "Strings",
+    "OneOf",
     "integer",
     "number",
     "listed",
@@ -57,6 +71,8 @@ __all__ = [
 MAX_REPLICATES = 10_000
 #: Resamples (bootstrap, permutation, sign-flip, max-t draws) per test: each costs memory of the size of the data.
 MAX_RESAMPLES = 100_000
+#: What Step 1 hands to the calibrators: P(Y=1) clipped at eps (spec §3.4) or the unclipped log-odds.
+CALIBRATOR_INPUTS = ("probability", "logit")
 
 
 def _not_bool(value: Any) -> Any:
@@ -73,35 +89,61 @@ def _as_list(value: Any) -> Any:
     return [value]
 
 
-def integer(ge: int | None = None, le: int | None = None, **field: Any) -> Any:
-    """An integer setting in ``[ge, le]`` (bools refused)."""
-    return Annotated[int, Field(ge=ge, le=le, **field), BeforeValidator(_not_bool)]
+class OneOf:
+    """A string setting's allowed values (``Annotated[str, OneOf(CHOICES)]``): validated and published in the JSON
+    Schema as ``Literal[CHOICES]`` would be, while the choices stay a tuple constant of the module that defines them
+    and type checkers read the field as ``str``."""
+
+    def __init__(self, choices: Iterable[str]) -> None:
+        self.choices = tuple(choices)
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return core_schema.literal_schema(list(self.choices))
+
+    def __repr__(self) -> str:
+        return f"OneOf({self.choices!r})"
 
 
-def number(**bounds: Any) -> Any:
-    """A real-valued setting with ``gt``/``ge``/``lt``/``le`` bounds (bools refused)."""
-    return Annotated[float, Field(allow_inf_nan=False, **bounds), BeforeValidator(_not_bool)]
+def _with(info: FieldInfo, *validators: Any) -> FieldInfo:
+    # A FieldInfo's metadata is applied in order after its constraints, as the same items in `Annotated` would be.
+    info.metadata.extend(validators)
+    return info
 
 
-def listed(item: Any, *, min_length: int = 0, **field: Any) -> Any:
-    """A list setting (stored as a tuple) of ``item``; a scalar is a list of one."""
-    return Annotated[tuple[item, ...], Field(min_length=min_length or None, **field), BeforeValidator(_as_list)]
+def integer(ge: int | None = None, le: int | None = None, **field: Any) -> FieldInfo:
+    """The constraints of an integer setting in ``[ge, le]`` (bools refused): ``Annotated[int, integer(2)]``."""
+    return _with(Field(ge=ge, le=le, **field), BeforeValidator(_not_bool))
 
 
-def one_of(choices: Iterable[str]) -> Any:
-    """A string setting that must be one of ``choices``."""
-    return Literal[tuple(choices)]
+def number(**bounds: Any) -> FieldInfo:
+    """The constraints of a real setting with ``gt``/``ge``/``lt``/``le`` bounds (bools, inf and nan refused):
+    ``Annotated[float, number(gt=0.0)]``."""
+    return _with(Field(allow_inf_nan=False, **bounds), BeforeValidator(_not_bool))
 
 
-Replicates = integer(1, MAX_REPLICATES, description=f"replicates of the run (at most {MAX_REPLICATES})")
-Resamples = integer(1, MAX_RESAMPLES, description=f"resamples per test (at most {MAX_RESAMPLES})")
-Seed = integer(0, description="random seed (numpy seeds are >= 0)")
-CiLevel = number(gt=0.0, lt=1.0, description="confidence level of the intervals")
-Fraction = number(gt=0.0, lt=1.0)
-Probability = number(ge=0.0, le=1.0)
-Positive = number(gt=0.0)
-NonNegative = number(ge=0.0)
+def listed(*, min_length: int = 0, **field: Any) -> FieldInfo:
+    """The constraints of a list setting, stored as a tuple, in which a scalar is a list of one:
+    ``Annotated[tuple[str, ...], listed(min_length=1)]``."""
+    return _with(Field(min_length=min_length or None, **field), BeforeValidator(_as_list))
+
+
+def one_of(choices: Iterable[str]) -> OneOf:
+    """The allowed values of a string setting: ``Annotated[str, one_of(CHOICES)]``."""
+    return OneOf(choices)
+
+
+# The shared settings, as aliases a type checker reads (int, float, str, tuple) with the range pydantic checks.
+Replicates = Annotated[int, integer(1, MAX_REPLICATES, description=f"replicates of the run (at most {MAX_REPLICATES})")]
+Resamples = Annotated[int, integer(1, MAX_RESAMPLES, description=f"resamples per test (at most {MAX_RESAMPLES})")]
+Seed = Annotated[int, integer(0, description="random seed (numpy seeds are >= 0)")]
+CiLevel = Annotated[float, number(gt=0.0, lt=1.0, description="confidence level of the intervals")]
+Fraction = Annotated[float, number(gt=0.0, lt=1.0)]
+Probability = Annotated[float, number(ge=0.0, le=1.0)]
+Positive = Annotated[float, number(gt=0.0)]
+NonNegative = Annotated[float, number(ge=0.0)]
+Count = Annotated[int, integer(0)]
 Url = Annotated[str | None, Field(examples=["URL"], description="an ingested dataset URL")]
+Strings = Annotated[tuple[str, ...], listed()]
 TopK = re.compile(r"top([1-9][0-9]*)")
 _PARTIAL: contextvars.ContextVar[bool] = contextvars.ContextVar("judgecal_settings_partial", default=False)
 _VALIDATING: contextvars.ContextVar[bool] = contextvars.ContextVar("judgecal_settings_validating", default=False)
@@ -156,25 +198,51 @@ class TypedSettings(BaseModel):
         return self.model_dump()
 
 
+class StudyFields(TypedSettings):
+    """Settings every study has: the data it reads and the level of the intervals it reports."""
+
+    data: Url = None
+    ci_level: CiLevel = 0.95
+
+    @property
+    def data_url(self) -> str:
+        """``data`` where a run reads it: validation refuses a run without it (``data_required``)."""
+        if not self.data:
+            raise ConfigError(
+                f"data: required ({self.data_required or 'a dataset URL'}; set data in the config or --set data=URL)"
+            )
+        return self.data
+
+
+class SplitFields(StudyFields):
+    """Settings of a study that repeats its evaluation over seeded replicates (splits or fresh draws)."""
+
+    replicates: Replicates = 100
+    seed: Seed = 0
+
+
 class PipelineFields(TypedSettings):
     """Hyperparameters of the aggregate -> calibrate pipeline, shared by the panel studies (flat YAML keys)."""
 
-    eps: number(gt=0.0, lt=0.5, description="probability clipping floor") = 1e-6
+    eps: Annotated[float, number(gt=0.0, lt=0.5, description="probability clipping floor")] = 1e-6
     alpha0: Positive = Field(default=1.0, description="Beta prior of one-coin accuracies: alpha")
     beta0: Positive = Field(default=1.0, description="Beta prior of one-coin accuracies: beta")
-    class_prior: one_of(("half", "empirical")) = "half"
+    class_prior: Annotated[str, one_of(("half", "empirical"))] = "half"
     beta_penalty: NonNegative = Field(default=0.01, description="elastic net toward the identity (beta calibration)")
     beta_l1_ratio: Probability = 0.5
-    beta_penalty_scale: one_of(("mean", "sum")) = "mean"
-    n_bins: integer(2, 10_000, description="ECE bins") = 10
+    beta_penalty_scale: Annotated[str, one_of(("mean", "sum"))] = "mean"
+    n_bins: Annotated[int, integer(2, 10_000, description="ECE bins")] = 10
+    calibrator_input: Annotated[str, one_of(CALIBRATOR_INPUTS)] = Field(
+        default="logit", description="what the calibrators read: the aggregator's log-odds or its probability"
+    )
 
 
 class AggregationFields(TypedSettings):
     """Hyperparameters of the iterative and stacked aggregators (Dawid-Skene, logistic stacking)."""
 
-    ds_n_iter: integer(1, 100_000, description="Dawid-Skene iteration cap") = 100
+    ds_n_iter: Annotated[int, integer(1, 100_000, description="Dawid-Skene iteration cap")] = 100
     stacking_c: Positive = Field(default=1.0, description="inverse L2 penalty of logistic stacking")
-    stacking_folds: integer(2, 100, description="cross-fitting folds of stacking") = 5
+    stacking_folds: Annotated[int, integer(2, 100, description="cross-fitting folds of stacking")] = 5
 
 
 def refuse(key: str, value: Any, allowed: str) -> PydanticCustomError:
@@ -297,6 +365,9 @@ def _allowed(field: FieldInfo) -> str:
 
 
 def _describe(tp: Any, metadata: Sequence[Any] = ()) -> str:
+    choices = next((m.choices for m in metadata if isinstance(m, OneOf)), None)
+    if choices is not None:
+        return "one of " + ", ".join(choices)
     origin = get_origin(tp)
     if origin is Annotated:
         base, *extra = get_args(tp)

@@ -15,7 +15,7 @@ from judgecal_dist.config import (
     load_yaml,
 )
 from judgecal_dist.errors import ConfigError
-from judgecal_dist.settings import PipelineFields, Replicates, TypedSettings, listed
+from judgecal_dist.settings import PipelineFields, Replicates, Strings, TypedSettings
 from judgecal_dist.studies import STUDIES, get_study
 from judgecal_dist.studies.runner import study_schema, study_settings
 
@@ -31,7 +31,7 @@ class _Cfg(TypedSettings):
     replicates: Replicates = 10
     eps: float = 1e-6
     flag: bool = False
-    names: listed(str) = ("a",)
+    names: Strings = ("a",)
 
 
 def test_overrides_parse_yaml_values_and_nested_keys():

@@ -29,7 +29,7 @@ import logging
 import re
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -93,11 +93,13 @@ class DriftSettings(TypedSettings):
     fix_hint: ClassVar[str] = "fix {key} in {source}, e.g. {key}: {example}"
     # The field types are the settings' declarations (calls), which mypy cannot read as types.
 
-    alpha: number(gt=0.0, le=0.5, description="level of the adjusted tests") = 0.05  # type: ignore[valid-type]
-    method: one_of(("holm", "fdr_bh")) = "holm"  # type: ignore[valid-type]
-    min_change: number(ge=0.0, lt=1.0, description="smallest flagged change of a proportion") = 0.02  # type: ignore[valid-type]
+    alpha: Annotated[float, number(gt=0.0, le=0.5, description="level of the adjusted tests")] = 0.05
+    method: Annotated[str, one_of(("holm", "fdr_bh"))] = "holm"
+    min_change: Annotated[float, number(ge=0.0, lt=1.0, description="smallest flagged change of a proportion")] = 0.02
     ci_level: CiLevel = 0.95
-    measures: listed(one_of(MEASURES), min_length=1, description="measures compared") = tuple(MEASURES)  # type: ignore[valid-type]
+    measures: Annotated[
+        tuple[Annotated[str, one_of(MEASURES)], ...], listed(min_length=1, description="measures compared")
+    ] = tuple(MEASURES)
 
 
 @dataclasses.dataclass

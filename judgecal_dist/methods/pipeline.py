@@ -37,6 +37,7 @@ from judgecal_dist.methods.calibration.isotonic import IsotonicCalibrator
 from judgecal_dist.methods.calibration.platt import PlattCalibrator
 from judgecal_dist.methods.calibration.temperature import TemperatureScaling
 from judgecal_dist.methods.selection.curate import dedup_by_family, top_k
+from judgecal_dist.settings import CALIBRATOR_INPUTS
 from judgecal_dist.splits import assign_blocks
 
 __all__ = [
@@ -65,8 +66,6 @@ AGGREGATORS = ("majority", "accuracy_weighted", "log_odds", "one_coin", "dawid_s
 CALIBRATORS = ("none", "platt", "temperature", "beta", "isotonic")
 #: Curated panels: top-k by posterior mean accuracy (spec §3.1(g)) and one judge per family (§3.6).
 PANELS = ("all", "top3", "top5", "top10", "dedup")
-#: What Step 1 hands to the calibrators: P(Y=1) clipped at eps (spec §3.4) or the unclipped log-odds.
-CALIBRATOR_INPUTS = ("probability", "logit")
 #: Which scores train the calibrators (spec §5.2 ``calib_scores``): the aggregator's in-sample scores on the whole
 #: calibration part (main protocol), its scores on a held-out 30% (nested 70/30), or 5-fold cross-fitted scores.
 PROTOCOLS = ("insample", "nested", "crossfit")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import Field
 
-from judgecal_dist.methods.pipeline import AGGREGATORS, CALIBRATOR_INPUTS, CALIBRATORS, PANELS
+from judgecal_dist.methods.pipeline import AGGREGATORS, CALIBRATORS, PANELS
 from judgecal_dist.settings import Fraction, TypedSettings, listed, one_of
 
 __all__ = ["CandidateFields"]
@@ -17,13 +19,10 @@ class CandidateFields(TypedSettings):
     against the lists in its own validator.
     """
 
-    aggregators: listed(one_of(AGGREGATORS), min_length=1) = AGGREGATORS
-    calibrators: listed(one_of(CALIBRATORS), min_length=1) = CALIBRATORS
-    panels: listed(str, min_length=1) = PANELS
-    calibrator_input: one_of(CALIBRATOR_INPUTS) = Field(
-        default="logit", description="what the calibrators read: the aggregator's log-odds or its probability"
-    )
-    conformal_alphas: listed(Fraction) = (0.1, 0.2)
+    aggregators: Annotated[tuple[Annotated[str, one_of(AGGREGATORS)], ...], listed(min_length=1)] = AGGREGATORS
+    calibrators: Annotated[tuple[Annotated[str, one_of(CALIBRATORS)], ...], listed(min_length=1)] = CALIBRATORS
+    panels: Annotated[tuple[str, ...], listed(min_length=1)] = PANELS
+    conformal_alphas: Annotated[tuple[Fraction, ...], listed()] = (0.1, 0.2)
     export: str = Field(
         default="auto",
         description="the pipeline exported as model/model.json: auto (the run's choice) or a candidate "

@@ -17,6 +17,7 @@ References
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,7 +57,7 @@ def simulate_label_first(
     n_items: int,
     n_samples: int,
     *,
-    prior: tuple[float, float, float] = (0.25, 0.5, 0.25),
+    prior: Sequence[float] = (0.25, 0.5, 0.25),
     separation: float = 1.0,
     margin_sd: float = 0.8,
     tie_propensity: float = 0.0,

@@ -3,23 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from judgecal_dist.engine.jobs.panel import ORIENTATIONS, Panel
-from judgecal_dist.methods.pipeline import CALIBRATOR_INPUTS
 from judgecal_dist.settings import (
-    CiLevel,
     Fraction,
     NonNegative,
     PipelineFields,
-    Replicates,
     Resamples,
-    Seed,
-    Url,
+    SplitFields,
     check_export,
     integer,
     listed,
@@ -31,10 +27,12 @@ MODES = ("budget", "fraction")
 #: Calibrators of the H.7 matched-calibrator sweep (all-judges one-coin fixed).
 CALIBRATORS = ("beta", "platt", "temperature")
 #: Spec §5.4 fractions (endpoints from the paper, interior points recommended).
+#: Splits budget mode needs: its max-t test compares the arms over the splits.
+MIN_BUDGET_REPLICATES = 2
 FRACTIONS = (0.05, 0.10, 0.15, 0.20, 0.30, 0.40, 0.50, 0.60, 0.70)
 
 
-class Config(PipelineFields):
+class Config(SplitFields, PipelineFields):
     """Settings of the budget study (``studies/configs/budget.yaml``); every key can be ``--set``.
 
     The pipeline hyperparameters (``eps``, ``alpha0``, ``beta_penalty``, ``n_bins``, ...) are the shared
@@ -42,25 +40,30 @@ class Config(PipelineFields):
     """
 
     data_required: ClassVar[str] = "an ingested dataset URL"
+    # The schema states the bound the validator below checks: replicates >= 2 unless mode is fraction.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "if": {"properties": {"mode": {"const": "budget"}}},
+            "then": {"properties": {"replicates": {"minimum": MIN_BUDGET_REPLICATES}}},
+        }
+    )
 
-    data: Url = None
     dataset: str | None = None
-    mode: one_of(MODES) = "budget"
-    replicates: Replicates = 100
-    seed: Seed = 0
+    mode: Annotated[str, one_of(MODES)] = "budget"
     calib_fraction: Fraction = 0.5
-    budgets: listed(integer(2), description="labels per budget ([] = the paper's grid by panel size)") = ()
-    fractions: listed(Fraction, min_length=1) = FRACTIONS
-    top_k: integer(1) = 5
-    calibrators: listed(one_of(CALIBRATORS), min_length=1) = CALIBRATORS
+    budgets: Annotated[
+        tuple[Annotated[int, integer(2)], ...],
+        listed(description="labels per budget ([] = the paper's grid by panel size)"),
+    ] = ()
+    fractions: Annotated[tuple[Fraction, ...], listed(min_length=1)] = FRACTIONS
+    top_k: Annotated[int, integer(1)] = 5
+    calibrators: Annotated[tuple[Annotated[str, one_of(CALIBRATORS)], ...], listed(min_length=1)] = CALIBRATORS
     platt_penalty: NonNegative = 0.0
-    calibrator_input: one_of(CALIBRATOR_INPUTS) = "logit"
-    orientation: one_of(ORIENTATIONS) = "natural"
-    sample: integer(0) = 0
-    ci_level: CiLevel = 0.95
+    orientation: Annotated[str, one_of(ORIENTATIONS)] = "natural"
+    sample: Annotated[int, integer(0)] = 0
     max_t_alpha: Fraction = 0.05
     max_t_resamples: Resamples = 10_000
-    max_t_alternative: one_of(("greater", "two-sided")) = "greater"
+    max_t_alternative: Annotated[str, one_of(("greater", "two-sided"))] = "greater"
     export: str = Field(
         default="auto",
         description="the pipeline exported as model/model.json, fitted on every labelled item: auto (the "
@@ -70,8 +73,9 @@ class Config(PipelineFields):
     @model_validator(mode="after")
     def _check(self) -> Config:
         check_export(self.export, ("one_coin",), ("beta", *self.calibrators), ("all", f"top{self.top_k}"))
-        if self.mode == "budget" and self.replicates < 2:
-            raise refuse("replicates", self.replicates, "must be an integer >= 2 in budget mode (the max-t test)")
+        if self.mode == "budget" and self.replicates < MIN_BUDGET_REPLICATES:
+            allowed = f"must be an integer >= {MIN_BUDGET_REPLICATES} in budget mode (the max-t test)"
+            raise refuse("replicates", self.replicates, allowed)
         return self
 
 

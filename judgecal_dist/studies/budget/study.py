@@ -116,7 +116,7 @@ def load(config: Config, engine: EngineConfig) -> BudgetInput:
         below the smallest calibration half.
     """
     panel = load_panel(
-        config.data,
+        config.data_url,
         sample=config.sample,
         orientation=config.orientation,
         orientation_seed=config.seed,
@@ -221,7 +221,7 @@ def _budget_rows(panel: Panel, rep: Replicate) -> list[dict[str, Any]]:
         kept = np.sort(
             top_k(n_votes, n_correct, panel.judge_ids, config.top_k, alpha0=config.alpha0, beta0=config.beta0)
         )
-        key = {"seed": rep.seed, "budget_index": k, "budget": int(n), "full_budget": n == order.size}
+        key: dict[str, Any] = {"seed": rep.seed, "budget_index": k, "budget": int(n), "full_budget": n == order.size}
         key |= {"n_eval": int(evaluation.size), "aggregator": "one_coin"}
         for panel_name, cols, cals in (("all", slice(None), all_cals), (topk_name, kept, ("beta",))):
             fit = (v_fit[:, cols], y_fit)
@@ -237,7 +237,12 @@ def _fraction_rows(panel: Panel, rep: Replicate) -> list[dict[str, Any]]:
         in_cal = calibration_mask(panel.group_keys, [rep.seed], float(f))[0]
         fit = (panel.votes[in_cal], panel.labels[in_cal])
         evaluation = (panel.votes[~in_cal], panel.labels[~in_cal])
-        key = {"seed": rep.seed, "fraction": float(f), "n_cal": int(in_cal.sum()), "n_eval": int((~in_cal).sum())}
+        key: dict[str, Any] = {
+            "seed": rep.seed,
+            "fraction": float(f),
+            "n_cal": int(in_cal.sum()),
+            "n_eval": int((~in_cal).sum()),
+        }
         key |= {"aggregator": "one_coin", "panel": "all"}
         rows += [key | row for row in _scored_rows(config, fit, evaluation, ("beta",))]
     return rows

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 import pandas as pd
 from pydantic import model_validator
@@ -14,9 +14,7 @@ from judgecal_dist.settings import (
     Positive,
     Probability,
     Replicates,
-    Seed,
-    TypedSettings,
-    Url,
+    SplitFields,
     integer,
     listed,
     one_of,
@@ -30,37 +28,42 @@ FLOW_RUBRICS = ("shared", "per_rubric")
 EXPORTABLE = ("linear_hb", "ot", "flow", "flow_per_rubric")
 
 
-class Config(TypedSettings):
+class Config(SplitFields):
     """Settings of the continuous study (``studies/configs/continuous.yaml``); every key can be ``--set``."""
 
     data_required: ClassVar[str] = "the RewardBench 2 k=8 folder or an ingested dataset URL"
 
-    data: Url = None
-    judges: listed(str) = ("nano", "mini")
+    judges: Annotated[tuple[str, ...], listed()] = ("nano", "mini")
     synthetic: bool = True
     variant: str = "base"
-    budgets: listed(integer(2), min_length=1) = (25, 50, 100, 200, 400, 800, 1500)
+    budgets: Annotated[tuple[Annotated[int, integer(2)], ...], listed(min_length=1)] = (
+        25,
+        50,
+        100,
+        200,
+        400,
+        800,
+        1500,
+    )
     replicates: Replicates = 50
-    seed: Seed = 0
-    test_groups: integer(1) = 50
-    nuts_seeds: integer(0) = 5
-    nuts_warmup: integer(1, 1_000_000) = 500
-    nuts_samples: integer(1, 1_000_000) = 1000
-    nuts_chains: integer(1, 64) = 2
-    flow_epochs: integer(1, 1_000_000) = 1500
+    test_groups: Annotated[int, integer(1)] = 50
+    nuts_seeds: Annotated[int, integer(0)] = 5
+    nuts_warmup: Annotated[int, integer(1, 1_000_000)] = 500
+    nuts_samples: Annotated[int, integer(1, 1_000_000)] = 1000
+    nuts_chains: Annotated[int, integer(1, 64)] = 2
+    flow_epochs: Annotated[int, integer(1, 1_000_000)] = 1500
     flow_lr: Positive = 0.003
-    flow_passes: integer(2, 10_000, description="MC-dropout passes (>= 2 for an MC s.d.)") = 40
-    flow_embed_dim: integer(1, 4_096) = 8
-    flow_batch: integer(1, 1_000) = 5
-    linear_batch: integer(1, 10_000, description="conjugate (non-NUTS) seeds per linear task") = 25
-    flow_rubrics: listed(one_of(FLOW_RUBRICS), min_length=1) = ("shared",)
-    flow_threads: integer(1, 1_024) = 1
-    flow_mask_policy: one_of(MASK_POLICIES) = "evaluation"
-    flow_solver: one_of(("rk4", "torchdiffeq")) = "rk4"
+    flow_passes: Annotated[int, integer(2, 10_000, description="MC-dropout passes (>= 2 for an MC s.d.)")] = 40
+    flow_embed_dim: Annotated[int, integer(1, 4_096)] = 8
+    flow_batch: Annotated[int, integer(1, 1_000)] = 5
+    linear_batch: Annotated[int, integer(1, 10_000, description="conjugate (non-NUTS) seeds per linear task")] = 25
+    flow_rubrics: Annotated[tuple[Annotated[str, one_of(FLOW_RUBRICS)], ...], listed(min_length=1)] = ("shared",)
+    flow_threads: Annotated[int, integer(1, 1_024)] = 1
+    flow_mask_policy: Annotated[str, one_of(MASK_POLICIES)] = "evaluation"
+    flow_solver: Annotated[str, one_of(("rk4", "torchdiffeq"))] = "rk4"
     review_budget: Probability = 0.05
     interval_level: CiLevel = 0.95
     item_seed_figures: bool = True
-    ci_level: CiLevel = 0.95
     #: ``auto`` (the recommended corrector) or ``<corrector>@<judge>``: what ``model/model.json`` holds.
     export: str = "auto"
 

@@ -79,7 +79,9 @@ def export_corrector(
         "sample": 0,
     }
     common: dict[str, Any] = {"judge_id": judge, "input_range": SCORE_RANGE, "fitted_on": fitted_on}
-    level = {"interval_level": config.interval_level}  # the linear corrector's predictive interval, as in the study
+    level: dict[str, Any] = {
+        "interval_level": config.interval_level
+    }  # the linear corrector's predictive interval, as in the study
     rubrics = list(data.rubrics)
     if corrector == "ot":
         maps = {r: MarginalOT().fit(j[rubric == r], y[rubric == r]) for r in rubrics if (rubric == r).sum() >= 2}

@@ -66,7 +66,7 @@ def load(config: Config, engine: EngineConfig) -> ContinuousInput:
     """Paired scores of the real arms, plus the synthetic arm's reference items (judge drawn per seed)."""
     judges = tuple(config.judges) or ("mini",)
     scores = load_paired_scores(
-        config.data, judges=judges, variant=config.variant, storage_options=dict(engine.storage_options)
+        config.data_url, judges=judges, variant=config.variant, storage_options=dict(engine.storage_options)
     )
     arms = list(config.judges)
     if config.synthetic:
@@ -94,7 +94,7 @@ def plan(config: Config, data: ContinuousInput) -> list[Replicate]:
     for arm in data.arms:
         for budget in sorted(config.budgets):
             # NUTS seeds one per task (each fit is seconds); conjugate seeds in chunks; flows in stacked chunks.
-            chunks = [("linear", (s,)) for s in nuts]
+            chunks: list[tuple[str, tuple[int, ...]]] = [("linear", (s,)) for s in nuts]
             step = config.linear_batch
             chunks += [("linear", tuple(rest[i : i + step])) for i in range(0, len(rest), step)]
             chunks += [
@@ -141,6 +141,7 @@ def _row(
     y: np.ndarray,
     y_hat: np.ndarray,
     figures: bool,
+    /,
     **extra: Any,
 ) -> dict[str, Any]:
     row = {"judge": arm, "rubric": rubric, "corrector": corrector, "budget": budget, "seed": seed}
@@ -187,7 +188,7 @@ def _linear_rows(data: ContinuousInput, rep: Replicate, seed: int) -> list[dict[
         centred = dict.fromkeys(rubrics, -1)  # no sampler
         cov, sigma2 = conj.posterior_moments()
     # The predictive's moments per rubric: with alpha, beta and sigma, the exported model of this fit.
-    moments = {
+    moments: dict[str, dict[str, Any]] = {
         r: {"cov_aa": cov[i, 0, 0], "cov_ab": cov[i, 0, 1], "cov_bb": cov[i, 1, 1], "sigma2": sigma2[i]}
         for i, r in enumerate(rubrics)
     }
@@ -196,7 +197,7 @@ def _linear_rows(data: ContinuousInput, rep: Replicate, seed: int) -> list[dict[
         y, j = t["y"].to_numpy(), t["j"].to_numpy()
         key = (rep.arm, rubric)
         # n_items: the rubric's items, of which every seed's test set is a subset (the intervals' overlap).
-        n = {"n_anchors": len(a), "n_test": len(t), "n_items": int((rows["rubric"] == rubric).sum())}
+        n: dict[str, Any] = {"n_anchors": len(a), "n_test": len(t), "n_items": int((rows["rubric"] == rubric).sum())}
         if rep.budget == min(config.budgets):  # raw and ot_oracle do not depend on the budget: one row per seed
             out.append(_row(*key, "raw", rep.budget, seed, y, j, figures, **n, latency_ms_per_item=0.0))
             # The test marginals' own quantile map (uses the test labels): the floor of the distribution metrics.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import pandas as pd
 from pydantic import Field, model_validator
@@ -11,14 +11,12 @@ from pydantic import Field, model_validator
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.score_collections import Collection
 from judgecal_dist.settings import (
-    CiLevel,
     Fraction,
     NonNegative,
     Positive,
     Resamples,
     Seed,
-    TypedSettings,
-    Url,
+    StudyFields,
     integer,
     listed,
     number,
@@ -31,33 +29,31 @@ JOIN_KEYS = ("subset_id", "id")
 PRICES: dict[str, tuple[float, float]] = {"full": (2.50, 15.00), "mini": (0.75, 4.50), "nano": (0.20, 1.25)}
 
 
-class Config(TypedSettings):
+class Config(StudyFields):
     """Settings of the ensemble study (``studies/configs/ensemble.yaml``); every key can be ``--set``."""
 
     data_required: ClassVar[str] = "an ingested rb2-k8 dataset URL"
 
-    data: Url = None
-    datasets: listed(str) = ()
+    datasets: Annotated[tuple[str, ...], listed()] = ()
     replicates: Resamples = Field(default=2000, description="bootstrap resamples per condition")
     bootstrap_seed: Seed = 42
-    ci_level: CiLevel = 0.95
     prices: dict[str, tuple[NonNegative, NonNegative]] = Field(
-        default_factory=lambda: {t: tuple(p) for t, p in PRICES.items()},
+        default_factory=lambda: dict(PRICES),
         description="$ per million tokens [input, output] per tier",
     )
     reference_tier: str = "full"
     cheap_tier: str = "mini"
     baseline_variant: str = "base"
     baseline_cost: NonNegative = 0.0
-    join_key: one_of(JOIN_KEYS) = "subset_id"
-    score_low: number() = 1.0
-    score_high: number() = 10.0
+    join_key: Annotated[str, one_of(JOIN_KEYS)] = "subset_id"
+    score_low: Annotated[float, number()] = 1.0
+    score_high: Annotated[float, number()] = 10.0
     split_seed: Seed = 42
     test_fraction: Fraction = 0.2
     blend_steepness: Positive = 10.0
     varinf_budget: Positive = 2.0
-    varinf_n_max: integer(1, 1_000) = 8
-    export: one_of(("auto", "most_accurate", "cheapest")) = Field(
+    varinf_n_max: Annotated[int, integer(1, 1_000)] = 8
+    export: Annotated[str, one_of(("auto", "most_accurate", "cheapest"))] = Field(
         default="auto",
         description="the threshold each collection's exported escalation policy takes on its cost-accuracy "
         "frontier: auto the cheapest within one accuracy point of the best, most_accurate, or cheapest",

@@ -62,7 +62,7 @@ class Replicate:
 def load(config: Config, engine: EngineConfig) -> EnsembleInput:
     """Score collections of ``config.data`` (validated before the runner writes anything)."""
     collections, bad = load_collections(
-        config.data,
+        config.data_url,
         datasets=tuple(config.datasets) or None,
         score_range=(config.score_low, config.score_high),
         storage_options=dict(engine.storage_options),
@@ -78,7 +78,7 @@ def load(config: Config, engine: EngineConfig) -> EnsembleInput:
         except ImportError:  # the base install has no Spark extra: the report says the check was skipped
             pass
         else:
-            curve = accuracy_by_k(config.data, config=engine)
+            curve = accuracy_by_k(config.data_url, config=engine)
             curve = curve[curve["dataset"].isin([c.dataset for c in collections])].reset_index(drop=True)
     return EnsembleInput(collections=tuple(collections), bad_input=bad.as_dict(), engine_curve=curve)
 
@@ -102,7 +102,7 @@ def plan(config: Config, data: EnsembleInput) -> list[Replicate]:
             units.append(
                 (
                     "curve",
-                    host.dataset if joined else c.dataset,
+                    host.dataset if joined and host is not None else c.dataset,
                     c.prompt_variant,
                     tier,
                     c.dataset,

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 from pydantic import model_validator
 
 from judgecal_dist.methods.pipeline import PANELS, Settings
 from judgecal_dist.settings import (
     AggregationFields,
-    CiLevel,
     PipelineFields,
     Resamples,
     Seed,
-    Url,
+    StudyFields,
     check_export,
     check_panels,
     integer,
@@ -33,7 +32,7 @@ def candidate_name(aggregator: str, calibrator: str, panel: str) -> str:
     return f"{aggregator}+{calibrator}@{panel}"
 
 
-class Config(CandidateFields, PipelineFields, AggregationFields):
+class Config(StudyFields, CandidateFields, PipelineFields, AggregationFields):
     """Settings of ``judgecal fit``: the candidates, the cross-fitting and the choice rule.
 
     The candidates and ``export`` are the shared :class:`~judgecal_dist.studies.candidates.CandidateFields`:
@@ -43,14 +42,12 @@ class Config(CandidateFields, PipelineFields, AggregationFields):
 
     data_required: ClassVar[str] = "an ingested dataset URL"
 
-    data: Url = None
     dataset: str | None = None
-    sample: integer(0) = 0
+    sample: Annotated[int, integer(0)] = 0
     seed: Seed = 0
-    folds: integer(2, 50, description="cross-fitting folds (grouped by group_id)") = 5
-    rule: one_of(RULES) = "one_se"
+    folds: Annotated[int, integer(2, 50, description="cross-fitting folds (grouped by group_id)")] = 5
+    rule: Annotated[str, one_of(RULES)] = "one_se"
     resamples: Resamples = 2000
-    ci_level: CiLevel = 0.95
 
     @model_validator(mode="after")
     def _check(self) -> Config:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 from pydantic import Field, model_validator
 
@@ -12,13 +12,10 @@ from judgecal_dist.engine.jobs.panel import ORIENTATIONS
 from judgecal_dist.methods.pipeline import PANELS, PROTOCOLS, Settings
 from judgecal_dist.settings import (
     AggregationFields,
-    CiLevel,
     Fraction,
     PipelineFields,
-    Replicates,
     Resamples,
-    Seed,
-    Url,
+    SplitFields,
     check_export,
     check_panels,
     integer,
@@ -43,7 +40,7 @@ DIAGNOSTIC_PANEL = re.compile(r"(oracle|random)[1-9][0-9]*|l1|operating|no_p3")
 ITEM_FEATURES = ("agreement", "coverage")
 
 
-class Config(CandidateFields, PipelineFields, AggregationFields):
+class Config(SplitFields, CandidateFields, PipelineFields, AggregationFields):
     """Settings of the inclusion study (``studies/configs/inclusion.yaml``); every key can be ``--set``.
 
     The candidates (``aggregators``, ``calibrators``, ``panels``, ``calibrator_input``, ``conformal_alphas``,
@@ -54,42 +51,44 @@ class Config(CandidateFields, PipelineFields, AggregationFields):
 
     data_required: ClassVar[str] = "an ingested dataset URL"
 
-    data: Url = None
     dataset: str | None = None
-    replicates: Replicates = 100
-    seed: Seed = 0
     calib_fraction: Fraction = 0.5
-    orientation: one_of(ORIENTATIONS) = "natural"
-    sample: integer(0) = 0
-    calib_scores: one_of(PROTOCOLS) = "insample"
+    orientation: Annotated[str, one_of(ORIENTATIONS)] = "natural"
+    sample: Annotated[int, integer(0)] = 0
+    calib_scores: Annotated[str, one_of(PROTOCOLS)] = "insample"
     nested_fraction: Fraction = 0.7
-    crossfit_folds: integer(2, 100) = 5
-    search_beam_width: integer(1, 1_000) = 3
-    search_max_additions: integer(1, 1_000) = 10
+    crossfit_folds: Annotated[int, integer(2, 100)] = 5
+    search_beam_width: Annotated[int, integer(1, 1_000)] = 3
+    search_max_additions: Annotated[int, integer(1, 1_000)] = 10
     search_inner_fraction: Fraction = 0.7
-    search_folds: integer(2, 100) = 5
+    search_folds: Annotated[int, integer(2, 100)] = 5
     permutation_resamples: Resamples = 10_000
-    ci_level: CiLevel = 0.95
-    l1_c: number(gt=0.0) = Field(default=0.1, description="inverse L1 strength of the l1 panel (the paper's grid)")
-    selective_tau: number(ge=0.5, le=1.0) = Field(default=0.9, description="confidence threshold of Cov @ conf")
-    tost_margin: number(gt=0.0) = Field(default=0.01, description="TOST equivalence margin on NLL (nats)")
-    item_bootstrap_resamples: integer(0, 100_000) = Field(
+    l1_c: Annotated[float, number(gt=0.0)] = Field(
+        default=0.1, description="inverse L1 strength of the l1 panel (the paper's grid)"
+    )
+    selective_tau: Annotated[float, number(ge=0.5, le=1.0)] = Field(
+        default=0.9, description="confidence threshold of Cov @ conf"
+    )
+    tost_margin: Annotated[float, number(gt=0.0)] = Field(
+        default=0.01, description="TOST equivalence margin on NLL (nats)"
+    )
+    item_bootstrap_resamples: Annotated[int, integer(0, 100_000)] = Field(
         default=1000,
         description="item-level paired bootstrap (resamples; each draw of item groups shared by every split) of the "
         "default pipeline against every other aggregator with the same calibrator on all judges, with TOST on its "
         "SE; 0 = off",
     )
-    judge_grain: one_of(GRAINS) = Field(
+    judge_grain: Annotated[str, one_of(GRAINS)] = Field(
         default="judge",
         description="judges in two presentation orders (ids X/ab, X/ba; LLMBar): judge = each order a judge (130), "
         "one_order = the ab verdict per configuration, both_orders = a verdict only where both orders agree (65)",
     )
-    controls: listed(one_of(CONTROLS)) = Field(
+    controls: Annotated[tuple[Annotated[str, one_of(CONTROLS)], ...], listed()] = Field(
         default=CONTROLS,
         description="sanity controls on one-coin over all judges: random labels, difficulty transfer between "
         "agreement terciles, score distortions, and the Step 2 -> Step 3 chain; empty = none",
     )
-    platt_item_features: listed(one_of(ITEM_FEATURES)) = Field(
+    platt_item_features: Annotated[tuple[Annotated[str, one_of(ITEM_FEATURES)], ...], listed()] = Field(
         default=(),
         description="item features of Platt scaling with features (agreement: |2 p_MV - 1| of the item's votes; "
         "coverage: share of the panel's judges that voted); empty = off, as in the main protocol",

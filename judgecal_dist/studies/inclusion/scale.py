@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -44,16 +44,13 @@ from judgecal_dist.engine.onepass.replicates import (
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.dataset import count_rows
 from judgecal_dist.io.records import json_records
-from judgecal_dist.methods.pipeline import CALIBRATOR_INPUTS, Settings, choose_panels, fit_pipelines
+from judgecal_dist.methods.pipeline import Settings, choose_panels, fit_pipelines
 from judgecal_dist.progress import Progress
 from judgecal_dist.settings import (
     MAX_REPLICATES,
-    CiLevel,
     Fraction,
     PipelineFields,
-    Replicates,
-    Seed,
-    Url,
+    SplitFields,
     check_panels,
     integer,
     listed,
@@ -89,7 +86,7 @@ AGGREGATOR = "one_coin"
 DENSE_MAX_VERDICTS = 10_000_000
 
 
-class Config(PipelineFields):
+class Config(SplitFields, PipelineFields):
     """Settings of the study (``studies/configs/inclusion_scale.yaml``); every key can be ``--set``.
 
     The pipeline hyperparameters (``eps``, ``alpha0``, ``beta_penalty``, ``n_bins``, ...) are the shared
@@ -98,19 +95,16 @@ class Config(PipelineFields):
 
     data_required: ClassVar[str] = "an ingested dataset URL"
 
-    data: Url = None
     dataset: str | None = None
-    replicates: Replicates = 100
-    seed: Seed = 0
     calib_fraction: Fraction = 0.5
-    calibrators: listed(one_of(ONEPASS_CALIBRATORS), min_length=1) = ONEPASS_CALIBRATORS
-    panels: listed(str, min_length=1) = ("all", "top3", "top5", "top10")
-    sample: integer(0) = 0
-    execution: one_of(EXECUTIONS) = "auto"
-    dense_max_verdicts: integer(0) = DENSE_MAX_VERDICTS
-    onepass_batch: integer(1, MAX_REPLICATES) = 50
-    calibrator_input: one_of(CALIBRATOR_INPUTS) = "logit"
-    ci_level: CiLevel = 0.95
+    calibrators: Annotated[tuple[Annotated[str, one_of(ONEPASS_CALIBRATORS)], ...], listed(min_length=1)] = (
+        ONEPASS_CALIBRATORS
+    )
+    panels: Annotated[tuple[str, ...], listed(min_length=1)] = ("all", "top3", "top5", "top10")
+    sample: Annotated[int, integer(0)] = 0
+    execution: Annotated[str, one_of(EXECUTIONS)] = "auto"
+    dense_max_verdicts: Annotated[int, integer(0)] = DENSE_MAX_VERDICTS
+    onepass_batch: Annotated[int, integer(1, MAX_REPLICATES)] = 50
 
     @model_validator(mode="after")
     def _check(self) -> Config:
@@ -170,16 +164,16 @@ def load(config: Config, engine: EngineConfig) -> ScaleInput:
     InputError
         Missing tables, no labelled items, a single label class, several datasets and none chosen.
     """
-    rows = count_rows(config.data, "verdicts", storage_options=engine.storage_options)
+    rows = count_rows(config.data_url, "verdicts", storage_options=engine.storage_options)
     execution, reason = choose_execution(config, rows)
     panel = None
-    if execution == "dense" or choose_engine(config.data, None, engine) == "local":
+    if execution == "dense" or choose_engine(config.data_url, None, engine) == "local":
         panel = load_panel(
-            config.data, sample=config.sample, dataset=config.dataset, storage_options=dict(engine.storage_options)
+            config.data_url, sample=config.sample, dataset=config.dataset, storage_options=dict(engine.storage_options)
         )
         classes = np.unique(panel.labels)
     else:
-        classes = spark_label_classes(config.data, engine, config.dataset)
+        classes = spark_label_classes(config.data_url, engine, config.dataset)
     if len(classes) < 2:
         raise InputError(
             f"{config.data}: labels: label: labelled items have {len(classes)} class(es) "
@@ -190,7 +184,7 @@ def load(config: Config, engine: EngineConfig) -> ScaleInput:
 
 def plan(config: Config, data: ScaleInput) -> list[Replicate]:
     """One replicate per seed; under ``onepass`` their rows are computed by :func:`run_shared`, batch by batch."""
-    base = dict(
+    base: dict[str, Any] = dict(
         calib_fraction=config.calib_fraction,
         calibrators=tuple(config.calibrators),
         panels=tuple(config.panels),
@@ -208,11 +202,15 @@ def run_shared(
     """
     if data.execution == "dense":
         return False
-    kwargs = dict(panels=config.panels, calibrators=config.calibrators, settings=config.settings, n_bins=config.n_bins)
+    kwargs: dict[str, Any] = dict(
+        panels=config.panels, calibrators=config.calibrators, settings=config.settings, n_bins=config.n_bins
+    )
     seeds = [rep.seed for rep in todo]
     batches = [seeds[i : i + config.onepass_batch] for i in range(0, len(seeds), config.onepass_batch)]
     progress = Progress(len(seeds))
-    source = onepass_source(config.data, data.engine, dataset=config.dataset, sample=config.sample, panel=data.panel)
+    source = onepass_source(
+        config.data_url, data.engine, dataset=config.dataset, sample=config.sample, panel=data.panel
+    )
     try:
         for batch in batches:
             table = evaluate_replicates(source, batch, config.calib_fraction, **kwargs)

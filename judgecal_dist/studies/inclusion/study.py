@@ -117,7 +117,7 @@ def load(config: Config, engine: EngineConfig) -> InclusionInput:
     for the report. Input is validated here, before the runner writes anything.
     """
     panel = load_panel(
-        config.data,
+        config.data_url,
         sample=config.sample,
         orientation=config.orientation,
         orientation_seed=config.seed,
@@ -133,7 +133,7 @@ def load(config: Config, engine: EngineConfig) -> InclusionInput:
     seeds = [config.seed + i for i in range(config.replicates)]
     if config.judge_grain != "judge":  # the engine's counts are per stored judge: count the regrained panel here
         return InclusionInput(panel=panel, judges=_panel_judges(panel, seeds, config.calib_fraction))
-    per_split = judge_summary(judge_cells(config.data, seeds, config.calib_fraction, config=engine))
+    per_split = judge_summary(judge_cells(config.data_url, seeds, config.calib_fraction, config=engine))
     cal = per_split[per_split["side"] == "calibration"]
     judges = cal.groupby("judge_id", as_index=False)[["rows", "votes", "correct"]].mean()
     judges["parse_rate"] = cal.groupby("judge_id")["parse_rate"].mean().to_numpy()

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 from pydantic import Field, model_validator
 
 from judgecal_dist.methods.repeated.self_consistency import SC_TIE_BREAKS
 from judgecal_dist.settings import (
-    CiLevel,
     Fraction,
     Probability,
-    Replicates,
     Resamples,
     Seed,
-    TypedSettings,
+    SplitFields,
     Url,
     integer,
     listed,
@@ -51,18 +49,16 @@ DAVIDSON_METHODS = {
 CONFIDENCE_METHODS = ("soft_sc_mean", "soft_sc_min", "soft_sc_product", "ci_sc")
 
 
-class Config(TypedSettings):
+class Config(SplitFields):
     """Settings of the itc study (``studies/configs/itc.yaml``); every key can be ``--set``."""
 
     data_required: ClassVar[str] = "an ingested dataset URL, or synthetic:g2"
 
     data: Url = Field(default=None, examples=["synthetic:g2"], description="an ingested dataset URL, or synthetic:g2")
-    replicates: Replicates = 100
-    seed: Seed = 0
     calib_fraction: Fraction = 0.05
-    split: one_of(("item", "group")) = "item"
-    budgets: listed(integer(1), min_length=1) = (2, 4, 6, 8)
-    budget_samples: one_of(BUDGET_SAMPLES) = Field(
+    split: Annotated[str, one_of(("item", "group"))] = "item"
+    budgets: Annotated[tuple[Annotated[int, integer(1)], ...], listed(min_length=1)] = (2, 4, 6, 8)
+    budget_samples: Annotated[str, one_of(BUDGET_SAMPLES)] = Field(
         default="first",
         description="first: the first n samples of every item (nested, the same in every split); random: a random "
         "n of each item's samples, drawn anew per split (nested within a split)",
@@ -72,7 +68,7 @@ class Config(TypedSettings):
         description="treat <judge>/ab and <judge>/ba (LLMBar's two presentation orders) as one judge whose "
         "samples alternate the orders: gives greedy decoding's two-order rule and the positional-bias table",
     )
-    methods: listed(one_of(METHODS), min_length=1) = (
+    methods: Annotated[tuple[Annotated[str, one_of(METHODS)], ...], listed(min_length=1)] = (
         "davidson",
         "sc",
         "decisive_majority",
@@ -80,20 +76,19 @@ class Config(TypedSettings):
         "rounded_median",
         *CONFIDENCE_METHODS,
     )
-    sc_tie_break: one_of(SC_TIE_BREAKS) = "zero"
-    export: one_of(("auto", *DAVIDSON_METHODS)) = Field(
+    sc_tie_break: Annotated[str, one_of(SC_TIE_BREAKS)] = "zero"
+    export: Annotated[str, one_of(("auto", *DAVIDSON_METHODS))] = Field(
         default="auto",
         description="the Davidson variant exported as model/model.json (fitted per judge on every labelled item at "
         "the largest budget); auto: the one with the lowest mean MAE there",
     )
-    n_starts: integer(1, 1_000) = 5
+    n_starts: Annotated[int, integer(1, 1_000)] = 5
     permutations: Resamples = 100
     significance: Fraction = 0.05
-    ci_level: CiLevel = 0.95
     orientation_seed: Seed = 0
-    synthetic_items: integer(2, 10_000_000) = 4000
-    synthetic_propensities: listed(number(), min_length=1) = (-1.0, 0.0, 1.0)
-    synthetic_prior: listed(Probability, min_length=1) = (0.25, 0.5, 0.25)
+    synthetic_items: Annotated[int, integer(2, 10_000_000)] = 4000
+    synthetic_propensities: Annotated[tuple[Annotated[float, number()], ...], listed(min_length=1)] = (-1.0, 0.0, 1.0)
+    synthetic_prior: Annotated[tuple[Probability, ...], listed(min_length=1)] = (0.25, 0.5, 0.25)
     synthetic_seed: Seed = 0
 
     @model_validator(mode="after")

@@ -67,7 +67,7 @@ class Replicate:
 def load(config: Config, engine: EngineConfig) -> ItcInput:
     """Tasks with labels and the vote counts of every budget (validated before the runner writes anything)."""
     return load_tasks(
-        config.data,
+        config.data_url,
         sorted(set(config.budgets)),
         engine=engine,
         orientation_seed=config.orientation_seed,

@@ -36,7 +36,7 @@ References
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Annotated, Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -53,12 +53,9 @@ from judgecal_dist.methods.aggregation.votes import count_judge_votes
 from judgecal_dist.methods.aggregation.weighted import LogOddsWeighted
 from judgecal_dist.methods.selection.curate import top_k
 from judgecal_dist.settings import (
-    CiLevel,
     Fraction,
     NonNegative,
-    Replicates,
-    Seed,
-    TypedSettings,
+    SplitFields,
     integer,
     listed,
     number,
@@ -101,20 +98,19 @@ METRICS = (
 )
 
 
-class Config(TypedSettings):
+class Config(SplitFields):
     """Settings of the narrow-band study (``studies/configs/narrowband.yaml``); every key can be ``--set``."""
 
-    data: one_of((SOURCE,)) = Field(default=SOURCE, description="the study generates its panels in memory")
-    replicates: Replicates = 100
-    seed: Seed = 0
-    n_judges: integer(3, 1_000, description="J (>= 3: top-third pruning needs a choice)") = 15
-    n_items: integer(4, 10_000_000) = 1000
+    data: Annotated[str, one_of((SOURCE,))] = Field(
+        default=SOURCE, description="the study generates its panels in memory"
+    )
+    n_judges: Annotated[int, integer(3, 1_000, description="J (>= 3: top-third pruning needs a choice)")] = 15
+    n_items: Annotated[int, integer(4, 10_000_000)] = 1000
     mean_accuracy: Fraction = 0.60
-    spreads: listed(NonNegative, min_length=1) = SPREADS
+    spreads: Annotated[tuple[NonNegative, ...], listed(min_length=1)] = SPREADS
     accuracy_bounds: tuple[Fraction, Fraction] = (0.02, 0.98)
     calib_fraction: Fraction = 0.5
-    eps_theta: number(gt=0.0, lt=0.5) = 1e-3
-    ci_level: CiLevel = 0.95
+    eps_theta: Annotated[float, number(gt=0.0, lt=0.5)] = 1e-3
 
     @model_validator(mode="after")
     def _check(self) -> Config:

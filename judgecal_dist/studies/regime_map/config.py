@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
 from pydantic import Field, model_validator
 
@@ -14,11 +14,10 @@ from judgecal_dist.methods.fcps.paths import PATH_RULES
 from judgecal_dist.methods.fcps.scalar_families import SCALAR_FAMILIES
 from judgecal_dist.methods.fcps.select import MENUS
 from judgecal_dist.settings import (
+    MAX_REPLICATES,
     NonNegative,
     Positive,
-    Replicates,
-    Seed,
-    TypedSettings,
+    SplitFields,
     Url,
     integer,
     listed,
@@ -88,7 +87,7 @@ _RUBRIC_UNREAD = _GROWTH_ONLY
 _REAL_UNREAD = ("synthetic_validation_rows", "synthetic_test_rows", *_GROWTH_ONLY)
 
 
-class Config(TypedSettings):
+class Config(SplitFields):
     """Settings of the regime-map study (``studies/configs/regime_map.yaml``); every key can be ``--set``."""
 
     data_required: ClassVar[str] = "a dataset URL, or synthetic:additive|mixed|parity|xor|and|scalar"
@@ -98,80 +97,95 @@ class Config(TypedSettings):
         examples=["synthetic:additive"],
         description="a dataset URL, or synthetic:additive|mixed|parity|xor|and|scalar (scalar: 1-5 rubric judges)",
     )
-    pool: listed(str, min_length=1) = LLMBAR7
-    verdict_schema: one_of(("pairwise", "scalar")) = Field(
+    pool: Annotated[tuple[str, ...], listed(min_length=1)] = LLMBAR7
+    verdict_schema: Annotated[str, one_of(("pairwise", "scalar"))] = Field(
         default="pairwise",
         description="a dataset URL's verdicts: pairwise A/B/tie, or scalar 1-5 rubric scores (verdicts.score, "
         "target labels.label_score)",
     )
     position_balance: bool = True
-    sample: integer(0) = 0
-    replicates: Replicates = Field(default=30, description="splits (>= 2 for paired intervals)")
-    seed: Seed = 0
-    budgets: listed(integer(2), min_length=1) = (20, 50, 100, 200, 300)
-    selection_rows: integer(1) = 100
-    validation_rows: integer(1) = 100
-    test_rows: integer(1) = 200
-    paths: listed(one_of(PATH_RULES), min_length=1) = ("information_first", "complexity_penalised", "random")
-    families: listed(one_of(SCALAR_FAMILIES), min_length=1) = SCALAR_FAMILIES
-    max_k: integer(1) | None = None
+    sample: Annotated[int, integer(0)] = 0
+    replicates: Annotated[int, integer(2, MAX_REPLICATES)] = Field(
+        default=30, description="splits (>= 2 for paired intervals)"
+    )
+    budgets: Annotated[tuple[Annotated[int, integer(2)], ...], listed(min_length=1)] = (20, 50, 100, 200, 300)
+    selection_rows: Annotated[int, integer(1)] = 100
+    validation_rows: Annotated[int, integer(1)] = 100
+    test_rows: Annotated[int, integer(1)] = 200
+    paths: Annotated[tuple[Annotated[str, one_of(PATH_RULES)], ...], listed(min_length=1)] = (
+        "information_first",
+        "complexity_penalised",
+        "random",
+    )
+    families: Annotated[tuple[Annotated[str, one_of(SCALAR_FAMILIES)], ...], listed(min_length=1)] = SCALAR_FAMILIES
+    max_k: Annotated[int, integer(1)] | None = None
     alpha: NonNegative = 1.0
-    fallback: one_of(FALLBACKS) = "global"
-    fallbacks: listed(one_of(FALLBACKS[1:])) = Field(
+    fallback: Annotated[str, one_of(FALLBACKS)] = "global"
+    fallbacks: Annotated[tuple[Annotated[str, one_of(FALLBACKS[1:])], ...], listed()] = Field(
         default=FALLBACKS[1:],
         description="extra table menus with these unseen-pattern fallbacks ; [] for none",
     )
-    hybrid_taus: listed(number(gt=0.0)) = Field(
+    hybrid_taus: Annotated[tuple[Annotated[float, number(gt=0.0)], ...], listed()] = Field(
         default=HYBRID_TAUS,
         description="hybrid residual shrinkage taus (tau = inf is the scalar menu); [] for none",
     )
     jury: bool = Field(default=True, description="the unsupervised Dawid-Skene jury menu")
     nll_selection: bool = Field(default=True, description="also select the scalar menu on validation NLL")
-    main_families: listed(one_of(SCALAR_FAMILIES), min_length=1) = Field(
+    main_families: Annotated[tuple[Annotated[str, one_of(SCALAR_FAMILIES)], ...], listed(min_length=1)] = Field(
         default=SCALAR_MAIN, description="the scalar_main menu (the main scalar families)"
     )
     single_judges: bool = Field(default=True, description="the best-single-judge comparator (real data)")
     cfps: bool = Field(default=True, description="calibration-frontier judge subsets as table candidates (real data)")
-    cfps_cap: integer(1) = Field(default=8, description="most frontier subsets kept per split and budget")
-    cold_start_sizes: listed(integer(4)) = Field(
+    cfps_cap: Annotated[int, integer(1)] = Field(
+        default=8, description="most frontier subsets kept per split and budget"
+    )
+    cold_start_sizes: Annotated[tuple[Annotated[int, integer(4)], ...], listed()] = Field(
         default=(16, 64),
         description="cold start: labelled rows (whole groups) that both build paths and fit (real data); [] for none",
     )
-    cold_start_folds: integer(2) = Field(default=4, description="grouped folds of the cold start's out-of-fold losses")
-    cold_start_prior: one_of(SCALAR_FAMILIES) = Field(
+    cold_start_folds: Annotated[int, integer(2)] = Field(
+        default=4, description="grouped folds of the cold start's out-of-fold losses"
+    )
+    cold_start_prior: Annotated[str, one_of(SCALAR_FAMILIES)] = Field(
         default="one_coin_iso", description="the task-type prior the guard falls back on (all judges)"
     )
-    cold_start_families: listed(one_of((*SCALAR_FAMILIES, "table")), min_length=1) = Field(
+    cold_start_families: Annotated[
+        tuple[Annotated[str, one_of((*SCALAR_FAMILIES, "table"))], ...], listed(min_length=1)
+    ] = Field(
         default=("mean_iso", "one_coin_iso", "ridge_iso", "table"),
         description="families the cold start's naive selector searches (every path and k)",
     )
-    alpha_grid: listed(NonNegative) = Field(
+    alpha_grid: Annotated[tuple[NonNegative, ...], listed()] = Field(
         default=(),
         description="table pseudo-counts crossed with the global and lower-prefix fallbacks on the "
         "information-first path, a test-side sensitivity (real data; e.g. [0, 0.5, 1, 2, 5]); [] for none",
     )
-    split_variants: listed(one_of(("selection_heavy", "validation_heavy"))) = Field(
-        default=(),
-        description="re-plan every split with selection/validation rows x1.5/x0.5 (selection_heavy) or the reverse "
-        "and select the full menu at the largest budget (real data); [] for none",
+    split_variants: Annotated[tuple[Annotated[str, one_of(("selection_heavy", "validation_heavy"))], ...], listed()] = (
+        Field(
+            default=(),
+            description="re-plan every split with selection/validation rows x1.5/x0.5 (selection_heavy) or the reverse "
+            "and select the full menu at the largest budget (real data); [] for none",
+        )
     )
     lam: NonNegative = 0.25
     ridge_lam: NonNegative = 1.0
     logistic_c: Positive = 1.0
-    synthetic_validation_rows: integer(1, 10_000_000) = 512
-    synthetic_test_rows: integer(1, 10_000_000) = 20_000
-    growth_a: number() = 0.8
-    growth_w: number() = 0.5
+    synthetic_validation_rows: Annotated[int, integer(1, 10_000_000)] = 512
+    synthetic_test_rows: Annotated[int, integer(1, 10_000_000)] = 20_000
+    growth_a: Annotated[float, number()] = 0.8
+    growth_w: Annotated[float, number()] = 0.5
     growth_noise: NonNegative = 0.0
-    growth_gamma: number() = 0.0
+    growth_gamma: Annotated[float, number()] = 0.0
     growth_b: NonNegative = Field(default=2.0, description="XOR interaction strength b")
     growth_c: NonNegative = Field(default=2.0, description="AND interaction strength c")
-    interaction_weights: listed(number(ge=0.0, le=1.0), min_length=1) | None = Field(
+    interaction_weights: (
+        Annotated[tuple[Annotated[float, number(ge=0.0, le=1.0)], ...], listed(min_length=1)] | None
+    ) = Field(
         default=None,
         description="with synthetic:xor|and|parity, the sweep eta_w = (1-w) eta_add + w eta_regime",
     )
     semi_real_source: str | None = None
-    ci_level: number(gt=0.5, lt=1.0) = 0.95
+    ci_level: Annotated[float, number(gt=0.5, lt=1.0)] = 0.95
     export: str = Field(
         default="auto",
         description="the menu whose selection (first split, largest budget) is exported as model/model.json: auto "
@@ -181,30 +195,28 @@ class Config(TypedSettings):
     decomposition: bool = Field(
         default=True, description="synthetic: split the selected candidates' risk into prefix, approximation, fit"
     )
-    population_rows: integer(1_000) = Field(
+    population_rows: Annotated[int, integer(1_000)] = Field(
         default=1_000_000, description="synthetic: rows of the population fit of each family (its best member)"
     )
-    boundary_reps: integer(0) = Field(
+    boundary_reps: Annotated[int, integer(0)] = Field(
         default=40,
         description="synthetic: Monte Carlo refits per budget and main family of the regime boundary; 0: off",
     )
-    proxy_bootstrap: integer(0) = Field(
+    proxy_bootstrap: Annotated[int, integer(0)] = Field(
         default=2000, description="cluster-bootstrap resamples of the proxy score's AUC and gap; 0: no interval"
     )
-    proxy_permutations: integer(0) = Field(
+    proxy_permutations: Annotated[int, integer(0)] = Field(
         default=10_000, description="within-budget permutations of the proxy score's AUC test; 0: no test"
     )
 
     @model_validator(mode="after")
     def _check(self) -> Config:
-        if self.synthetic and self.data[len(SYNTHETIC) :] not in (*REGIMES, RUBRIC):
+        if self.synthetic and self.regime not in (*REGIMES, RUBRIC):
             raise refuse(
                 "data",
                 self.data,
                 f"must be a URL or synthetic:REGIME with REGIME one of {', '.join(REGIMES)}, {RUBRIC}",
             )
-        if self.replicates < 2:
-            raise refuse("replicates", self.replicates, "must be an integer >= 2 (paired intervals need two splits)")
         if list(self.budgets) != sorted(set(self.budgets)):
             raise refuse("budgets", list(self.budgets), "must be distinct ascending row counts >= 2")
         if len(set(self.pool)) != len(self.pool):
@@ -234,7 +246,7 @@ class Config(TypedSettings):
 
     def _refuse_what_does_not_apply(self) -> None:
         """A setting changed from its default that the chosen data never reads is refused, never ignored."""
-        if self.synthetic and self.data[len(SYNTHETIC) :] == RUBRIC:
+        if self.regime == RUBRIC:
             self._refuse_for_rubric()
         if self.synthetic and self.verdict_schema != "pairwise":
             raise refuse(
@@ -249,7 +261,7 @@ class Config(TypedSettings):
                 "does not apply to 1-5 rubric scores (no presentation order); set position_balance: false",
             )
         if self.synthetic:
-            regime = self.data[len(SYNTHETIC) :]
+            regime = self.regime
             if self.interaction_weights is not None and regime not in INTERACTION_REGIMES:
                 raise refuse(
                     "interaction_weights",
@@ -294,16 +306,22 @@ class Config(TypedSettings):
                     "e.g. budgets=[32,64,128,256,512,800]",
                 )
 
+    # Shadows pydantic's deprecated classmethod `schema` (v1's name of model_json_schema, which nothing here calls).
     @property
-    def schema(self) -> str:
+    def schema(self) -> str:  # type: ignore[override]
         """Verdict schema of the data: ``scalar`` for the rubric regime and ``verdict_schema: scalar``."""
         if self.synthetic:
-            return "scalar" if self.data[len(SYNTHETIC) :] == RUBRIC else "pairwise"
+            return "scalar" if self.regime == RUBRIC else "pairwise"
         return str(self.verdict_schema)
 
     @property
     def synthetic(self) -> bool:
         return bool(self.data and self.data.startswith(SYNTHETIC))
+
+    @property
+    def regime(self) -> str:
+        """The simulated regime ``REGIME`` of ``data: synthetic:REGIME`` ("" for a dataset URL)."""
+        return self.data[len(SYNTHETIC) :] if self.data and self.synthetic else ""
 
 
 def extra_menus(config: Config) -> dict[str, tuple[tuple[str, ...], str]]:

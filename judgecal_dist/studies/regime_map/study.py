@@ -49,7 +49,7 @@ from judgecal_dist.studies.recommendation import exported_model
 from judgecal_dist.studies.regime_map import report as regime_map_report
 from judgecal_dist.studies.regime_map.cfps import cfps_rows
 from judgecal_dist.studies.regime_map.cold_start import cold_start_rows, load_cold
-from judgecal_dist.studies.regime_map.config import LLMBAR7, RUBRIC, SINGLE, SYNTHETIC, Config, extra_menus
+from judgecal_dist.studies.regime_map.config import LLMBAR7, RUBRIC, SINGLE, Config, extra_menus
 from judgecal_dist.studies.regime_map.data import RealInput, balanced_cells, load_real, load_rubric
 from judgecal_dist.studies.regime_map.diagnostics import decomposition_columns, growth_population, synthetic_eta
 from judgecal_dist.studies.regime_map.export import export_candidate, exported_menu, selected_row
@@ -89,15 +89,13 @@ class Replicate:
     config: Config
 
 
-def _semi_real_source(config: Config, engine: EngineConfig) -> tuple[np.ndarray, np.ndarray]:
-    """Row patterns of the source's pool (position-balanced when configured) and their counts."""
+def _semi_real_source(config: Config, source: str, engine: EngineConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Row patterns of ``source``'s pool (position-balanced when configured) and their counts."""
     if len(config.pool) != N_JUDGES:
         raise ConfigError(f"pool: the semi-real generator needs {N_JUDGES} judges, got {len(config.pool)}")
     pool = list(config.pool)
     judges = [f"{j}/{o}" for o in ("ab", "ba") for j in pool] if config.position_balance else pool
-    cells = stats.pattern_cells(
-        config.semi_real_source, judges, sample=config.sample, full_patterns=True, config=engine
-    )
+    cells = stats.pattern_cells(source, judges, sample=config.sample, full_patterns=True, config=engine)
     cells = cells.assign(replicate=0, block=0, n_labelled=cells["n"], label_sum=0, label_ties=0)
     rows = balanced_cells(cells, len(pool), config.position_balance)
     codes = rows[[f"j{i}" for i in range(len(pool))]].to_numpy(dtype=np.int64)
@@ -113,15 +111,15 @@ def load(config: Config, engine: EngineConfig) -> RealInput | SyntheticInput:
     """Validate the input and, for real data, count every split's block patterns in one engine pass."""
     seeds = [config.seed + r for r in range(config.replicates)]
     if config.synthetic:
-        regime = config.data[len(SYNTHETIC) :]
+        regime = config.regime
         if config.semi_real_source:
-            patterns, weights = _semi_real_source(config, engine)
+            patterns, weights = _semi_real_source(config, config.semi_real_source, engine)
             return SyntheticInput(regime, patterns, weights, {"source_patterns": len(patterns)})
         return SyntheticInput(regime, info={})
     sizes = (config.selection_rows, config.validation_rows, config.test_rows)
     if config.schema == "scalar":
         return load_rubric(
-            config.data,
+            config.data_url,
             config.pool,
             seeds=seeds,
             budgets=config.budgets,
@@ -130,7 +128,7 @@ def load(config: Config, engine: EngineConfig) -> RealInput | SyntheticInput:
             engine=engine,
         )
     data = load_real(
-        config.data,
+        config.data_url,
         config.pool,
         seeds=seeds,
         budgets=config.budgets,
@@ -153,7 +151,7 @@ def plan(config: Config, data: Any) -> list[Replicate]:
 def _synthetic_block(data: SyntheticInput, config: Config, n: int, rng: np.random.Generator, weight: float) -> Cells:
     if data.regime == RUBRIC:
         return Cells.from_rows(*draw_rubric_panel(n, rng), schema="scalar")
-    if data.patterns is not None:
+    if data.patterns is not None and data.weights is not None:
         codes = draw_semi_real_outputs(n, rng, data.patterns, data.weights)
     else:
         codes = draw_growth_outputs(n, rng, gamma=config.growth_gamma)
