@@ -54,6 +54,7 @@ __all__ = [
     "Positive",
     "NonNegative",
     "Count",
+    "CalibratorInput",
     "Url",
     "Strings",
     "OneOf",
@@ -142,6 +143,8 @@ Probability = Annotated[float, number(ge=0.0, le=1.0)]
 Positive = Annotated[float, number(gt=0.0)]
 NonNegative = Annotated[float, number(ge=0.0)]
 Count = Annotated[int, integer(0)]
+#: What Step 1 hands to the calibrators (the studies, the fitted model documents and the API read it as one).
+CalibratorInput = Annotated[str, one_of(CALIBRATOR_INPUTS)]
 Url = Annotated[str | None, Field(examples=["URL"], description="an ingested dataset URL")]
 Strings = Annotated[tuple[str, ...], listed()]
 TopK = re.compile(r"top([1-9][0-9]*)")
@@ -232,7 +235,7 @@ class PipelineFields(TypedSettings):
     beta_l1_ratio: Probability = 0.5
     beta_penalty_scale: Annotated[str, one_of(("mean", "sum"))] = "mean"
     n_bins: Annotated[int, integer(2, 10_000, description="ECE bins")] = 10
-    calibrator_input: Annotated[str, one_of(CALIBRATOR_INPUTS)] = Field(
+    calibrator_input: CalibratorInput = Field(
         default="logit", description="what the calibrators read: the aggregator's log-odds or its probability"
     )
 

@@ -18,7 +18,6 @@ agree; only final probabilities are clipped, by the metrics.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -37,7 +36,7 @@ from judgecal_dist.methods.calibration.isotonic import IsotonicCalibrator
 from judgecal_dist.methods.calibration.platt import PlattCalibrator
 from judgecal_dist.methods.calibration.temperature import TemperatureScaling
 from judgecal_dist.methods.selection.curate import dedup_by_family, top_k
-from judgecal_dist.settings import CALIBRATOR_INPUTS
+from judgecal_dist.settings import CALIBRATOR_INPUTS, AggregationFields, PipelineFields
 from judgecal_dist.splits import assign_blocks
 
 __all__ = [
@@ -77,37 +76,19 @@ _LOG_ODDS_MODELS = ("log_odds", "one_coin")
 _LOGIT_T_BOUNDS = (1e-2, 1e4)
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Hyperparameters shared by every pipeline of a run (recorded in the manifest through the config)."""
+class Settings(PipelineFields, AggregationFields):
+    """Hyperparameters shared by every pipeline of a run (recorded in the manifest through the config).
 
-    eps: float = 1e-6
-    alpha0: float = 1.0
-    beta0: float = 1.0
-    class_prior: str = "half"
-    beta_penalty: float = 0.01
-    beta_l1_ratio: float = 0.5
-    beta_penalty_scale: str = "mean"
-    ds_n_iter: int = 100
-    stacking_c: float = 1.0
-    stacking_folds: int = 5
-    #: "logit" everywhere by default (the library's calibrators, every study's config, the CLI).
-    calibrator_input: str = "logit"
-
-    def __post_init__(self) -> None:
-        if self.calibrator_input not in CALIBRATOR_INPUTS:
-            raise ConfigError(
-                f"calibrator_input: must be one of {list(CALIBRATOR_INPUTS)}, got {self.calibrator_input!r}"
-            )
-        if not 0.0 < self.eps < 0.5:
-            raise ConfigError(f"eps: must be in (0, 0.5), got {self.eps}")
-        if self.class_prior not in ("half", "empirical"):
-            raise ConfigError(f"class_prior: must be half or empirical, got {self.class_prior!r}")
+    The one pipeline-settings model: its fields are the :class:`~judgecal_dist.settings.PipelineFields` and
+    :class:`~judgecal_dist.settings.AggregationFields` every panel study declares (with their ranges), and
+    ``judgecal fit``, the model documents and the API build it from theirs; ``calibrator_input`` is ``"logit"``
+    everywhere by default (the library's calibrators, every study's config, the CLI).
+    """
 
     @classmethod
     def of(cls, config: object) -> Settings:
         """The settings of a study config: each field the config has, the defaults for the rest (validated)."""
-        return cls(**{f.name: getattr(config, f.name) for f in fields(cls) if hasattr(config, f.name)})
+        return cls(**{name: getattr(config, name) for name in cls.model_fields if hasattr(config, name)})
 
 
 def choose_panels(

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from judgecal_dist.io.schema import VOTE_CODING
+from judgecal_dist.settings import CalibratorInput
 
 __all__ = [
     "Document",
@@ -211,7 +212,7 @@ class BinaryPipelineDoc(Document):
     ignored_judges: list[str] = []
     aggregator: Aggregator
     calibrator: Calibrator
-    calibrator_input: Literal["probability", "logit"] = "logit"
+    calibrator_input: CalibratorInput = "logit"
     eps: OpenProb = 1e-6
     conformal: list[ConformalDoc] = []
     vote_codes: VoteCodes = dict(VOTE_CODING)
