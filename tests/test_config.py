@@ -153,6 +153,35 @@ def test_every_study_shows_its_settings_and_schema(name):
     assert replicates.get("maximum", 0) <= 100_000  # replicates and resamples are capped
 
 
+@pytest.mark.parametrize(
+    ("name", "values"),
+    [
+        ("budget", {}),
+        ("budget", {"mode": "fraction"}),
+        ("regime_map", {}),
+        ("inclusion", {}),
+        ("itc", {}),
+        ("narrowband", {}),
+        ("ensemble", {}),
+    ],
+)
+def test_the_schema_states_the_replicates_bound_a_run_checks(name, values):
+    # `config schema` must refuse what `run` refuses (budget mode and the regime map need two splits), and no more.
+    jsonschema = pytest.importorskip("jsonschema")
+    validator = jsonschema.Draft202012Validator(study_schema(name))
+    for replicates in (0, 1, 2):
+        by_schema = validator.is_valid({"study": name, **values, "replicates": replicates})
+        try:
+            get_study(name).Config.from_mapping({**values, "replicates": replicates}, source="t.yaml", partial=True)
+            by_run = True
+        except ConfigError:
+            by_run = False
+        assert by_schema == by_run, (name, values, replicates)
+    bound = 2 if name == "regime_map" or values == {} and name == "budget" else 1
+    assert not validator.is_valid({"study": name, **values, "replicates": bound - 1})
+    assert validator.is_valid({"study": name, **values, "replicates": bound})
+
+
 def test_a_bad_entry_of_a_mapping_setting_names_its_dotted_key():
     ensemble = get_study("ensemble").Config
     message = r"^prices\.full=\[-1, 4\]: must be a list of 2, each a number >= 0 \(set prices\.full in e\.yaml or "
