@@ -157,6 +157,26 @@ def generate(
     click.echo(dest)
 
 
+def mlflow_options(command: Any) -> Any:
+    """``--mlflow URI`` and ``--mlflow-register NAME`` (``run`` and ``fit``)."""
+    command = click.option(
+        "--mlflow-register",
+        "mlflow_register",
+        default=None,
+        metavar="NAME",
+        help="With --mlflow: register the logged model as the next version of the MLflow registered model NAME.",
+    )(command)
+    return click.option(
+        "--mlflow",
+        "mlflow_uri",
+        default=None,
+        metavar="URI",
+        help="Also log the finished run to MLflow, once per run: params, metrics, figures, the model card and the "
+        "model (a pyfunc model scoring verdict rows). URI: a server, sqlite:///PATH, or a local folder (file:///PATH "
+        "or a path). Needs the tracking extra: pip install 'judgecal-dist[tracking]'.",
+    )(command)
+
+
 @cli.command()
 @click.argument("config", metavar="STUDY")
 @set_option
@@ -173,14 +193,7 @@ def generate(
 )
 @then_option
 @drift_conf_option
-@click.option(
-    "--mlflow",
-    "mlflow_uri",
-    default=None,
-    metavar="URI",
-    help="Also log the finished run (params, metrics, figures, model) to this MLflow tracking URI, once per run "
-    "(needs the tracking extra: pip install 'judgecal-dist[tracking]').",
-)
+@mlflow_options
 @guarded
 def run(
     config: str,
@@ -193,6 +206,7 @@ def run(
     then: str | None,
     drift_conf: Path | None,
     mlflow_uri: str | None,
+    mlflow_register: str | None,
 ) -> None:
     """Run STUDY (a study name for its packaged config, e.g. inclusion, or a config file) and print its summary
     and, last, its results URL.
@@ -208,14 +222,11 @@ def run(
     study = prepare(config, overrides, run_id=run_id)  # the run id's syntax too, before anything is read
     engine = load_engine_config(conf_path, {"ray_address": ray_address})
     baseline, settings = load_drift_config(drift_conf)  # checked before the run, even without --then
-    if mlflow_uri:
-        from judgecal_dist.history.tracking import check_tracking_uri
-
-        check_tracking_uri(mlflow_uri)
+    _check_mlflow(mlflow_uri, mlflow_register)
     url = execute(study, engine, output=output, serial=serial)
     click.echo(_run_preview(RunStore(url, storage_options=dict(engine.storage_options))))
     if mlflow_uri:
-        click.echo(f"mlflow: run {_track(url, mlflow_uri, engine)} (experiment {url.rsplit('/', 2)[1]})")
+        _track(url, mlflow_uri, mlflow_register, engine)
     click.echo(url)
     if then == "drift":
         root, name, done = url.rsplit("/", 2)
@@ -224,12 +235,22 @@ def run(
             sys.exit(code)
 
 
-def _track(url: str, uri: str, engine: Any) -> str:
-    """Log the committed run at ``url`` to MLflow; a failure is exit 1 and says the run itself stands."""
+def _check_mlflow(uri: str | None, register: str | None) -> None:
+    """Refuse --mlflow-register without --mlflow, and a tracking URI MLflow cannot use, before the run starts."""
+    if register and not uri:
+        raise Rejected("--mlflow-register: needs --mlflow URI (the tracking store the model is registered in)")
+    if uri:
+        from judgecal_dist.history.tracking import check_tracking_uri
+
+        check_tracking_uri(uri)
+
+
+def _track(url: str, uri: str, register: str | None, engine: Any) -> None:
+    """Log the committed run at ``url`` to MLflow and say where; a failure is exit 1 and says the run itself stands."""
     from judgecal_dist.history.tracking import log_run_to_mlflow
 
     try:
-        return log_run_to_mlflow(url, uri, storage_options=dict(engine.storage_options))
+        tracked = log_run_to_mlflow(url, uri, storage_options=dict(engine.storage_options), register=register)
     except Exception as err:  # noqa: BLE001 - any tracking failure: the run is committed, say so
         raise Failed(
             redacted(
@@ -237,6 +258,9 @@ def _track(url: str, uri: str, engine: Any) -> str:
                 "rerun the same command to log it"
             )
         ) from err
+    click.echo(f"mlflow: run {tracked.run_id} (experiment {tracked.experiment})")
+    if tracked.model_uri:
+        click.echo(f"mlflow: model {tracked.model_uri}" + (f", registered as {tracked.registered}" if register else ""))
 
 
 def _run_preview(store: Any, max_rows: int = 10, max_metrics: int = 5) -> str:
@@ -365,6 +389,7 @@ def submit(
     help="Fit the candidates in this process, or fan them out on Ray (the ray extra). Default: Ray when it is "
     "installed, else this process.",
 )
+@mlflow_options
 @guarded
 def fit(
     data_url: str,
@@ -373,6 +398,8 @@ def fit(
     run_id: str | None,
     conf_path: Path | None,
     serial: bool | None,
+    mlflow_uri: str | None,
+    mlflow_register: str | None,
 ) -> None:
     """Choose the calibrated panel pipeline by cross-fitted NLL on the labelled items of --data, export it
     (model/model.json) with a model card (report.md); print the choice and, last, the run folder.
@@ -385,8 +412,11 @@ def fit(
 
     study = prepare("fit", (*overrides, f"data={data_url}"), run_id=run_id)
     engine = load_engine_config(conf_path, {})
+    _check_mlflow(mlflow_uri, mlflow_register)
     url = execute(study, engine, output=output, serial=serial)
     click.echo(_run_preview(RunStore(url, storage_options=dict(engine.storage_options))))
+    if mlflow_uri:
+        _track(url, mlflow_uri, mlflow_register, engine)
     click.echo(url)
 
 

@@ -15,7 +15,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "ray": ("ray",),
     "cluster": ("pyspark", "ray", "s3fs"),
     "continuous": ("torch", "torchdiffeq", "numpyro", "jax", "arviz_stats", "safetensors"),
-    "tracking": ("mlflow",),  # the mlflow-skinny distribution installs the mlflow package
+    "tracking": ("mlflow", "sqlalchemy", "alembic"),  # mlflow-skinny installs mlflow; the other two: sqlite stores
 }
 
 
