@@ -223,6 +223,11 @@ class SplitFields(StudyFields):
     replicates: Replicates = 100
     seed: Seed = 0
 
+    @property
+    def seeds(self) -> list[int]:
+        """The replicates' seeds: ``seed``, ``seed + 1``, ..., one per replicate."""
+        return [self.seed + i for i in range(self.replicates)]
+
 
 class PipelineFields(TypedSettings):
     """Hyperparameters of the aggregate -> calibrate pipeline, shared by the panel studies (flat YAML keys)."""

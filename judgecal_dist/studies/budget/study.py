@@ -123,7 +123,7 @@ def load(config: Config, engine: EngineConfig) -> BudgetInput:
         dataset=config.dataset,
         storage_options=dict(engine.storage_options),
     )
-    seeds = [config.seed + i for i in range(config.replicates)]
+    seeds = config.seeds
     if config.mode == "fraction":
         sizes = np.stack([calibration_mask(panel.group_keys, seeds, float(f)).sum(axis=1) for f in config.fractions])
         if sizes.min() < 2 or sizes.max() > panel.n_items - 2:
@@ -149,7 +149,7 @@ def load(config: Config, engine: EngineConfig) -> BudgetInput:
 
 
 def plan(config: Config, data: BudgetInput) -> list[Replicate]:
-    return [Replicate(seed=config.seed + i, config=config, budgets=data.budgets) for i in range(config.replicates)]
+    return [Replicate(seed=s, config=config, budgets=data.budgets) for s in config.seeds]
 
 
 def _one_coin(config: Config) -> OneCoin:

@@ -88,7 +88,7 @@ def load(config: Config, engine: EngineConfig) -> ContinuousInput:
 
 
 def plan(config: Config, data: ContinuousInput) -> list[Replicate]:
-    seeds = [config.seed + i for i in range(config.replicates)]
+    seeds = config.seeds
     nuts, rest = seeds[: config.nuts_seeds], seeds[config.nuts_seeds :]
     reps: list[Replicate] = []
     for arm in data.arms:

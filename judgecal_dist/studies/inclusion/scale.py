@@ -115,10 +115,6 @@ class Config(SplitFields, PipelineFields):
     def settings(self) -> Settings:
         return Settings.of(self)
 
-    @property
-    def seeds(self) -> list[int]:
-        return [self.seed + i for i in range(self.replicates)]
-
 
 @dataclass(frozen=True)
 class Replicate:

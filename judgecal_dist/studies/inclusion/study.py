@@ -130,7 +130,7 @@ def load(config: Config, engine: EngineConfig) -> InclusionInput:
             f"{config.data}: labels: label: every labelled item has the same label; calibration needs "
             "both classes (or orientation=gold_positive, with penalised calibrators only)"
         )
-    seeds = [config.seed + i for i in range(config.replicates)]
+    seeds = config.seeds
     if config.judge_grain != "judge":  # the engine's counts are per stored judge: count the regrained panel here
         return InclusionInput(panel=panel, judges=_panel_judges(panel, seeds, config.calib_fraction))
     per_split = judge_summary(judge_cells(config.data_url, seeds, config.calib_fraction, config=engine))
@@ -158,7 +158,7 @@ def _panel_judges(panel: Panel, seeds: list[int], calib_fraction: float) -> pd.D
 def plan(config: Config, data: InclusionInput) -> list[Replicate]:
     return [
         Replicate(
-            seed=config.seed + i,
+            seed=seed,
             calib_fraction=config.calib_fraction,
             aggregators=tuple(config.aggregators),
             calibrators=tuple(config.calibrators),
@@ -178,7 +178,7 @@ def plan(config: Config, data: InclusionInput) -> list[Replicate]:
             controls=tuple(config.controls),
             item_bootstrap_resamples=config.item_bootstrap_resamples,
         )
-        for i in range(config.replicates)
+        for seed in config.seeds
     ]
 
 

@@ -80,7 +80,7 @@ def load(config: Config, engine: EngineConfig) -> ItcInput:
 
 
 def plan(config: Config, data: ItcInput) -> list[Replicate]:
-    return [Replicate(seed=config.seed + i, config=config) for i in range(config.replicates)]
+    return [Replicate(seed=s, config=config) for s in config.seeds]
 
 
 def calibration_part(task: Task, seed: int, fraction: float, split: str = "item") -> np.ndarray:

@@ -190,7 +190,7 @@ def load(config: Config, engine: EngineConfig) -> NarrowbandInput:
 
 
 def plan(config: Config, data: NarrowbandInput) -> list[Replicate]:
-    return [Replicate(seed=config.seed + i, config=config) for i in range(config.replicates)]
+    return [Replicate(seed=s, config=config) for s in config.seeds]
 
 
 def _pruned_majority(votes: npt.NDArray[np.int8], kept: npt.NDArray[np.intp]) -> npt.NDArray[np.float64]:

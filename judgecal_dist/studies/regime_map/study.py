@@ -109,7 +109,7 @@ def _semi_real_source(config: Config, source: str, engine: EngineConfig) -> tupl
 
 def load(config: Config, engine: EngineConfig) -> RealInput | SyntheticInput:
     """Validate the input and, for real data, count every split's block patterns in one engine pass."""
-    seeds = [config.seed + r for r in range(config.replicates)]
+    seeds = config.seeds
     if config.synthetic:
         regime = config.regime
         if config.semi_real_source:
@@ -145,7 +145,7 @@ def load(config: Config, engine: EngineConfig) -> RealInput | SyntheticInput:
 
 
 def plan(config: Config, data: Any) -> list[Replicate]:
-    return [Replicate(seed=config.seed + r, config=config) for r in range(config.replicates)]
+    return [Replicate(seed=s, config=config) for s in config.seeds]
 
 
 def _synthetic_block(data: SyntheticInput, config: Config, n: int, rng: np.random.Generator, weight: float) -> Cells:
