@@ -5,10 +5,12 @@ model was fitted) go through the rebuilt one-coin aggregator, beta calibrator an
 :mod:`judgecal_dist.models.binary`, i.e. the very ``methods/`` code the study evaluated. Large tables run on
 Spark (:func:`judgecal_dist.engine.votes.spark.item_votes_spark`: tasks read the verdict parts with pyarrow
 and pack each item's votes with the vote codec, a ``groupBy`` merges items split across row groups, then one
-``mapInArrow`` of :func:`judgecal_dist.scoring.kernel.score_and_write` scores the items and writes them through
-fsspec); tables below ``EngineConfig.local_max_rows`` run in this process with pyarrow + numpy
+``mapInArrow`` of :func:`judgecal_dist.scoring.kernel.score_partition` scores the items and the tasks write them
+through fsspec, :func:`judgecal_dist.engine.jobs.scorer.write_partitions`); tables below ``EngineConfig.local_max_rows`` run in this process with pyarrow + numpy
 (:func:`judgecal_dist.engine.jobs.stats.choose_engine` decides); both write the same rows. On Spark the judge, sample
-and coverage checks read what the scan tasks tallied while scoring (no pre-pass over the table).
+and coverage checks read what the scan tasks tallied while scoring (no pre-pass over the table). The summaries are
+the same kernels on both engines (:mod:`judgecal_dist.scoring.summary`): over the whole table in process, over each
+partition of the written rows on Spark, the partials summed per group.
 
 Output (any fsspec URL, ``s3://`` included)::
 
@@ -60,12 +62,11 @@ from judgecal_dist.scoring.artifact import Calibration, load_calibration
 from judgecal_dist.scoring.checks import MIN_JUDGE_COVERAGE, check_coverage, check_judges
 from judgecal_dist.scoring.continuous import score_corrector
 from judgecal_dist.scoring.kernel import (
-    FILES_DDL,
     items_ddl,
     items_schema,
     read_items_partition,
-    score_and_write,
     score_batch,
+    score_partition,
     write_items,
 )
 from judgecal_dist.scoring.output import (
@@ -77,7 +78,7 @@ from judgecal_dist.scoring.output import (
     replace_outputs,
     stage_items,
 )
-from judgecal_dist.scoring.tables import score_table
+from judgecal_dist.scoring.tables import score_table, spark_runner
 
 __all__ = [
     "OUTPUT_FORMAT",
@@ -200,11 +201,11 @@ def score_dataset(
     others = [f"summary/{n}.parquet" for n in names] + ["summary.json", "figures/win_rates.png"]
     new_files = replace_outputs(store, output, staged, [f for f, _ in written], others)
     if prepared is not None:
-        tables = _summaries_local(
-            model, data_url, engine, meta, pa.Table.from_batches(prepared.batches, items_schema(model))
-        )
+        table = pa.Table.from_batches(prepared.batches, items_schema(model))
+        sums: _LocalSums | _SparkSums = _LocalSums(model, data_url, engine, meta, table)
     else:
-        tables = _summaries_spark(model, data_url, store, engine, meta, sorted(f for f, _ in written))
+        sums = _SparkSums(model, data_url, store, engine, sorted(f for f, _ in written))
+    tables = _summaries(model, meta, sums)
     counts = checks.counts(tables)
     record = {
         "format": OUTPUT_FORMAT,
@@ -355,55 +356,47 @@ def _stage_spark(
     model: Calibration, data_url: str, staged: str, engine: EngineConfig, checks: _Checks
 ) -> list[tuple[str, int]]:
     """Score on Spark into ``staged`` (tasks write through fsspec); the files written, after the tally's checks."""
-    from judgecal_dist.engine.jobs.spark import get_session, read_table
-    from judgecal_dist.engine.votes.spark import item_votes_spark
-
-    spark = get_session(engine.spark_master, conf=dict(engine.spark_conf))
-    labels = read_table(spark, data_url, "labels")
-    options = dict(engine.storage_options)
-    items, tally = item_votes_spark(
-        spark, data_url, labels, model.judge_ids, sample=checks.sample, storage_options=options
-    )
+    scorer = spark_runner()
+    items, tally = scorer.item_votes(engine, data_url, model.judge_ids, sample=checks.sample)
     log.info("score: scoring items on spark into %s", staged)
-    kernel = functools.partial(score_and_write, model=model, staged_url=staged, storage_options=options)
     # Only the files that successful tasks report are promoted: a failed task's leftovers never are.
-    rows = items.mapInArrow(kernel, FILES_DDL).collect()
+    written: list[tuple[str, int]] = scorer.write_partitions(
+        items,
+        functools.partial(score_partition, model=model),
+        items_schema(model),
+        writer=write_items,
+        staged_url=staged,
+        storage_options=dict(engine.storage_options),
+    )
     # The checks a pre-pass over the verdicts used to make, from what the scan tasks tallied; nothing is
     # promoted yet, so a refused table leaves only the staging folder, which the caller removes.
     checks.tally(tally.value)
-    return [(row["file"], int(row["rows"])) for row in rows]
+    return written
 
 
-def _summaries_spark(
-    model: Calibration, data_url: str, store: RunStore, engine: EngineConfig, meta: list[str], files: list[str]
-) -> dict[str, pd.DataFrame]:
-    from pyspark.sql import functions as F
+class _SparkSums:
+    """The Spark runner of the summary kernels over the written item rows (read back in the tasks)."""
 
-    from judgecal_dist.engine.jobs.spark import get_session, read_table
-
-    spark = get_session(engine.spark_master, conf=dict(engine.spark_conf))
-    reader = functools.partial(
-        read_items_partition,
-        files=[f.removeprefix("items/") for f in files],
-        folder_url=store.url_of("items"),
-        storage_options=dict(engine.storage_options),
-    )
-    slices = max(1, min(len(files), 2 * spark.sparkContext.defaultParallelism))
-    back = spark.range(0, len(files), 1, slices).mapInArrow(reader, items_ddl(model))
-    alphas, eps = model.alphas, model.eps
-    tables = {"datasets": summ.finalise(summ.sums_spark(back, ["dataset"], alphas, eps), alphas)}
-    if "subset" in meta:
-        sub = read_table(spark, data_url, "items").select("dataset", "item_id", "subset")
-        joined = back.join(sub, on=["dataset", "item_id"], how="left").where(F.col("subset").isNotNull())
-        tables["subsets"] = summ.finalise(summ.sums_spark(joined, ["dataset", "subset"], alphas, eps), alphas)
-    if {"model_a", "model_b"} <= set(meta):
-        pairs = read_table(spark, data_url, "items").select("dataset", "item_id", "model_a", "model_b")
-        joined = back.join(pairs, on=["dataset", "item_id"], how="inner").where(
-            F.col("model_a").isNotNull() & F.col("model_b").isNotNull()
+    def __init__(self, model: Calibration, data_url: str, store: RunStore, engine: EngineConfig, files: list[str]):
+        self.scorer = spark_runner()
+        self.model, self.data_url, self.engine = model, data_url, engine
+        reader = functools.partial(
+            read_items_partition,
+            files=[f.removeprefix("items/") for f in files],
+            folder_url=store.url_of("items"),
+            storage_options=dict(engine.storage_options),
         )
-        tables["pairs"] = summ.finalise(summ.sums_spark(joined, ["dataset", "model_a", "model_b"], alphas, eps), alphas)
-        tables["models"] = summ.finalise(summ.model_rows_spark(joined), [])
-    return tables
+        self.items = self.scorer.read_written(engine, len(files), reader, items_schema(model))
+
+    def __call__(self, by: list[str], needs: list[str], *, models: bool = False) -> pd.DataFrame:
+        rows = self.scorer.with_item_columns(self.items, self.engine, self.data_url, needs) if needs else self.items
+        if models:
+            return self.scorer.partition_sums(
+                rows, summ.model_rows_partition, summ.model_rows_schema(), summ.MODEL_KEYS
+            )
+        alphas, eps = self.model.alphas, self.model.eps
+        kernel = functools.partial(summ.sums_partition, by=by, alphas=alphas, eps=eps)
+        return self.scorer.partition_sums(rows, kernel, summ.sums_schema(by, alphas), by)
 
 
 # -- in process ------------------------------------------------------------------------------------------------
@@ -442,23 +435,33 @@ class _ScoredBatches:
             yield batch
 
 
-def _summaries_local(
-    model: Calibration, data_url: str, engine: EngineConfig, meta: list[str], table: pa.Table
-) -> dict[str, pd.DataFrame]:
-    frame = table.to_pandas()
-    alphas, eps = model.alphas, model.eps
-    tables = {"datasets": summ.finalise(summ.sums_pandas(frame, ["dataset"], alphas, eps), alphas)}
-    wanted = [c for c in ("subset", "model_a", "model_b") if c in meta]
-    if wanted:
-        extra_cols = read_dataset_table(
-            data_url, "items", ["dataset", "item_id", *wanted], storage_options=engine.storage_options
-        )
-        frame = frame.merge(extra_cols.to_pandas(), on=["dataset", "item_id"], how="left")
-    if "subset" in wanted:
-        sub = frame[frame["subset"].notna()]
-        tables["subsets"] = summ.finalise(summ.sums_pandas(sub, ["dataset", "subset"], alphas, eps), alphas)
-    if {"model_a", "model_b"} <= set(wanted):
-        arena = frame[frame["model_a"].notna() & frame["model_b"].notna()]
-        tables["pairs"] = summ.finalise(summ.sums_pandas(arena, ["dataset", "model_a", "model_b"], alphas, eps), alphas)
-        tables["models"] = summ.finalise(summ.model_rows_pandas(arena), [])
+class _LocalSums:
+    """The in-process runner of the summary kernels: over the whole scored table, with the items' metadata."""
+
+    def __init__(self, model: Calibration, data_url: str, engine: EngineConfig, meta: list[str], table: pa.Table):
+        self.model, self.frame = model, table.to_pandas()
+        wanted = [c for c in ("subset", "model_a", "model_b") if c in meta]
+        if wanted:
+            extra_cols = read_dataset_table(
+                data_url, "items", ["dataset", "item_id", *wanted], storage_options=engine.storage_options
+            )
+            self.frame = self.frame.merge(extra_cols.to_pandas(), on=["dataset", "item_id"], how="left")
+
+    def __call__(self, by: list[str], needs: list[str], *, models: bool = False) -> pd.DataFrame:
+        rows = self.frame[self.frame[needs].notna().all(axis=1)] if needs else self.frame
+        if models:
+            return summ.model_rows_pandas(rows)
+        return summ.sums_pandas(rows, by, self.model.alphas, self.model.eps)
+
+
+def _summaries(model: Calibration, meta: list[str], sums: _LocalSums | _SparkSums) -> dict[str, pd.DataFrame]:
+    """The summary tables from per-group sums of one runner (in process or on Spark: the same kernels)."""
+    alphas = model.alphas
+    tables = {"datasets": summ.finalise(sums(["dataset"], []), alphas)}
+    if "subset" in meta:
+        tables["subsets"] = summ.finalise(sums(["dataset", "subset"], ["subset"]), alphas)
+    if {"model_a", "model_b"} <= set(meta):
+        pair = ["model_a", "model_b"]
+        tables["pairs"] = summ.finalise(sums(["dataset", *pair], pair), alphas)
+        tables["models"] = summ.finalise(sums(summ.MODEL_KEYS, pair, models=True), [])
     return tables

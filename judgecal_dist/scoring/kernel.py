@@ -6,7 +6,8 @@ seconds of imports per worker (measured with ``python -X importtime``).
 
 Scored rows are written by :func:`write_items` (pyarrow's dataset writer through fsspec, Hive-partitioned by
 ``dataset``) on both engines: in this process, and inside the Spark tasks that scored them
-(:func:`score_and_write`), which report the files they wrote, so the driver promotes exactly those. An item
+(:func:`score_partition` run by :func:`judgecal_dist.engine.jobs.scorer.write_partitions`), which report the files
+they wrote, so the driver promotes exactly those. An item
 without a vote from any of the model's judges is not scored: its ``score``, ``p``, ``verdict`` and sets are null
 (the aggregator would otherwise return the class prior as if it were a judgement).
 """
@@ -34,7 +35,6 @@ __all__ = [
     "score_batch",
     "score_partition",
     "write_items",
-    "score_and_write",
     "read_items_partition",
     "FILES_DDL",
 ]
@@ -166,28 +166,6 @@ def write_items(
         file_visitor=visit,
     )
     return written
-
-
-def score_and_write(
-    batches: Iterator[pa.RecordBatch], model: Calibration, staged_url: str, storage_options: Mapping[str, Any]
-) -> Iterator[pa.RecordBatch]:
-    """The ``mapInArrow`` function of the Spark path: score packed item votes, write them into the staging folder
-    through fsspec, and report the files written (:data:`FILES_DDL`); no item row goes back to the JVM."""
-    from pyspark import TaskContext
-
-    context = TaskContext.get()
-    basename = f"part-{context.partitionId() if context else 0:05d}"
-    files = write_items(
-        score_partition(batches, model),
-        items_schema(model),
-        staged_url,
-        basename=basename,
-        storage_options=storage_options,
-    )
-    yield pa.RecordBatch.from_pydict(
-        {"file": [f for f, _ in files], "rows": [n for _, n in files]},
-        schema=pa.schema([("file", pa.string()), ("rows", pa.int64())]),
-    )
 
 
 def read_items_partition(

@@ -1,4 +1,9 @@
-r"""Per-dataset summaries of a scored table, from per-group sums (Spark ``groupBy().agg()`` or pandas), and a figure.
+r"""Per-dataset summaries of a scored table, from per-group sums, and a figure.
+
+The sums are written once, as a kernel over scored item rows (:func:`sums_pandas`, :func:`model_rows_pandas`):
+the in-process runner applies it to the whole table, the Spark runner to each partition (:func:`sums_partition`,
+:func:`model_rows_partition`) and the engine adds the partials per group
+(:func:`judgecal_dist.engine.jobs.scorer.partition_sums`); :func:`finalise` turns either into rates.
 
 The calibrated win rate of a group is the mean calibrated :math:`P(A)` of its items, :math:`\bar p = \frac1n
 \sum_i \hat p_i`: under calibration, the expected share of its items where A is better. It is a mean of
@@ -20,28 +25,27 @@ at ``eps``), Brier and the empirical coverage of each conformal set, as in :mod:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
+import pyarrow as pa
 
 from judgecal_dist.io.figures import png, pyplot
 from judgecal_dist.scoring.kernel import set_column
 from judgecal_dist.stats.metrics import pointwise_nll
 
-if TYPE_CHECKING:  # pyspark is the spark extra: in-process scoring never imports it
-    from pyspark.sql import Column, DataFrame
-
 __all__ = [
     "set_column",
     "item_terms",
     "sums_pandas",
-    "sums_spark",
+    "sums_schema",
+    "sums_partition",
     "finalise",
+    "MODEL_KEYS",
     "model_rows_pandas",
-    "model_rows_spark",
+    "model_rows_schema",
+    "model_rows_partition",
     "figure",
 ]
 
@@ -100,38 +104,30 @@ def sums_pandas(items: pd.DataFrame, by: list[str], alphas: Sequence[float], eps
     return pd.concat([items[by], terms], axis=1).groupby(by, as_index=False, sort=True).sum()
 
 
-def _spark_terms(alphas: Sequence[float], eps: float) -> list[Column]:
-    from pyspark.sql import functions as F
-
-    p, label = F.col("p"), F.col("label")
-    labelled = F.coalesce(label.isin("A", "B") & p.isNotNull(), F.lit(False))  # null label or p: not counted
-    y = (label == "A").cast("double")
-    q = F.least(F.greatest(p, F.lit(eps)), F.lit(1.0 - eps))
-    correct = F.when(p == 0.5, 0.5).otherwise(((p > 0.5) == (label == "A")).cast("double"))
-    terms = [
-        F.count(F.lit(1)).alias("n"),
-        F.count(p).alias("n_scored"),  # null p: no vote from a model judge
-        F.coalesce(F.sum(F.col("in_calibration").cast("long")), F.lit(0)).alias("n_in_calibration"),
-        F.coalesce(F.sum(p), F.lit(0.0)).alias("sum_p"),
-        F.coalesce(F.sum(p * p), F.lit(0.0)).alias("sum_p2"),
-        F.coalesce(F.sum((F.col("verdict") == "A").cast("long")), F.lit(0)).alias("n_pred_a"),
-        F.sum(labelled.cast("long")).alias("n_labelled"),
-        F.sum(F.when(labelled, correct).otherwise(0.0)).alias("sum_correct"),
-        F.sum(F.when(labelled, -(y * F.log(q) + (1 - y) * F.log(1 - q))).otherwise(0.0)).alias("sum_nll"),
-        F.sum(F.when(labelled, (p - y) ** 2).otherwise(0.0)).alias("sum_brier"),
-    ]
-    for alpha in alphas:
-        name = set_column(alpha)
-        terms.append(F.sum(F.when(p.isNotNull(), F.size(name)).otherwise(0)).alias(f"size_{name}"))
-        covered = F.when(labelled, F.array_contains(name, label).cast("long")).otherwise(0)
-        terms.append(F.sum(covered).alias(f"covered_{name}"))
-    return terms
+def sums_schema(by: Sequence[str], alphas: Sequence[float]) -> pa.Schema:
+    """The Arrow schema of :func:`sums_pandas`' rows (group keys as strings, counts as longs, sums as doubles)."""
+    return _partial_schema(by, _sum_names(alphas))
 
 
-def sums_spark(items: DataFrame, by: list[str], alphas: Sequence[float], eps: float) -> pd.DataFrame:
-    """Per-group sums in one ``groupBy().agg()``; one row per group reaches the driver."""
-    sums: pd.DataFrame = items.groupBy(*by).agg(*_spark_terms(alphas, eps)).toPandas()
-    return sums.sort_values(by, kind="stable").reset_index(drop=True)
+def _partial_schema(by: Sequence[str], names: Sequence[str]) -> pa.Schema:
+    fields = [(c, pa.string()) for c in by]
+    return pa.schema(fields + [(c, pa.float64() if c.startswith("sum_") else pa.int64()) for c in names])
+
+
+def _partition_frame(batches: Iterator[pa.RecordBatch]) -> pd.DataFrame | None:
+    table = pa.Table.from_batches(list(batches))
+    return table.to_pandas() if table.num_rows else None
+
+
+def sums_partition(
+    batches: Iterator[pa.RecordBatch], by: list[str], alphas: Sequence[float], eps: float
+) -> Iterator[pa.RecordBatch]:
+    """:func:`sums_pandas` over one partition of scored items (the Spark runner's kernel; the engine sums the
+    partials per group)."""
+    frame = _partition_frame(batches)
+    if frame is not None:
+        sums = sums_pandas(frame, by, alphas, eps)
+        yield from pa.Table.from_pandas(sums, schema=sums_schema(by, alphas), preserve_index=False).to_batches()
 
 
 def model_rows_pandas(items: pd.DataFrame) -> pd.DataFrame:
@@ -165,30 +161,23 @@ def model_rows_pandas(items: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def model_rows_spark(items: DataFrame) -> pd.DataFrame:
-    from pyspark.sql import functions as F
+#: The columns of :func:`model_rows_pandas`' rows after the keys.
+_MODEL_SUMS = ["n", "n_scored", "sum_p", "sum_p2", "n_pred_a"]
+MODEL_KEYS = ["dataset", "model"]
 
-    """:func:`model_rows_pandas` in Spark: a union of the two sides and one ``groupBy().agg()``."""
-    side_a = items.select("dataset", F.col("model_a").alias("model"), "p", (F.col("verdict") == "A").alias("won"))
-    side_b = items.select(
-        "dataset",
-        F.col("model_b").alias("model"),
-        (1.0 - F.col("p")).alias("p"),
-        (F.col("verdict") == "B").alias("won"),
-    )
-    sums: pd.DataFrame = (
-        side_a.unionByName(side_b)
-        .groupBy("dataset", "model")
-        .agg(
-            F.count(F.lit(1)).alias("n"),
-            F.count("p").alias("n_scored"),
-            F.coalesce(F.sum("p"), F.lit(0.0)).alias("sum_p"),
-            F.coalesce(F.sum(F.col("p") * F.col("p")), F.lit(0.0)).alias("sum_p2"),
-            F.coalesce(F.sum(F.col("won").cast("long")), F.lit(0)).alias("n_pred_a"),
-        )
-        .toPandas()
-    )
-    return sums.sort_values(["dataset", "model"], kind="stable").reset_index(drop=True)
+
+def model_rows_schema() -> pa.Schema:
+    """The Arrow schema of :func:`model_rows_pandas`' rows."""
+    return _partial_schema(MODEL_KEYS, _MODEL_SUMS)
+
+
+def model_rows_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """:func:`model_rows_pandas` over one partition of scored items with ``model_a``/``model_b`` (the Spark
+    runner's kernel; the engine sums the partials per dataset and model)."""
+    frame = _partition_frame(batches)
+    if frame is not None:
+        sums = model_rows_pandas(frame)
+        yield from pa.Table.from_pandas(sums, schema=model_rows_schema(), preserve_index=False).to_batches()
 
 
 def finalise(sums: pd.DataFrame, alphas: Sequence[float], *, confidence: float = 0.95) -> pd.DataFrame:
@@ -197,6 +186,9 @@ def finalise(sums: pd.DataFrame, alphas: Sequence[float], *, confidence: float =
     ``n_items`` counts every item, ``items_without_votes`` those that could not be scored; a rate of a group
     without scored items is None, and so is the win rate's interval below two scored items.
     """
+    # Imported here: Spark's workers import this module for the partition kernels, and scipy.stats takes seconds.
+    from scipy.stats import norm
+
     z = float(norm.ppf(0.5 + confidence / 2.0))
     n = sums["n_scored"].to_numpy(dtype=np.float64)
     some = n > 0

@@ -35,7 +35,7 @@ from judgecal_dist.io.dataset import read_dataset_table
 from judgecal_dist.models.interface import TableModel
 from judgecal_dist.scoring.checks import check_coverage, check_judges
 
-__all__ = ["READERS", "Request", "score_table"]
+__all__ = ["READERS", "Request", "score_table", "spark_runner"]
 
 
 @dataclass(frozen=True)
@@ -57,8 +57,9 @@ class Request:
         return self.engine_name == "spark"
 
 
-def _runner(name: str) -> ModuleType:
-    """A Spark runner module of the engine, imported when the table runs on Spark (one line without the extra)."""
+def spark_runner(name: str = "scorer") -> ModuleType:
+    """A Spark runner module of the engine (``engine/jobs/<name>``), imported when a table is scored on Spark (a
+    one-line error without the spark extra): in-process scoring never imports pyspark."""
     require_extra("spark", "scoring a table on Spark")
     import importlib
 
@@ -154,7 +155,7 @@ def _item_votes_local(model: Any, request: Request) -> tuple[pa.Table, list[str]
 def _item_votes_spark(model: Any, request: Request) -> tuple[pa.Table, list[str]]:
     from judgecal_dist.io.schema import VERDICT_CATEGORIES
 
-    scorer = _runner("scorer")
+    scorer = spark_runner("scorer")
     items, tally = scorer.item_votes(
         request.engine, request.data_url, model.judge_ids, sample=model.sample, binary=False
     )
@@ -190,7 +191,7 @@ def _rubric_scores(model: Any, request: Request) -> tuple[pa.Table, dict[str, An
     columns = ["dataset", "item_id", "group_id", "judge_id", "sample", "score"]
     url = request.data_url
     if request.on_spark:
-        scorer = _runner("scorer")
+        scorer = spark_runner("scorer")
         spark = scorer.session(request.engine)
         stored = scorer.read_table(spark, url, "verdicts").where(scorer.column("sample") == model.sample)
         verdicts = stored.select(*columns).toPandas()
@@ -250,7 +251,7 @@ def _collections(model: Any, request: Request) -> tuple[pa.Table, dict[str, Any]
 
     url = request.data_url
     if request.on_spark:
-        table, tiers, bad = _runner("routes").routes_spark(model, url, request.engine)
+        table, tiers, bad = spark_runner("routes").routes_spark(model, url, request.engine)
     else:
         collections, bad = load_collections(url, score_range=model.score_range, storage_options=request.options)
         tiers = {(c.dataset, c.prompt_variant): sorted(c.tiers) for c in collections}

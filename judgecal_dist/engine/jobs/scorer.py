@@ -6,7 +6,10 @@ Spark tasks, so both give the same rows. A statistic runs the same way: a partit
 here and over the whole table in process, and only the final combine sees more than one partial.
 
 * :func:`map_partitions` / :func:`map_batches`: the function's rows come back to the driver as one Arrow table
-  (partial sums, or rows a kind's summary needs whole);
+  (rows a kind's summary needs whole);
+* :func:`partition_sums`: a statistic's partition kernel on every partition, the partials summed per group (the
+  in-process runner calls the same kernel over the whole table); :func:`read_written` and
+  :func:`with_item_columns` give it the rows written earlier and the items' metadata;
 * :func:`write_partitions`: each task writes its rows through the given writer into a staging folder and reports
   the files it wrote (no row reaches the driver);
 * :func:`item_partition_sums`: a statistic's partition kernel over verdict rows with their item's label, every row
@@ -22,6 +25,7 @@ import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+import pandas as pd
 import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql import DataFrame, SparkSession
@@ -42,7 +46,9 @@ __all__ = [
     "map_partitions",
     "map_batches",
     "write_partitions",
-    "group_sums",
+    "partition_sums",
+    "read_written",
+    "with_item_columns",
     "item_partition_sums",
     "column",
 ]
@@ -139,10 +145,30 @@ def write_partitions(
     return [(row["file"], int(row["rows"])) for row in rows]
 
 
-def group_sums(partials: DataFrame, by: Sequence[str]) -> Any:
-    """Per-group sums of every other column of ``partials`` (the combine of partition kernels), as pandas."""
-    numeric = [c for c in partials.columns if c not in by]
-    return partials.groupBy(*by).agg(*[F.sum(c).alias(c) for c in numeric]).toPandas()
+def partition_sums(frame: DataFrame, kernel: PartitionFn, schema: pa.Schema, by: Sequence[str]) -> pd.DataFrame:
+    """Per-group sums (``by``) of the partials ``kernel`` gives on each partition of ``frame`` (rows of ``schema``:
+    the keys, then the additive columns); pandas, one row per group, in key order."""
+    partials = frame.mapInArrow(kernel, arrow_ddl(schema))
+    numeric = [f.name for f in schema if f.name not in by]
+    sums: pd.DataFrame = partials.groupBy(*by).agg(*[F.sum(c).alias(c) for c in numeric]).toPandas()
+    return sums.sort_values(list(by), kind="stable").reset_index(drop=True)
+
+
+def read_written(engine: EngineConfig, n_files: int, reader: PartitionFn, schema: pa.Schema) -> DataFrame:
+    """Rows of ``schema`` that ``reader`` reads back from written files, spread over the tasks (``reader`` gets
+    batches of an ``id`` column: the indexes of the files it reads)."""
+    spark = session(engine)
+    slices = max(1, min(n_files, 2 * spark.sparkContext.defaultParallelism))
+    return spark.range(0, n_files, 1, slices).mapInArrow(reader, arrow_ddl(schema))
+
+
+def with_item_columns(frame: DataFrame, engine: EngineConfig, data_url: str, columns: Sequence[str]) -> DataFrame:
+    """``frame``'s rows with ``columns`` of the dataset's ``items`` table, only the items where all are known."""
+    items = read_table(session(engine), data_url, "items").select("dataset", "item_id", *columns)
+    known = F.lit(True)
+    for name in columns:
+        known = known & F.col(name).isNotNull()
+    return frame.join(items, on=["dataset", "item_id"], how="inner").where(known)
 
 
 def item_partition_sums(
@@ -155,7 +181,7 @@ def item_partition_sums(
     schema: pa.Schema,
     by: Sequence[str],
     rows_per_task: int,
-) -> Any:
+) -> pd.DataFrame:
     """Per-group sums (``by``) of ``kernel``'s partials over the verdict rows of ``url`` joined with their labels
     (``dataset, item_id`` plus ``label_columns``), partitioned by item; pandas, one row per group.
 
@@ -171,4 +197,4 @@ def item_partition_sums(
     n_rows = count_rows(url, "verdicts", storage_options=engine.storage_options)
     parts = max(spark.sparkContext.defaultParallelism, -(-n_rows // rows_per_task))
     rows = verdicts.join(labels, on=keys, how="left").repartition(parts, *keys)
-    return group_sums(rows.mapInArrow(kernel, arrow_ddl(schema)), by)
+    return partition_sums(rows, kernel, schema, by)
