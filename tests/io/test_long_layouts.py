@@ -120,6 +120,14 @@ def test_an_unlabelled_batch_stores_every_item_unlabelled(tmp_path, labels_csv):
     assert read_report(str(tmp_path / "out"))["rows_written"]["labels"] == len(expected_items)
 
 
+def test_an_unlabelled_batch_without_item_ids_is_named(tmp_path):
+    path = tmp_path / "votes.csv"
+    path.write_text("item,judge_id,verdict\nt1,w1,A\n")
+    with pytest.raises(InputError, match=r"votes\.csv: item_id: missing required column \(found \['item', 'judge_id'"):
+        ingest("long", str(path), str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_table_mixing_both_layouts_is_refused(tmp_path):
     src = tmp_path / "src"
     src.mkdir()

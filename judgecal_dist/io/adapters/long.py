@@ -333,6 +333,10 @@ def read_long(
             tables[table_name] = _with_dataset(table, name, urls[table_name], given=dataset is not None)
     unlabelled = "labels" not in tables or tables["labels"].num_rows == 0
     if unlabelled:
+        if "item_id" not in tables["verdicts"].column_names:  # the validator's words, before labels need the column
+            raise InputError(
+                f"{urls['verdicts']}: item_id: missing required column (found {tables['verdicts'].column_names})"
+            )
         tables["labels"] = _unlabelled(tables["verdicts"])
         urls.pop("labels", None)
     elif "label" not in tables["labels"].column_names:
