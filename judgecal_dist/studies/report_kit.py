@@ -160,9 +160,10 @@ def _has(row: Any, key: str) -> bool:
     return key in row if hasattr(row, "get") else hasattr(row, key)
 
 
-def _cell(value: Any) -> str:
-    # A pipe inside a cell would split it.
-    return str(value).replace("|", "\\|")
+def _line(cells: Sequence[Any]) -> str:
+    # A pipe inside a cell would split it; an empty cell is one space wide.
+    text = (str(c).replace("|", "\\|") for c in cells)
+    return "|" + "|".join(f" {t} " if t else " " for t in text) + "|"
 
 
 def table(header: Sequence[Any], rows: Iterable[Sequence[Any]], *, align: Sequence[str] | None = None) -> list[str]:
@@ -183,12 +184,12 @@ def table(header: Sequence[Any], rows: Iterable[Sequence[Any]], *, align: Sequen
         A row whose length differs from the header's.
     """
     rule = ["---:" if a == "right" else "---" for a in (align or ["left"] * len(header))]
-    lines = ["| " + " | ".join(_cell(h) for h in header) + " |", "| " + " | ".join(rule) + " |"]
+    lines = [_line(header), _line(rule)]
     for row in rows:
         cells = list(row)
         if len(cells) != len(header):
             raise ValueError(f"table row has {len(cells)} cells, the header {len(header)}: {cells[:3]}")
-        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+        lines.append(_line(cells))
     return lines
 
 

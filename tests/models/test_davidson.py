@@ -156,7 +156,7 @@ def test_a_model_exported_from_rb2_pairs_scores_that_dataset(rb2_dir, fitted, tm
     for a pairs model, scores for a verdicts model) is refused with one line naming what to pass."""
     from judgecal_dist.io.ingest import ingest
     from judgecal_dist.studies.itc import study as itc
-    from judgecal_dist.studies.itc.report import export_model
+    from judgecal_dist.studies.itc.model import export_model
 
     src = tmp_path / "src"
     src.mkdir()

@@ -33,6 +33,7 @@ def test_table_refuses_a_ragged_row_and_escapes_pipes():
     with pytest.raises(ValueError, match="2 cells, the header 3"):
         table(["a", "b", "c"], [[1, 2]])
     assert table(["m"], [["a|b"]])[2] == "| a\\|b |"
+    assert table(["a", "b"], [["x", ""]])[2] == "| x | |"
 
 
 @pytest.mark.parametrize("bad", [None, float("nan"), math.inf, "text", np.nan])

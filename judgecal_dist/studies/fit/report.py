@@ -15,6 +15,7 @@ from judgecal_dist.methods.aggregation.votes import count_judge_votes
 from judgecal_dist.stats.metrics import brier, ece_positive, nll, reliability_bins
 from judgecal_dist.studies.base import interval_note
 from judgecal_dist.studies.recommendation import Recommendation, estimate
+from judgecal_dist.studies.report_kit import level_text, number, row_interval, section, table
 
 __all__ = ["Card", "card", "judge_weights", "WEIGHTS_FILE"]
 
@@ -90,28 +91,30 @@ def _weight_lines(weights: pd.DataFrame) -> list[str]:
             f"The {SHOWN_JUDGES} highest and {SHOWN_JUDGES} lowest of {len(weights)} judges by weight; every judge "
             f"is in `{WEIGHTS_FILE}`."
         )
-    rows = [f"| {w.judge_id} | {w.weight:.4f} | {int(w.votes)} | {w.accuracy:.3f} |" for w in shown.itertuples()]
+    rows = [[w.judge_id, number(w.weight), number(w.votes, "d"), number(w.accuracy, ".3f")] for w in shown.itertuples()]
     if len(shown) < len(weights):
-        rows.insert(SHOWN_JUDGES, f"| ({len(weights) - len(shown)} more) | | | |")
-    return [head, "", "| judge | weight | votes | accuracy |", "| --- | --- | --- | --- |", *rows]
+        rows.insert(SHOWN_JUDGES, [f"({len(weights) - len(shown)} more)", "", "", ""])
+    return section(
+        "Per-judge weights of the exported model (fitted on all labelled items)",
+        head,
+        rows=table(["judge", "weight", "votes", "accuracy"], rows),
+    )
 
 
-def _warning_lines(table: pd.DataFrame) -> list[str]:
+def _warning_lines(candidates: pd.DataFrame) -> list[str]:
     """Candidates whose fits raised ConvergenceWarnings during cross-fitting (counted, not printed)."""
-    warned = table[table["convergence_warnings"] > 0]
+    warned = candidates[candidates["convergence_warnings"] > 0]
     if warned.empty:
         return []
-    return [
-        "## Convergence warnings during cross-fitting",
-        "",
-        f"{len(warned)} of {len(table)} candidates had fits that stopped without converging (an optimiser or EM "
+    return section(
+        "Convergence warnings during cross-fitting",
+        f"{len(warned)} of {len(candidates)} candidates had fits that stopped without converging (an optimiser or EM "
         "at its iteration limit, a temperature at its bound); their NLL is that of the fit they stopped at.",
-        "",
-        "| candidate | warnings (all folds) |",
-        "| --- | --- |",
-        *(f"| `{r.candidate}` | {int(r.convergence_warnings)} |" for r in warned.itertuples()),
-        "",
-    ]
+        rows=table(
+            ["candidate", "warnings (all folds)"],
+            [[f"`{r.candidate}`", number(r.convergence_warnings, "d")] for r in warned.itertuples()],
+        ),
+    )
 
 
 def _reliability_png(bins: pd.DataFrame, title: str) -> bytes:
@@ -132,25 +135,14 @@ def _reliability_png(bins: pd.DataFrame, title: str) -> bytes:
     return png(fig, tight_layout=True)
 
 
-def card(
-    config: Any,
-    table: pd.DataFrame,
-    chosen: str,
-    runner_up: str,
-    exported: str,
-    crossfit: dict[str, np.ndarray],
-    panel: Panel,
-    model: Any,
-) -> Card:
-    y, groups = panel.labels, panel.group_keys
-    level = f"{100 * config.ci_level:g}%"
-    rows = table.set_index("candidate")
-    records, lines = [], []
-    names = [(chosen, "chosen")] + [(runner_up, "runner-up")] * bool(runner_up)
-    names += [(exported, "exported (export setting)")] * (exported != chosen)
-    metric_lines = ["| role | candidate | judges | NLL | Brier | ECE |", "| --- | --- | --- | --- | --- | --- |"]
+def _metric_records(
+    config: Any, candidates: pd.DataFrame, names: list[tuple[str, str]], crossfit: dict[str, np.ndarray], panel: Panel
+) -> list[dict[str, Any]]:
+    """Per shown candidate (role, name): cross-fitted NLL, Brier and ECE with their grouped bootstrap intervals."""
+    rows = candidates.set_index("candidate")
+    records = []
     for name, role in names:
-        ci = grouped_intervals(y, crossfit[name], groups, config)
+        ci = grouped_intervals(panel.labels, crossfit[name], panel.group_keys, config)
         records.append(
             {
                 "role": role,
@@ -162,62 +154,70 @@ def card(
             | {f"{k}_ci_low": v[1] for k, v in ci.items()}
             | {f"{k}_ci_high": v[2] for k, v in ci.items()}
         )
-        cells = " | ".join(f"{v[0]:.4f} [{v[1]:.4f}, {v[2]:.4f}]" for v in ci.values())
-        metric_lines.append(f"| {role} | `{name}` | {int(rows.loc[name, 'n_judges'])} | {cells} |")
-    best = table.iloc[0]
-    bins = reliability_bins(y, crossfit[exported], n_bins=config.n_bins)
-    weights = judge_weights(model, panel)
-    lines += [
-        f"# Model card: `{exported}`",
-        "",
-        "## Choice",
-        "",
+    return records
+
+
+def _choice_lines(config: Any, candidates: pd.DataFrame, exported: str, panel: Panel, model: Any) -> list[str]:
+    best = candidates.iloc[0]
+    rule = (
+        "the one-standard-error rule then takes, among the candidates within one SE of it, the fewest judges, "
+        "then the simplest calibrator, then the simplest aggregator."
+        if config.rule == "one_se"
+        else "rule `lowest` takes it."
+    )
+    return section(
+        "Choice",
         f"Exported `{exported}` ({model.name}): `model/model.json` ({model.document['format']}), applied with "
-        "`judgecal score --model <this run> --data URL --output URL`.",
-        f"Chosen by rule `{config.rule}` among {len(table)} candidates ({len(config.aggregators)} aggregators x "
+        "`judgecal score --model <this run> --data URL --output URL`.\n"
+        f"Chosen by rule `{config.rule}` among {len(candidates)} candidates ({len(config.aggregators)} aggregators x "
         f"{len(config.calibrators)} calibrators x panels {list(config.panels)}), compared by {config.folds}-fold "
-        f"cross-fitted NLL on all {len(y)} labelled items of `{panel.dataset}` (folds grouped by group_id).",
-        f"Lowest NLL: `{best['candidate']}` {best['nll']:.4f} (SE {best['se']:.4f}); "
-        + (
-            "the one-standard-error rule then takes, among the candidates within one SE of it, the fewest judges, "
-            "then the simplest calibrator, then the simplest aggregator."
-            if config.rule == "one_se"
-            else "rule `lowest` takes it."
+        f"cross-fitted NLL on all {len(panel.labels)} labelled items of `{panel.dataset}` (folds grouped by group_id).\n"
+        f"Lowest NLL: `{best['candidate']}` {number(best['nll'])} (SE {number(best['se'])}); {rule}",
+    )
+
+
+def _body_lines(
+    config: Any, candidates: pd.DataFrame, records: list[dict[str, Any]], bins: pd.DataFrame, weights: pd.DataFrame
+) -> list[str]:
+    """The card after its choice: metrics, reliability, weights, warnings, every candidate, the predictions file."""
+    metrics = [
+        [r["role"], f"`{r['candidate']}`", r["n_judges"], *(row_interval(r, m) for m in ("nll", "brier", "ece"))]
+        for r in records
+    ]
+    reliability = [
+        [f"({b.lower:.1f}, {b.upper:.1f}]", number(b.count, "d"), number(b.mean_p, ".3f"), number(b.frac_pos, ".3f")]
+        for b in bins.itertuples()
+        if b.count > 0
+    ]
+    every = [[f"`{r.candidate}`", r.n_judges, number(r.nll), number(r.se)] for r in candidates.itertuples()]
+    return [
+        *section(
+            f"Cross-fitted metrics ({level_text(config.ci_level)} intervals: percentile bootstrap over groups, "
+            f"{config.resamples} resamples)",
+            rows=table(["role", "candidate", "judges", "NLL", "Brier", "ECE"], metrics),
         ),
-        "",
-        f"## Cross-fitted metrics ({level} intervals: percentile bootstrap over groups, {config.resamples} resamples)",
-        "",
-        *metric_lines,
-        "",
-        "## Reliability of the exported pipeline (cross-fitted, `figures/reliability.png`)",
-        "",
-        "| bin | items | mean P(A) | fraction A |",
-        "| --- | --- | --- | --- |",
-        *(
-            f"| ({b.lower:.1f}, {b.upper:.1f}] | {int(b.count)} | {b.mean_p:.3f} | {b.frac_pos:.3f} |"
-            for b in bins.itertuples()
-            if b.count > 0
+        *section(
+            "Reliability of the exported pipeline (cross-fitted, `figures/reliability.png`)",
+            rows=table(["bin", "items", "mean P(A)", "fraction A"], reliability),
         ),
-        "",
-        "## Per-judge weights of the exported model (fitted on all labelled items)",
-        "",
         *_weight_lines(weights),
-        "",
-        *_warning_lines(table),
-        "## Every candidate (cross-fitted NLL, lowest first)",
-        "",
-        "| candidate | judges | NLL | SE |",
-        "| --- | --- | --- | --- |",
-        *(f"| `{r.candidate}` | {r.n_judges} | {r.nll:.4f} | {r.se:.4f} |" for r in table.itertuples()),
-        "",
-        "`predictions.parquet` holds the exported model's P(A) of every labelled item (`p`, refitted on all of "
-        "them) beside its cross-fitted probability (`crossfit_p`); `judgecal score` with this model gives `p` exactly.",
+        *_warning_lines(candidates),
+        *section(
+            "Every candidate (cross-fitted NLL, lowest first)",
+            rows=table(["candidate", "judges", "NLL", "SE"], every),
+            after=[
+                "`predictions.parquet` holds the exported model's P(A) of every labelled item (`p`, refitted on all "
+                "of them) beside its cross-fitted probability (`crossfit_p`); `judgecal score` with this model gives "
+                "`p` exactly."
+            ],
+        ),
         "",
     ]
-    title = f"{exported}: cross-fitted reliability, {len(y)} items"
-    support = pd.DataFrame(records)
-    first, second = support.iloc[-1 if exported != chosen else 0], support.iloc[1] if len(support) > 1 else None
-    recommendation = Recommendation(
+
+
+def _recommendation(config: Any, support: pd.DataFrame, exported_first: bool, model: Any) -> Recommendation:
+    first, second = support.iloc[-1 if exported_first else 0], support.iloc[1] if len(support) > 1 else None
+    return Recommendation(
         use=f"{model.name} ({len(model.judge_ids)} judges), exported as model/model.json: "
         "judgecal score --model <this run> applies it",
         expected=", ".join(estimate(first, m, m.upper() if m != "brier" else "Brier") for m in ("nll", "brier", "ece"))
@@ -229,11 +229,34 @@ def card(
         keys=["role", "candidate", "n_judges"],
         metrics=["nll", "brier", "ece"],
     )
-    figures = {"reliability.png": _reliability_png(bins, title)}
+
+
+def card(
+    config: Any,
+    candidates: pd.DataFrame,
+    chosen: str,
+    runner_up: str,
+    exported: str,
+    crossfit: dict[str, np.ndarray],
+    panel: Panel,
+    model: Any,
+) -> Card:
+    """The model card of the exported candidate, from the cross-fitted ``candidates`` (lowest NLL first)."""
+    names = [(chosen, "chosen")] + [(runner_up, "runner-up")] * bool(runner_up)
+    names += [(exported, "exported (export setting)")] * (exported != chosen)
+    records = _metric_records(config, candidates, names, crossfit, panel)
+    bins = reliability_bins(panel.labels, crossfit[exported], n_bins=config.n_bins)
+    weights = judge_weights(model, panel)
+    lines = [
+        f"# Model card: `{exported}`",
+        *_choice_lines(config, candidates, exported, panel, model),
+        *_body_lines(config, candidates, records, bins, weights),
+    ]
+    title = f"{exported}: cross-fitted reliability, {len(panel.labels)} items"
     return Card(
         text="\n".join(lines),
         records=records,
-        figures=figures,
-        recommendation=recommendation,
+        figures={"reliability.png": _reliability_png(bins, title)},
+        recommendation=_recommendation(config, pd.DataFrame(records), exported != chosen, model),
         tables={WEIGHTS_FILE: weights},
     )

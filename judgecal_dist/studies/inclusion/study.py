@@ -49,15 +49,10 @@ from judgecal_dist.methods.selection.diagnostics import (
     flag_below_chance,
     flag_missingness,
     flag_parse_rate,
-    flag_saturation,
 )
 from judgecal_dist.models.binary import FORMAT
 from judgecal_dist.splits import calibration_mask
-from judgecal_dist.stats.equivalence import TOSTResult, tost, tost_paired
-from judgecal_dist.stats.inference import summarise_over_splits
 from judgecal_dist.stats.metrics import ece_positive, metric_table, pointwise_nll, reliability_bins
-from judgecal_dist.stats.permutation import paired_permutation_test_many
-from judgecal_dist.stats.resampling import paired_bootstrap_ci
 from judgecal_dist.stats.selective import accuracy_at_confidence, auac
 from judgecal_dist.stats.strata import nll_by_agreement_tercile
 from judgecal_dist.studies.base import StudyResult
@@ -65,6 +60,7 @@ from judgecal_dist.studies.inclusion import report as inclusion_report
 from judgecal_dist.studies.inclusion.config import DIAGNOSTIC_PANEL, Config, Replicate
 from judgecal_dist.studies.inclusion.controls import control_lines, control_rows, scope_lines
 from judgecal_dist.studies.inclusion.diagnostics import diagnose
+from judgecal_dist.studies.inclusion.figures import figures
 from judgecal_dist.studies.inclusion.grain import grain_lines, regrain
 from judgecal_dist.studies.inclusion.model import (
     DEFAULT_AGGREGATOR,
@@ -73,10 +69,11 @@ from judgecal_dist.studies.inclusion.model import (
     conformal_rows,
     export_model,
     exported_candidate,
-    summarise_conformal,
 )
+from judgecal_dist.studies.inclusion.paired import attach_paired_tests, item_pair_rows
 from judgecal_dist.studies.inclusion.recommend import recommend
 from judgecal_dist.studies.inclusion.search import SEARCHES, is_search, run_searches
+from judgecal_dist.studies.inclusion.summary import saturation, side_tables, summary_table
 
 __all__ = [
     "NAME",
@@ -94,11 +91,6 @@ __all__ = [
 ]
 
 NAME = "inclusion"
-METRICS = ("nll", "brier", "ece", "accuracy")
-#: Spec §4's further metrics, summarised with intervals beside the headline ones.
-SELECTIVE = ("ece_positive", "auac", "coverage_at_tau")
-#: Every split is a random half of the same items: intervals over splits are Nadeau-Bengio corrected t intervals.
-SPLIT_SIZES = ("n_eval", "n_cal")
 
 
 @dataclass(frozen=True)
@@ -232,10 +224,10 @@ def run_replicate(data: InclusionInput, rep: Replicate) -> pd.DataFrame:
                 if agg_name == DEFAULT_AGGREGATOR and panel_name == "all" and cal_name in ("none", DEFAULT_CALIBRATOR):
                     rows += _reliability_rows(base, cal_name, y_eval, p, rep.n_bins)
     table = pd.DataFrame(rows)
-    _attach_paired_tests(table, losses, rep)
+    attach_paired_tests(table, losses, rep)
     extra = [base | row for row in (*_tercile_rows(full_p, v_eval, y_eval, settings.eps), *search_rows)]
     extra += [base | row for row in conformal_rows(panel, in_cal, v_eval, y_eval, rep)]
-    extra += [base | row for row in _item_pair_rows(losses, rep)]
+    extra += [base | row for row in item_pair_rows(losses, rep)]
     extra += [
         base | row
         for row in control_rows(rep.controls, rep.seed, settings, v_cal, y_cal, v_eval, y_eval, rep.calib_scores, roles)
@@ -395,325 +387,65 @@ def _reliability_rows(base: dict, cal_name: str, y: np.ndarray, p: np.ndarray, n
     ]
 
 
-def _attach_paired_tests(table: pd.DataFrame, losses: dict, rep: Replicate) -> None:
-    """delta_nll = mean(loss_panel - loss_all) and the paired permutation test (spec §5.5(a)) per curated panel."""
-    keys = [k for k in losses if k[2] != "all"]
-    if not keys:
-        return
-    d = np.stack([losses[k] - losses[k[0], k[1], "all"] for k in keys])
-    perm = paired_permutation_test_many(d, n_resamples=rep.permutation_resamples, rng=np.random.default_rng(rep.seed))
-    index = {k: i for i, k in enumerate(keys)}
-    rows = table["kind"].eq("metrics") & table["panel"].ne("all")
-    order = [
-        index[a, c, p] for a, c, p in table.loc[rows, ["aggregator", "calibrator", "panel"]].itertuples(index=False)
-    ]
-    table.loc[rows, "delta_nll"] = d.mean(axis=1)[order]
-    # Item-level TOST (H.9, H.13): is the panel's NLL within +-margin of the full panel's on these items?
-    tests = [_tost_or_none(row, rep.tost_margin) for row in d]
-    table.loc[rows, "tost_p"] = np.array([np.nan if r is None else r.pvalue for r in tests])[order]
-    table.loc[rows, "tost_equivalent"] = np.array([r is not None and r.equivalent for r in tests], dtype=float)[order]
-    table.loc[rows, "perm_stat"] = perm.statistic[order]
-    table.loc[rows, "perm_p"] = perm.pvalue[order]
-
-
-def _item_pair_rows(losses: dict, rep: Replicate) -> list[dict]:
-    """Per-item loss differences, default pipeline minus each other aggregator with the default calibrator on all
-    judges, for the item-level paired bootstrap of spec §5.5(c) (H.9) in ``summarise``."""
-    ref = (DEFAULT_AGGREGATOR, DEFAULT_CALIBRATOR, "all")
-    if not rep.item_bootstrap_resamples or ref not in losses:
-        return []
-    return [
-        {
-            "kind": "item_pairs",
-            "aggregator": agg,
-            "calibrator": DEFAULT_CALIBRATOR,
-            "panel": "all",
-            "d": losses[ref] - loss,
-        }
-        for (agg, cal, panel_name), loss in losses.items()
-        if panel_name == "all" and cal == DEFAULT_CALIBRATOR and agg != DEFAULT_AGGREGATOR
-    ]
-
-
-def item_bootstrap(parts: pd.DataFrame, config: Config, panel: Panel) -> pd.DataFrame:
-    """Item-level paired bootstrap CI (splits held fixed) and TOST on its SE, per compared aggregator.
-
-    Every split is a random half of the same items, so the groups of ``panel`` (the split unit) are resampled once
-    per bootstrap draw and shared by all splits; resampling each split on its own would narrow the interval about
-    as one over the square root of the number of splits (on LLMBar's 100 splits, 5-8 times), whatever the data.
-    """
-    rows = parts[parts["kind"] == "item_pairs"] if "kind" in parts else parts.iloc[:0]
-    out = []
-    for agg, group in rows.groupby("aggregator", sort=False):
-        group = group.sort_values("seed")
-        ds = [np.asarray(d, dtype=np.float64) for d in group["d"]]
-        in_cal = calibration_mask(panel.group_keys, [int(s) for s in group["seed"]], config.calib_fraction)
-        ci = paired_bootstrap_ci(
-            ds,
-            confidence=config.ci_level,
-            n_resamples=config.item_bootstrap_resamples,
-            rng=np.random.default_rng(config.seed),
-            units=[panel.group_keys[~m] for m in in_cal],
-        )
-        test = tost(ci.estimate, ci.standard_error, margin=config.tost_margin) if ci.standard_error > 0 else None
-        out.append(
-            {
-                "aggregator": agg,
-                "calibrator": DEFAULT_CALIBRATOR,
-                "delta_nll": ci.estimate,
-                "ci_low": ci.low,
-                "ci_high": ci.high,
-                "se": ci.standard_error,
-                "tost_p": np.nan if test is None else test.pvalue,
-                "tost_equivalent": test is not None and test.equivalent,
-                "splits": len(ds),
-            }
-        )
-    return pd.DataFrame(out)
-
-
-def _item_bootstrap_lines(table: pd.DataFrame, config: Config, metrics: pd.DataFrame | None = None) -> str:
-    """Report section: the item-level paired bootstrap (H.9) and TOST (H.13) against the default pipeline; where
-    Dawid-Skene falls short of the paper's tie, its per-split accuracy beside one-coin's (from ``metrics``)."""
-    if table.empty:
-        return ""
-    lines = [
-        "",
-        f"## Item-level paired bootstrap and equivalence ({DEFAULT_AGGREGATOR} + {DEFAULT_CALIBRATOR} vs the others)",
-        "",
-        f"Item groups resampled with replacement ({config.item_bootstrap_resamples} resamples), each draw shared by "
-        "every split (the splits are halves of the same items) and each split's evaluation items weighted by it; the "
-        f"splits held fixed, so the interval shows item sampling only. ΔNLL = {DEFAULT_AGGREGATOR} minus the other aggregator, "
-        f"both with {DEFAULT_CALIBRATOR} on all judges (negative favours {DEFAULT_AGGREGATOR}). TOST on the bootstrap "
-        f"SE, margin ±{config.tost_margin:g} nats.",
-        "",
-        f"| other aggregator | ΔNLL | {config.ci_level:.0%} interval | TOST p | equivalent |",
-        "| --- | --- | --- | --- | --- |",
-    ]
-    for r in table.itertuples():
-        lines.append(
-            f"| {r.aggregator} | {r.delta_nll:+.4f} | [{r.ci_low:+.4f}, {r.ci_high:+.4f}] | {r.tost_p:.4g} | "
-            f"{'yes' if r.tost_equivalent else 'no'} |"
-        )
-    lines.append("")
-    paper = {"majority": "excludes 0 in favour of one-coin", "dawid_skene": "contains 0"}
-    for agg, claim in paper.items():
-        row = table[table["aggregator"] == agg]
-        if not row.empty:
-            low, high = float(row["ci_low"].iloc[0]), float(row["ci_high"].iloc[0])
-            found = (
-                "excludes 0 in favour of one-coin"
-                if high < 0
-                else ("contains 0" if low <= 0 <= high else "excludes 0 against one-coin")
-            )
-            lines.append(f"- vs {agg}: the paper's interval {claim}; here it {found}.")
-            if agg == "dawid_skene" and high < 0 and metrics is not None:
-                lines += _dawid_skene_accuracy(metrics)
-    stacking = table[table["aggregator"] == "stacking"]
-    if not stacking.empty:
-        r = stacking.iloc[0]
-        found = (
-            "stacking better (interval above 0)"
-            if r["ci_low"] > 0
-            else "one-coin better (interval below 0)"
-            if r["ci_high"] < 0
-            else "no clear difference"
-        )
-        lines.append(
-            "- vs stacking: the paper found stacking degenerate (NLL at the clipping floor, as an encoding of every "
-            f"label as the preferred response would make it); here ΔNLL is {r['delta_nll']:+.4f}: {found}."
-        )
-    return "\n".join(lines) + "\n"
-
-
-def _dawid_skene_accuracy(metrics: pd.DataFrame) -> list[str]:
-    """Dawid-Skene's and one-coin's evaluation accuracy over splits (both + the default calibrator, all judges)."""
-    rows = metrics[(metrics["panel"] == "all") & (metrics["calibrator"] == DEFAULT_CALIBRATOR)]
-    acc = {a: rows.loc[rows["aggregator"] == a, "accuracy"].to_numpy() for a in ("dawid_skene", DEFAULT_AGGREGATOR)}
-    if any(v.size == 0 for v in acc.values()):
-        return []
-    ds, oc = acc["dawid_skene"], acc[DEFAULT_AGGREGATOR]
-    majority = rows.loc[rows["aggregator"] == "majority", "accuracy"].to_numpy()
-    why = (
-        f" (majority vote is right on a median {np.median(majority):.3f} of the evaluation items: a class learned "
-        "without labels can settle on what most judges say rather than on the label)"
-        if majority.size
-        else ""
+def _report_text(
+    config: Config, summary: pd.DataFrame, sides: dict[str, pd.DataFrame], data: InclusionInput, made: dict, notes: dict
+) -> str:
+    """``report.md``: the study's sections, the exported model named under the title, the further sections after."""
+    panel = data.panel
+    text = inclusion_report.report(
+        config,
+        summary,
+        sides["conformal"],
+        panel,
+        data.judges,
+        made,
+        notes["diagnostics"],
+        terciles=sides["terciles"],
+        search=sides["search"],
     )
-    return [
-        f"  Dawid-Skene is fitted without labels: its evaluation accuracy has median {np.median(ds):.3f} over the "
-        f"splits (range {ds.min():.3f} to {ds.max():.3f}), one-coin's {np.median(oc):.3f} ({oc.min():.3f} to "
-        f"{oc.max():.3f}). Where it falls toward 0.5 its latent class is not the label{why}, and no calibrator "
-        "repairs that."
-    ]
-
-
-def _tost_or_none(d: np.ndarray, margin: float) -> TOSTResult | None:
-    """TOST of one split's item differences; None when they are all equal (identical predictions: no SE)."""
-    return None if np.ptp(d) == 0.0 else tost_paired(d, margin=margin)
+    title, _, body = text.partition("\n")
+    exported = notes["exported"]
+    note = (
+        f"**Exported model:** `{exported.name}` ({len(exported.judge_ids)} judges) as `model/model.json` "
+        f"({FORMAT}; `judgecal score --model <this run>` applies it; `--set export=aggregator+calibrator@panel` "
+        "exports another pipeline)."
+    )
+    return (
+        f"{title}\n\n{note}\n{body}"
+        + inclusion_report.platt_feature_lines(sides["platt_item_features"], config)
+        + inclusion_report.item_bootstrap_lines(sides["item_bootstrap"], config, notes["metrics"])
+        + grain_lines(notes["diagnostics"], config.judge_grain, panel, summary)
+        + scope_lines(summary, sides["scope"], config)
+        + control_lines(sides["controls"], config)
+    )
 
 
 def summarise(config: Config, parts: pd.DataFrame, data: InclusionInput) -> StudyResult:
     """Means over splits with corrected resampled t intervals, figures, the report and the default pipeline's model."""
     panel = data.panel
     rng = np.random.default_rng(config.seed)
-    by = ["aggregator", "calibrator", "panel"]
     metrics = parts[parts["kind"] == "metrics"]
-    summary = summarise_over_splits(
-        metrics,
-        by=by,
-        metrics=[*METRICS, *SELECTIVE, "panel_size"],
-        confidence=config.ci_level,
-        rng=rng,
-        split_sizes=SPLIT_SIZES,
-    )
-    summary = summary.rename(
-        columns={f"{m}_mean": m for m in (*METRICS, *SELECTIVE, "panel_size")} | {"n_splits": "replicates"}
-    )
-    # Accuracy at tau is undefined in a split that keeps no item: mean over the splits that keep some.
-    kept = metrics.groupby(by, as_index=False)["accuracy_at_tau"].mean()
-    summary = summary.merge(kept, on=by, how="left")
-    summary = summary.drop(columns=["panel_size_ci_low", "panel_size_ci_high"])
-    curated = metrics[metrics["panel"] != "all"]
-    if not curated.empty:
-        paired = summarise_over_splits(
-            curated,
-            by=by,
-            metrics=["delta_nll"],
-            confidence=config.ci_level,
-            rng=rng,
-            split_sizes=SPLIT_SIZES,
-            tested=["delta_nll"],
-        )
-        paired = paired.rename(columns={"delta_nll_mean": "delta_nll"}).drop(columns="n_splits")
-        # The per-split permutation test is right within a split; its median p over splits is no p-value across
-        # splits, so the report gives it as a description (median, and the share of splits with p < 0.05).
-        per_split = curated.assign(perm_share_p05=(curated["perm_p"] < 0.05).astype(np.float64))
-        medians = per_split.groupby(by, as_index=False)[["perm_stat", "perm_p", "tost_p"]].median()
-        medians = medians.merge(
-            curated.groupby(by, as_index=False)["tost_equivalent"]
-            .mean()
-            .rename(columns={"tost_equivalent": "tost_equivalent_share"}),
-            on=by,
-        )
-        shares = per_split.groupby(by, as_index=False)["perm_share_p05"].mean()
-        summary = summary.merge(paired, on=by, how="left").merge(medians, on=by, how="left")
-        summary = summary.merge(shares, on=by, how="left")
-    order = {name: i for i, name in enumerate((*config.aggregators, *config.calibrators, *config.panels))}
-    summary = summary.sort_values(by, key=lambda col: col.map(order), kind="stable").reset_index(drop=True)
-    conformal = summarise_conformal(parts, config, rng)
-    terciles = _summarise_kind(
-        parts, "tercile", ["aggregator", "calibrator", "stratum"], ["nll", "stratum_items"], config, rng
-    )
-    search = _summarise_kind(
-        parts,
-        "search",
-        ["panel"],
-        ["panel_size", "inner_nll", "nested_nll", "nested_nll_all", "nested_delta", "evaluations"],
-        config,
-        rng,
-    )
-    featured = _summarise_kind(parts, "platt_features", ["aggregator", "calibrator"], ["nll"], config, rng)
-    if not featured.empty:  # the mean feature coefficients over splits (absent on the plain Platt rows)
-        gammas = [f"gamma_{f}" for f in config.platt_item_features]
-        mean = parts[parts["kind"] == "platt_features"].groupby(["aggregator", "calibrator"])[gammas].mean()
-        featured = featured.merge(mean.reset_index(), on=["aggregator", "calibrator"], how="left")
-    paired_items = item_bootstrap(parts, config, panel)
-    controls = _summarise_kind(parts, "control", ["control", "variant", "calibrator"], ["nll"], config, rng)
-    scope = parts[parts["kind"] == "scope_arm"] if "kind" in parts else parts.iloc[:0]
-    records = json_records(summary)
-    reliability = parts[parts["kind"] == "reliability"]
+    summary = summary_table(config, metrics, rng)
+    sides = side_tables(config, parts, panel, rng)
     diagnostics = diagnose(panel, seed=config.seed, calib_fraction=config.calib_fraction)
     diagnostics["p2_saturation"] = saturation(summary)
     made = choices(config)
     exported = export_model(config, panel, exported_candidate(config, summary))
     made["exported_model"] = f"{exported.name}: model/model.json ({FORMAT}); export={config.export}"
-    text = inclusion_report.report(
-        config, summary, conformal, panel, data.judges, made, diagnostics, terciles=terciles, search=search
-    )
-    title, _, body = text.partition("\n")
-    note = (
-        f"**Exported model:** `{exported.name}` ({len(exported.judge_ids)} judges) as `model/model.json` "
-        f"({FORMAT}; `judgecal score --model <this run>` applies it; `--set export=aggregator+calibrator@panel` "
-        "exports another pipeline)."
-    )
+    notes = {"diagnostics": diagnostics, "exported": exported, "metrics": metrics}
+    reported = ("conformal", "terciles", "search", "platt_item_features", "controls", "item_bootstrap")
     return StudyResult(
-        records=records,
+        records=json_records(summary),
         summary=summary,
-        report=f"{title}\n\n{note}\n{body}"
-        + _platt_feature_lines(featured, config)
-        + _item_bootstrap_lines(paired_items, config, metrics)
-        + grain_lines(diagnostics, config.judge_grain, panel, summary)
-        + scope_lines(summary, scope, config)
-        + control_lines(controls, config),
-        figures=inclusion_report.figures(metrics, summary, reliability, config),
+        report=_report_text(config, summary, sides, data, made, notes),
+        figures=figures(metrics, summary, parts[parts["kind"] == "reliability"], config),
         model={"model.json": exported.document},
         extra={
             "panel": {"dataset": panel.dataset, "items": panel.n_items, "judges": panel.n_judges} | panel.info,
             "choices": made,
             "diagnostics": diagnostics,
-            "conformal": json_records(conformal),
-            "terciles": json_records(terciles),
-            "search": json_records(search),
-            "platt_item_features": json_records(featured),
-            "controls": json_records(controls),
-            "item_bootstrap": json_records(paired_items),
+            **{name: json_records(sides[name]) for name in reported},
             "judges": json_records(data.judges),
         },
         recommendation=recommend(config, summary, panel.n_judges, panel.n_items),
     )
-
-
-def _platt_feature_lines(featured: pd.DataFrame, config: Config) -> str:
-    """Report section: Platt scaling without and with item features, full panel, evaluation NLL."""
-    if featured.empty:
-        return ""
-    lines = [
-        "",
-        "## Platt scaling with item features",
-        "",
-        f"Platt scaling of each aggregator's score, alone and with the item features {', '.join(config.platt_item_features)} "
-        "(agreement: |2 p_MV - 1| of the item's votes; coverage: the share of judges that voted), on all judges; "
-        f"evaluation NLL, mean over splits with its {config.ci_level:.0%} interval.",
-        "",
-        "| aggregator | Platt | Platt with features | feature coefficients |",
-        "| --- | --- | --- | --- |",
-    ]
-    for agg, rows in featured.groupby("aggregator", sort=False):
-        by = rows.set_index("calibrator")
-        plain, with_x = by.loc["platt"], by.drop(index="platt").iloc[0]
-        coef = ", ".join(f"{f} {with_x[f'gamma_{f}']:+.3f}" for f in config.platt_item_features)
-        cells = [f"{r['nll']:.4f} [{r['nll_ci_low']:.4f}, {r['nll_ci_high']:.4f}]" for r in (plain, with_x)]
-        lines.append(f"| {agg} | {cells[0]} | {cells[1]} | {coef} |")
-    return "\n".join(lines) + "\n"
-
-
-def saturation(summary: pd.DataFrame) -> list[dict] | None:
-    """P2 (spec §3.8): the default pipeline's evaluation NLL along the nested chain top-k1 < top-k2 < ... < all.
-
-    Top-k panels of one split are nested (one ranking), so the chain is the one the diagnostic asks for; the NLLs
-    are the evaluation-part means over splits, never in-sample. None when fewer than two panels are in the chain.
-    """
-    rows = summary[
-        (summary["aggregator"] == DEFAULT_AGGREGATOR)
-        & (summary["calibrator"] == DEFAULT_CALIBRATOR)
-        & summary["panel"].map(lambda p: p == "all" or (p.startswith("top") and p[3:].isdigit()))
-    ].sort_values("panel_size")
-    sizes = rows["panel_size"].round().astype(np.int64).to_numpy()
-    if len(rows) < 2 or (np.diff(sizes) <= 0).any():
-        return None
-    steps = flag_saturation(sizes, rows["nll"].to_numpy())
-    return json_records(steps.assign(panel_from=rows["panel"].to_numpy()[:-1], panel_to=rows["panel"].to_numpy()[1:]))
-
-
-def _summarise_kind(
-    parts: pd.DataFrame, kind: str, by: list[str], stats: list[str], config: Config, rng: np.random.Generator
-) -> pd.DataFrame:
-    """Means over splits with corrected t intervals of the ``kind`` rows (empty frame when there are none)."""
-    rows = parts[parts["kind"] == kind] if "kind" in parts else parts.iloc[:0]
-    if rows.empty:
-        return pd.DataFrame()
-    out = summarise_over_splits(
-        rows, by=by, metrics=stats, confidence=config.ci_level, rng=rng, split_sizes=SPLIT_SIZES
-    )
-    return out.rename(columns={f"{m}_mean": m for m in stats} | {"n_splits": "replicates"})

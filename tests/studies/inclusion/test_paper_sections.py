@@ -14,6 +14,7 @@ from scipy import stats as sps
 from judgecal_dist.errors import ConfigError
 from judgecal_dist.methods.pipeline import Settings, fit_pipelines, protocol_roles
 from judgecal_dist.studies.inclusion import study as inclusion
+from judgecal_dist.studies.inclusion.summary import saturation
 
 
 @pytest.fixture(scope="module")
@@ -103,10 +104,10 @@ def test_p2_saturation_runs_along_the_nested_top_k_chain():
         [{"aggregator": "one_coin", "calibrator": "beta", "panel": p, "panel_size": s, "nll": v} for p, s, v in rows]
         + [{"aggregator": "majority", "calibrator": "beta", "panel": "all", "panel_size": 40, "nll": 0.5}]
     )
-    steps = inclusion.saturation(summary)
+    steps = saturation(summary)
     assert [(s["panel_from"], s["panel_to"], s["saturated"]) for s in steps] == [
         ("top3", "top10", False),  # small panel, far from the floor
         ("top10", "top25", False),  # at the floor but a 10-judge base is not large, and the change is 0.042
         ("top25", "all", True),  # 25 >= 20 judges, 0.006 <= 0.01, |change| 0.002 <= 0.005
     ]
-    assert inclusion.saturation(summary[summary["panel"] == "all"]) is None
+    assert saturation(summary[summary["panel"] == "all"]) is None

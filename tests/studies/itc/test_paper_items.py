@@ -25,7 +25,8 @@ from judgecal_dist.methods.repeated.self_consistency import MISSING
 from judgecal_dist.methods.repeated.vote_rates import position_counts
 from judgecal_dist.methods.repeated.vote_simulation import vote_counts
 from judgecal_dist.studies.itc import study as itc
-from judgecal_dist.studies.itc.report import decision_grid, vote_tables
+from judgecal_dist.studies.itc.figures import decision_grid
+from judgecal_dist.studies.itc.votes import vote_tables
 
 
 def _engine() -> EngineConfig:

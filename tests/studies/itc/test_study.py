@@ -25,7 +25,7 @@ from judgecal_dist.methods.repeated.vote_simulation import vote_counts
 from judgecal_dist.studies.base import interval_note
 from judgecal_dist.studies.itc import study as itc
 from judgecal_dist.studies.itc.data import load_tasks
-from judgecal_dist.studies.itc.report import _clusters, _summary, permutation_pvalue, top_cluster
+from judgecal_dist.studies.itc.inference import method_summary, permutation_pvalue, top_cluster, top_clusters
 from judgecal_dist.studies.runner import execute, prepare
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -297,7 +297,7 @@ def test_top_cluster_is_not_fooled_by_splits_that_share_items():
     sign flips as independent evidence (the old test) calls it significant."""
     config = itc.Config(data="synthetic:g2")
     parts = _fixed_data_splits(100, shift_in_se=1.5)
-    summary = _clusters(config, parts, _summary(config, parts)).set_index("method")
+    summary = top_clusters(config, parts, method_summary(config, parts)).set_index("method")
     assert summary["top_cluster_mae"].all()  # both methods: the data cannot separate them
     assert 0.05 < summary.at["b", "p_vs_best_mae"] < 0.5
     by = {m: g.sort_values("seed") for m, g in parts.groupby("method")}
@@ -305,7 +305,7 @@ def test_top_cluster_is_not_fooled_by_splits_that_share_items():
     assert pooled < 0.01  # the old procedure: overconfident on the same data
     # A real difference (5 standard errors) is still found.
     strong = _fixed_data_splits(100, shift_in_se=5.0)
-    clusters = _clusters(config, strong, _summary(config, strong)).set_index("method")
+    clusters = top_clusters(config, strong, method_summary(config, strong)).set_index("method")
     assert clusters["top_cluster_mae"].to_dict() == {"a": True, "b": False}
 
 
@@ -314,7 +314,7 @@ def test_itc_intervals_keep_the_width_of_the_data_as_splits_grow():
     parts = _fixed_data_splits(400, shift_in_se=1.0)
     width = {}
     for s in (25, 400):
-        row = _summary(config, parts[parts["seed"] < s]).set_index("method").loc["a"]
+        row = method_summary(config, parts[parts["seed"] < s]).set_index("method").loc["a"]
         width[s] = row["mae_ci_high"] - row["mae_ci_low"]
     assert width[400] / width[25] > 0.7  # a bootstrap over split means would give 0.25
 
