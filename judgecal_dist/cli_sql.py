@@ -19,8 +19,8 @@ TABLES_DOC = "docs/tables.md"
 warehouse_option = click.option(
     "--warehouse",
     default=None,
-    help="The catalog's folder: server state file, logs, Derby metastore (default: sql_warehouse of the engine "
-    "config, ./warehouse).",
+    help="The catalog's folder: server state file, logs, Derby metastore (default: $JUDGECAL_WAREHOUSE, else "
+    "sql_warehouse of the engine config, else ~/.judgecal/warehouse: one per user, found from any folder).",
 )
 connect_option = click.option(
     "--connect",
@@ -39,13 +39,19 @@ format_option = click.option(
 )
 
 
-def _engine(conf_path: Path | None, warehouse: str | None) -> Any:
+def _engine(conf_path: Path | None) -> Any:
     from judgecal_dist.config import load_engine_config
     from judgecal_dist.extras import require_extra
 
     require_extra("spark", "judgecal sql, serve and catalog")
 
-    return load_engine_config(conf_path, {"sql_warehouse": warehouse})
+    return load_engine_config(conf_path)
+
+
+def _folder(engine: Any, warehouse: str | None) -> Path:
+    from judgecal_dist.engine.sql.server import warehouse_folder
+
+    return warehouse_folder(warehouse, engine.sql_warehouse)
 
 
 def format_rows(rows: Any, fmt: str) -> str:
@@ -84,8 +90,10 @@ def sql(
     """Run Spark SQL QUERY (statements separated by ';'); without QUERY, an interactive prompt.
 
     \b
-    Where: the running `judgecal serve` of --warehouse (or --connect sc://host:port) over Spark Connect, with
-    no JVM in this process; a local Spark session only when no server runs.
+    Where: the running `judgecal serve` of the warehouse (--warehouse, else the per-user one, so from any
+    folder; or --connect sc://host:port) over Spark Connect, with no JVM in this process. With no server: --data
+    runs on a local Spark session, the catalog too when the warehouse holds one; otherwise exit 2 saying how to
+    start a server.
     Tables: the catalog's databases (judgecal catalog add URL --name NAME: NAME.verdicts, NAME.labels,
     NAME.judges, NAME.items, NAME.refused; a results root: NAME.runs and one table per study), or with --data
     the views verdicts, labels and, when the dataset has them, judges, items and refused.
@@ -102,7 +110,8 @@ def sql(
 
     if data is None and (allow_writes or out is not None):
         raise Rejected(f"{'--allow-writes' if allow_writes else '--out'}: only with --data (the catalog is read-only)")
-    with open_session(_engine(conf_path, warehouse), connect_url=connect_url, catalog=data is None) as session:
+    engine = _engine(conf_path)
+    with open_session(engine, warehouse=warehouse, connect_url=connect_url, catalog=data is None) as session:
         if query is None:
             _prompt(session, data, limit, fmt)
             return
@@ -190,25 +199,28 @@ def serve(
       beeline -u jdbc:hive2://127.0.0.1:10000
       SparkSession.builder.remote("sc://127.0.0.1:15002").getOrCreate()
       judgecal sql "SELECT ..."
-    Ports, master and warehouse come from the engine config (sql_* settings, spark_master, spark_conf).
+    Ports, master and warehouse come from the engine config (sql_* settings, spark_master, spark_conf; the
+    spark_conf reaches Spark through a 0600 file, never the command line). The warehouse is --warehouse, else
+    $JUDGECAL_WAREHOUSE, else sql_warehouse, else ~/.judgecal/warehouse; one server per warehouse (a lock).
     The catalog persists in the warehouse folder (an embedded Derby metastore), or in --metastore-uri.
     The state file (WAREHOUSE/server.json) and the logs (WAREHOUSE/logs/server.log) sit in the warehouse.
     The server has no authentication: it binds 127.0.0.1 and refuses another address without --allow-remote.
     """
     from judgecal_dist.engine.sql.server import ServerSettings, read_state, start_server, stop_server
 
-    engine = _engine(conf_path, warehouse)
+    engine = _engine(conf_path)
+    folder = _folder(engine, warehouse)
     if stop:
-        click.echo(stop_server(engine.sql_warehouse))
+        click.echo(stop_server(folder))
         return
     if show_status:
-        state = read_state(Path(engine.sql_warehouse).expanduser())
+        state = read_state(folder)
         if state is None:
-            raise Rejected(f"{engine.sql_warehouse}: no server runs for this warehouse (no server.json)")
+            raise Rejected(f"{folder}: no server runs for this warehouse (no server.json)")
         click.echo(" ".join(f"{k}={state[k]}" for k in sorted(state)))
         return
     settings = ServerSettings(
-        warehouse=engine.sql_warehouse,
+        warehouse=str(folder),
         host=host or engine.sql_host,
         thrift_port=thrift_port or engine.sql_thrift_port,
         connect_port=connect_port or engine.sql_connect_port,
@@ -221,16 +233,20 @@ def serve(
         click.echo(f"warning: serving {settings.host} without authentication: trusted networks only", err=True)
     click.echo(f"ready: {state['jdbc_url']} (JDBC: beeline -u {state['jdbc_url']})")
     click.echo(f"ready: {state['connect_url']} (Spark Connect: judgecal sql, SparkSession.builder.remote)")
-    click.echo(
-        f"pid {state['pid']}; logs {state['log']}; stop with: judgecal serve --stop --warehouse {settings.folder}"
-    )
+    click.echo(f"pid {state['pid']}; logs {state['log']}; stop with: judgecal serve --stop{_where(warehouse, folder)}")
+
+
+def _where(warehouse: str | None, folder: Path) -> str:
+    """`` --warehouse FOLDER`` when the folder was named, else nothing: the default is found from anywhere."""
+    return f" --warehouse {folder}" if warehouse else ""
 
 
 @click.group()
 def catalog() -> None:
     """The persistent catalog of `judgecal serve`: datasets and results roots as databases of tables.
 
-    Through the running server of --warehouse when one runs, else on a local session over the same metastore.
+    Through the running server of the warehouse (--warehouse, else the per-user one) when one runs, else on a
+    local session over the same metastore.
     Tables and columns: docs/tables.md.
     """
 
@@ -250,16 +266,25 @@ def catalog_add(
     A results root (one with history/) gives NAME.runs and one table per study with every run's summary rows.
     Adding the same URL again refreshes the tables (a dataset re-ingested there shows its new rows).
     """
-    click.echo(register(url, name, _engine(conf_path, warehouse), connect_url))
+    click.echo(register(url, name, _engine(conf_path), connect_url, warehouse))
 
 
-def register(url: str, name: str | None, engine: Any, connect_url: str | None = None) -> str:
-    """Add ``url`` to the catalog; one line saying what was registered."""
+def register(
+    url: str, name: str | None, engine: Any, connect_url: str | None = None, warehouse: str | None = None
+) -> str:
+    """Add ``url`` to the catalog; one line saying what was registered (progress lines on stderr)."""
+    import logging
+    import time
+
     from judgecal_dist.engine.sql.catalog import add_to_catalog, check_entry
     from judgecal_dist.engine.sql.client import open_session
 
+    log = logging.getLogger("judgecal_dist.engine.sql.catalog")
     url, name, _ = check_entry(url, name)  # a wrong URL or name is refused before any session starts
-    with open_session(engine, connect_url=connect_url) as session:
+    began = time.monotonic()
+    log.info("catalog add: opening the catalog's session")
+    with open_session(engine, warehouse=warehouse, connect_url=connect_url, create=True, door="catalog") as session:
+        log.info("catalog add: session open on %s (%.0f s)", session.where, time.monotonic() - began)
         entry = add_to_catalog(session.spark, url, name)
     return f"{entry.name}: {entry.kind} {entry.url}: tables {', '.join(entry.tables)}"
 
@@ -273,10 +298,13 @@ def register(url: str, name: str | None, engine: Any, connect_url: str | None = 
 def catalog_list(fmt: str, connect_url: str | None, warehouse: str | None, conf_path: Path | None) -> None:
     """List the registered databases: name, kind, URL, tables."""
     from judgecal_dist.engine.sql.catalog import catalog_entries, entries_frame
-    from judgecal_dist.engine.sql.client import open_session
+    from judgecal_dist.engine.sql.client import NoCatalog, open_session
 
-    with open_session(_engine(conf_path, warehouse), connect_url=connect_url) as session:
-        rows = entries_frame(catalog_entries(session.spark))
+    try:
+        with open_session(_engine(conf_path), warehouse=warehouse, connect_url=connect_url, door="catalog") as session:
+            rows = entries_frame(catalog_entries(session.spark))
+    except NoCatalog:
+        rows = entries_frame([])  # no server and no catalog: nothing is registered, and no JVM is needed to say so
     click.echo(format_rows(rows, fmt))
 
 
@@ -288,9 +316,12 @@ def catalog_list(fmt: str, connect_url: str | None, warehouse: str | None, conf_
 @guarded
 def catalog_drop(name: str, connect_url: str | None, warehouse: str | None, conf_path: Path | None) -> None:
     """Drop database NAME and its tables (only one judgecal registered; the data files stay)."""
-    from judgecal_dist.engine.sql.catalog import drop_from_catalog
-    from judgecal_dist.engine.sql.client import open_session
+    from judgecal_dist.engine.sql.catalog import drop_from_catalog, not_registered
+    from judgecal_dist.engine.sql.client import NoCatalog, open_session
 
-    with open_session(_engine(conf_path, warehouse), connect_url=connect_url) as session:
-        entry = drop_from_catalog(session.spark, name)
+    try:
+        with open_session(_engine(conf_path), warehouse=warehouse, connect_url=connect_url, door="catalog") as session:
+            entry = drop_from_catalog(session.spark, name)
+    except NoCatalog as err:
+        raise InputError(not_registered(name, [])) from err
     click.echo(f"dropped {entry.name} ({entry.kind} {entry.url}; its files stay)")

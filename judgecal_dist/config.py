@@ -171,7 +171,10 @@ class EngineConfig(TypedSettings):
     ] = 20_000
     storage_options: dict[str, Any] = Field(default_factory=dict, description="fsspec storage options")
     # judgecal serve / sql / catalog: the catalog's folder (state file, logs, Derby metastore) and the endpoints.
-    sql_warehouse: str = Field(default="./warehouse", min_length=1, description="catalog folder of judgecal serve")
+    # The warehouse: --warehouse, else $JUDGECAL_WAREHOUSE, else this, else ~/.judgecal/warehouse (one per user).
+    sql_warehouse: str | None = Field(
+        default=None, min_length=1, description="catalog folder of judgecal serve (null: ~/.judgecal/warehouse)"
+    )
     sql_host: str = Field(default="127.0.0.1", min_length=1, description="address judgecal serve binds")
     sql_thrift_port: Annotated[int, integer(1, 65535, description="JDBC (Thrift) port of judgecal serve")] = 10000
     sql_connect_port: Annotated[int, integer(1, 65535, description="Spark Connect port of judgecal serve")] = 15002

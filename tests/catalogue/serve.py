@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import atexit
 import json
+import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from click.testing import CliRunner
+
+from judgecal_dist.cli import cli
 from tests.cluster_support import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
 
 #: Sockets held open while a case's command runs (a port in use); closed when the test process ends.
 _HELD: list[socket.socket] = []
@@ -31,8 +40,37 @@ def _stale_state(tmp: Path) -> list[str]:
     return ["serve", "--warehouse", str(tmp / "wh")]
 
 
+#: A warehouse holding a catalog and no server, made once (``judgecal catalog add`` in its own process).
+_CATALOG: list[Path] = []
+
+
+def _catalog() -> Path:
+    """A warehouse whose catalog holds ``panel`` and where no server runs: ``judgecal sql`` reads it locally."""
+    if not _CATALOG:
+        root = Path(tempfile.mkdtemp(prefix="judgecal-catalog-"))
+        atexit.register(shutil.rmtree, root, True)
+        data = str(root / "panel")
+        assert CliRunner().invoke(cli, ["generate", "--items", "40", "--judges", "3", data]).exit_code == 0
+        added = subprocess.run(
+            [sys.executable, "-m", "judgecal_dist.cli", "catalog", "add", data, "--warehouse", str(root / "wh")],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=os.environ | {"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])},
+        )
+        assert added.returncode == 0, added.stderr
+        _CATALOG.append(root / "wh")
+    return _CATALOG[0]
+
+
 def _catalog_sql(query: str) -> Callable[[Path], list[str]]:
-    return lambda tmp: ["sql", query, "--warehouse", str(tmp / "wh")]
+    return lambda tmp: ["sql", query, "--warehouse", str(_catalog())]
+
+
+def _backtick(tmp: Path) -> list[str]:
+    odd = tmp / "odd`name"
+    assert CliRunner().invoke(cli, ["generate", "--items", "20", "--judges", "2", str(odd)]).exit_code == 0
+    return ["catalog", "add", str(odd), "--warehouse", str(tmp / "wh")]
 
 
 CASES: dict[str, Callable[[Path], list[str]]] = {
@@ -44,8 +82,10 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
     "serve-catalog-write": _catalog_sql("DROP TABLE panel.verdicts"),
     "serve-catalog-path-read": _catalog_sql("SELECT * FROM text.`/etc/passwd`"),
     "serve-catalog-java-call": _catalog_sql("SELECT java_method('java.lang.System', 'getenv', 'PATH')"),
+    "serve-no-server": lambda t: ["sql", "SELECT 1", "--warehouse", str(t / "wh")],
     "serve-catalog-out": lambda t: ["sql", "SELECT 1", "--warehouse", str(t / "wh"), "--out", str(t / "o")],
     "catalog-not-a-dataset": lambda t: ["catalog", "add", str(t), "--name", "x"],
     "catalog-bad-name": lambda t: ["catalog", "add", str(t), "--name", "Bad-Name"],
+    "catalog-backtick": _backtick,
     "catalog-unknown-name": lambda t: ["catalog", "drop", "nope", "--warehouse", str(t / "wh")],
 }

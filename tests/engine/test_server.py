@@ -10,7 +10,11 @@ from __future__ import annotations
 import gc
 import io
 import json
+import os
+import re
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -44,6 +48,154 @@ def _invoke(*argv: str) -> str:
     result = CliRunner().invoke(cli, list(argv))
     assert result.exit_code == 0, result.output
     return result.stdout  # log lines go to stderr
+
+
+SECRET = "s3a-secret-never-on-argv-5c1e"
+MARKER = "read-from-the-0600-file"
+
+
+def _cli(*argv: str, cwd: Path, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``judgecal ARGV`` as its own process, run in ``cwd`` (a user's shell in some folder)."""
+    return subprocess.run(
+        [sys.executable, "-m", "judgecal_dist.cli", *argv],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture(scope="class")
+def home(tmp_path_factory):
+    """``judgecal serve`` with no options, twice at once from two folders, over a HOME of its own.
+
+    The engine config each serve finds (``conf/local.yaml`` in its folder) holds only the ports and a spark_conf
+    with an s3a secret key; the warehouse is the per-user default. One serve wins, the other is refused.
+    """
+    tmp = tmp_path_factory.mktemp("home")
+    env = {k: v for k, v in os.environ.items() if k != "JUDGECAL_WAREHOUSE"}
+    env |= {"HOME": str(tmp / "home"), "PYTHONPATH": str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")}
+    thrift, connect = free_port(), free_port()
+    engine = {
+        "sql_thrift_port": thrift,
+        "sql_connect_port": connect,
+        "spark_conf": {"spark.hadoop.fs.s3a.secret.key": SECRET, "spark.judgecal.probe.marker": MARKER},
+    }
+    folders = {name: tmp / name for name in ("a1", "a2", "b", "c")}
+    for name, folder in folders.items():
+        (folder / "conf").mkdir(parents=True)
+        if name.startswith("a"):
+            (folder / "conf" / "local.yaml").write_text(json.dumps(engine))
+    argv = [sys.executable, "-m", "judgecal_dist.cli", "serve"]
+    racing = [
+        subprocess.Popen(argv, cwd=folders[n], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for n in ("a1", "a2")
+    ]
+    outcomes = [(p.wait(timeout=300), *p.communicate()) for p in racing]
+    panel = str(tmp / "panel")
+    generate_panel(panel, n_items=120, n_judges=3, n_samples=1, seed=2, label_fraction=1.0)
+    served = {"env": env, "thrift": thrift, "connect": connect, "panel": panel, "tmp": tmp, "outcomes": outcomes}
+    served |= {"warehouse": tmp / "home" / ".judgecal" / "warehouse", **folders}
+    try:
+        yield served
+    finally:
+        _cli("serve", "--stop", cwd=folders["c"], env=env)
+
+
+class TestOneWarehouseFromAnywhere:
+    """Real processes on loopback: the per-user warehouse found from every folder, and the server's lifecycle."""
+
+    def test_one_of_two_serves_wins_and_the_other_names_it(self, home):
+        codes = sorted(code for code, _, _ in home["outcomes"])
+        assert codes == [0, 2], home["outcomes"]
+        ((_, out, err),) = [o for o in home["outcomes"] if o[0] == 0]
+        ((_, _, refused),) = [o for o in home["outcomes"] if o[0] == 2]
+        assert f"ready: jdbc:hive2://127.0.0.1:{home['thrift']}" in out
+        assert "serve: ready in" in err and "serve: opening the Hive metastore" in err  # one line per long step
+        (line,) = refused.strip().splitlines()
+        # the loser names the winner: its pid and URL, or "starting" when it came before the winner's state file
+        assert re.fullmatch(
+            rf"Error: {re.escape(str(home['warehouse'] / 'server.lock'))}: a server already runs for this warehouse "
+            r"\((pid \d+, (jdbc:hive2://\S+|starting)|starting)\); stop it first with `judgecal serve --stop .*`",
+            line,
+        ), line
+
+    def test_catalog_add_and_sql_from_other_folders_then_beeline(self, home):
+        added = _cli("catalog", "add", home["panel"], "--name", "panel", cwd=home["b"], env=home["env"])
+        assert added.returncode == 0, added.stderr
+        assert added.stdout.startswith(f"panel: dataset {home['panel']}")
+        assert "catalog add: panel.verdicts (1/5" in added.stderr
+        counted = _cli(
+            "sql", "SELECT count(*) AS n FROM panel.verdicts", "--format", "json", cwd=home["c"], env=home["env"]
+        )
+        assert counted.returncode == 0, counted.stderr
+        assert json.loads(counted.stdout) == [{"n": pads.dataset(f"{home['panel']}/verdicts").count_rows()}]
+        status = _cli("serve", "--status", cwd=home["c"], env=home["env"])
+        assert status.returncode == 0 and f"warehouse={home['warehouse']}" in status.stdout
+        run = subprocess.run(
+            [_beeline(), "-u", f"jdbc:hive2://127.0.0.1:{home['thrift']}", "--silent=true", "--outputformat=csv2"]
+            + ["-e", "SELECT count(*) AS n FROM panel.labels"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert run.stdout.split()[-1] == str(pads.dataset(f"{home['panel']}/labels").count_rows())
+
+    def test_secrets_reach_spark_through_a_file_not_argv(self, home):
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                args = cmdline.read_bytes()
+            except OSError:
+                continue  # a process that ended meanwhile
+            assert SECRET.encode() not in args, cmdline
+        spark = ConnectSession.builder.remote(f"sc://127.0.0.1:{home['connect']}").create()
+        try:
+            assert spark.conf.get("spark.judgecal.probe.marker") == MARKER  # the engine config's spark_conf applied
+        finally:
+            spark.stop()
+
+    def test_a_missing_table_is_one_line(self, home):
+        missing = _cli("sql", "SELECT * FROM panel.nope", cwd=home["c"], env=home["env"])
+        lines = missing.stderr.strip().splitlines()
+        assert missing.returncode == 2 and len(lines) == 1, missing.stderr  # no JVM stack trace, no JSON record
+        assert lines[0].startswith("Error: sql: [TABLE_OR_VIEW_NOT_FOUND] The table or view `panel`.`nope`")
+
+    def test_connect_to_the_jdbc_port_fails_in_one_line(self, home):
+        wrong = _cli("sql", "SELECT 1", "--connect", f"sc://127.0.0.1:{home['thrift']}", cwd=home["c"], env=home["env"])
+        assert wrong.returncode == 2
+        assert "does not speak Spark Connect" in wrong.stderr and len(wrong.stderr.strip().splitlines()) == 1
+
+    def test_a_backtick_path_is_refused_before_anything_is_registered(self, home, tmp_path):
+        odd = tmp_path / "odd`name"
+        generate_panel(str(odd), n_items=20, n_judges=2, n_samples=1, seed=1)
+        added = _cli("catalog", "add", str(odd), "--name", "odd", cwd=home["b"], env=home["env"])
+        assert added.returncode == 2 and "a path with a backtick cannot be registered" in added.stderr
+        listed = _cli("catalog", "list", "--format", "json", cwd=home["c"], env=home["env"])
+        assert [e["name"] for e in json.loads(listed.stdout)] == ["panel"]
+
+    def test_stop_on_a_copied_warehouse_leaves_the_original_running(self, home):
+        import shutil
+
+        copy = home["tmp"] / "copy"
+        shutil.copytree(home["warehouse"], copy, ignore=shutil.ignore_patterns("metastore_db", "logs"))
+        stopped = _cli("serve", "--stop", "--warehouse", str(copy), cwd=home["c"], env=home["env"])
+        assert stopped.returncode == 0 and "its server" in stopped.stdout and "was not touched" in stopped.stdout
+        assert not (copy / "server.json").exists()
+        still = _cli("sql", "SELECT 1 AS a", "--format", "json", cwd=home["c"], env=home["env"])
+        assert still.returncode == 0 and json.loads(still.stdout) == [{"a": 1}]
+
+    def test_after_kill_9_a_client_fails_in_one_line(self, home):
+        state = json.loads((home["warehouse"] / "server.json").read_text())
+        os.kill(state["pid"], signal.SIGKILL)
+        after = _cli("sql", "SELECT 1", cwd=home["c"], env=home["env"], timeout=120)  # never a hang
+        assert after.returncode == 2 and len(after.stderr.strip().splitlines()) == 1, after.stderr
+        assert "stale state file" in after.stderr
+        cleared = _cli("serve", "--stop", cwd=home["c"], env=home["env"])
+        assert cleared.returncode == 0 and "cleared the stale state file" in cleared.stdout
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,10 @@ were not made here and are never dropped.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +32,8 @@ from judgecal_dist.io.filesystem import open_fs
 from judgecal_dist.io.schema import TABLES
 
 __all__ = ["CatalogEntry", "check_entry", "add_to_catalog", "catalog_entries", "drop_from_catalog", "default_name"]
+
+log = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^[a-z_][a-z0-9_]{0,127}$")
 # Not "url": Spark redacts property values whose key matches spark.redaction.regex (which covers url).
@@ -111,6 +115,11 @@ def check_entry(url: str, name: str | None) -> tuple[str, str, str]:
     if "://" not in url:
         url = os.path.abspath(url)  # the server may run in another folder
     url = url.rstrip("/")
+    if "`" in url:
+        raise InputError(
+            f"catalog add {url}: a path with a backtick cannot be registered (Spark SQL quotes paths with "
+            "backticks); rename or link the folder without one"
+        )
     name = name or default_name(url)
     _check_name(name)
     fs, root = open_fs(url, {})
@@ -130,7 +139,11 @@ def add_to_catalog(spark: Any, url: str, name: str | None = None) -> CatalogEntr
         database exists and holds another URL or was not made by judgecal.
     """
     url, name, kind = check_entry(url, name)
-    if name in _databases(spark):
+    began = time.monotonic()
+    if kind == "dataset":
+        statements = _dataset_statements(url, name)  # every table's footers read before the first statement
+    created = name not in _databases(spark)
+    if not created:
         props = _properties(spark, name)
         if props.get(URL_KEY) is None:
             raise InputError(f"catalog: database {name!r} was not made by judgecal; pick another --name")
@@ -145,23 +158,45 @@ def add_to_catalog(spark: Any, url: str, name: str | None = None) -> CatalogEntr
             f"CREATE DATABASE {_quoted(name)} COMMENT {_literal(comment)} "
             f"WITH DBPROPERTIES ({_literal(URL_KEY)} = {_literal(url)}, {_literal(KIND_KEY)} = {_literal(kind)})"
         )
-    if kind == "dataset":
-        _register_dataset(spark, url, name)
-    else:
-        _register_results(spark, url, name)
-    return CatalogEntry(name, kind, url, _tables(spark, name))
+    try:
+        if kind == "dataset":
+            for number, (table, table_statements) in enumerate(statements, start=1):
+                log.info("catalog add: %s.%s (%d/%d, %.0f s)", name, table, number, len(statements), _since(began))
+                for statement in table_statements:
+                    spark.sql(statement)
+        else:
+            _register_results(spark, url, name)
+    except Exception:
+        if created:  # all or nothing: a database this call created goes again
+            spark.sql(f"DROP DATABASE IF EXISTS {_quoted(name)} CASCADE")
+        raise
+    entry = CatalogEntry(name, kind, url, _tables(spark, name))
+    log.info("catalog add: %s registered in %.0f s", name, _since(began))
+    return entry
 
 
-def _register_dataset(spark: Any, url: str, name: str) -> None:
+def _since(began: float) -> float:
+    return time.monotonic() - began
+
+
+def _dataset_statements(url: str, name: str) -> list[tuple[str, list[str]]]:
+    """The statements registering the dataset at ``url``, per table; nothing runs here.
+
+    Raises
+    ------
+    InputError
+        Not a committed dataset, or a table whose parts the io reader refuses.
+    """
     from pyspark.sql.pandas.types import from_arrow_type
 
     from judgecal_dist.engine.jobs.spark import spark_url
 
     fs, root = dataset_root(url)  # raises InputError unless committed (_SUCCESS)
+    statements = []
     for table in TABLES:
         target = f"{_quoted(name)}.{_quoted(table)}"
         if not fs.exists(f"{root}/{table}"):
-            spark.sql(f"DROP TABLE IF EXISTS {target}")
+            statements.append((table, [f"DROP TABLE IF EXISTS {target}"]))
             continue
         dataset, _, _ = open_table(url, table)  # every part's footer checked by the io reader
         columns = []
@@ -171,11 +206,12 @@ def _register_dataset(spark: Any, url: str, name: str) -> None:
             columns.append(ddl + (f" COMMENT {_literal(comment)}" if comment else ""))
         location = spark_url(f"{url}/{table}")
         # Dropping an external table leaves its files: re-creating it picks up a re-ingested folder's schema.
-        spark.sql(f"DROP TABLE IF EXISTS {target}")
-        spark.sql(
+        create = (
             f"CREATE TABLE {target} ({', '.join(columns)}) USING parquet LOCATION {_literal(location)} "
             f"COMMENT {_literal(TABLE_DOCS[table])}"
         )
+        statements.append((table, [f"DROP TABLE IF EXISTS {target}", create]))
+    return statements
 
 
 def _register_results(spark: Any, url: str, name: str) -> None:
@@ -215,10 +251,14 @@ def drop_from_catalog(spark: Any, name: str) -> CatalogEntry:
     """
     entries = {entry.name: entry for entry in catalog_entries(spark)}
     if name not in entries:
-        known = ", ".join(entries) or "none"
-        raise InputError(f"catalog: no database {name!r} registered by judgecal (registered: {known})")
+        raise InputError(not_registered(name, list(entries)))
     spark.sql(f"DROP DATABASE {_quoted(name)} CASCADE")
     return entries[name]
+
+
+def not_registered(name: str, registered: list[str]) -> str:
+    """The refusal of a name no judgecal database has."""
+    return f"catalog: no database {name!r} registered by judgecal (registered: {', '.join(registered) or 'none'})"
 
 
 def entries_frame(entries: list[CatalogEntry]) -> pd.DataFrame:

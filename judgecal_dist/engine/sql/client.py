@@ -15,9 +15,13 @@ from urllib.parse import urlsplit
 
 from judgecal_dist.errors import InputError
 
-__all__ = ["SqlSession", "open_session", "connect"]
+__all__ = ["NoCatalog", "SqlSession", "open_session", "connect"]
 
 log = logging.getLogger(__name__)
+
+
+class NoCatalog(InputError):
+    """No server runs for the warehouse and it holds no catalog."""
 
 
 @dataclass(frozen=True)
@@ -54,14 +58,25 @@ class SqlSession:
         self.close()
 
 
+#: Seconds a Spark Connect endpoint has to complete its gRPC handshake (a port that is not Spark Connect, such as the
+#: JDBC port, never does).
+HANDSHAKE_TIMEOUT_S = 10.0
+
+
 def connect(url: str) -> SqlSession:
     """A Spark Connect session of the judgecal server at ``url`` (``sc://host:port``).
+
+    Every call is bounded: the gRPC handshake waits :data:`HANDSHAKE_TIMEOUT_S`, and a server that has gone (kill
+    -9) fails the call after a few seconds of retries instead of pyspark's default of about ten minutes.
 
     Raises
     ------
     InputError
-        Nothing answers at ``url``, or the server there is not a judgecal server (no statement checker).
+        Nothing answers at ``url``, what answers is not Spark Connect, or the server there is not a judgecal
+        server (no statement checker).
     """
+    import grpc
+    from pyspark.sql.connect.client.retries import DefaultPolicy
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
     from judgecal_dist.engine.sql.server import GUARD_PORT_KEY
@@ -76,8 +91,25 @@ def connect(url: str) -> SqlSession:
         raise InputError(
             f"--connect {url}: no Spark Connect server answers ({err.strerror or err}); start one with `judgecal serve`"
         ) from err
+    channel = grpc.insecure_channel(f"{parts.hostname}:{parts.port}")
+    try:
+        grpc.channel_ready_future(channel).result(timeout=HANDSHAKE_TIMEOUT_S)
+    except grpc.FutureTimeoutError as err:
+        raise InputError(
+            f"--connect {url}: {parts.hostname}:{parts.port} accepts connections but does not speak Spark Connect "
+            f"(no gRPC handshake in {HANDSHAKE_TIMEOUT_S:.0f} s; the JDBC port?); `judgecal serve --status` prints "
+            "the connect_url"
+        ) from err
+    finally:
+        channel.close()
     spark = ConnectSession.builder.remote(url).create()
-    guard_port = spark.conf.get(GUARD_PORT_KEY, None)
+    # pyspark retries an unavailable server for about ten minutes: a few seconds here, then one line
+    spark._client.set_retry_policies([DefaultPolicy(max_retries=4, max_backoff=2000)])  # noqa: SLF001
+    try:
+        guard_port = spark.conf.get(GUARD_PORT_KEY, None)
+    except Exception as err:  # noqa: BLE001 - any failure of the first call: the server is not usable
+        spark.stop()
+        raise InputError(f"--connect {url}: the server did not answer ({_first_line(err)})") from err
     if not guard_port:
         spark.stop()
         raise InputError(
@@ -89,31 +121,76 @@ def connect(url: str) -> SqlSession:
     return SqlSession(spark, (parts.hostname, int(guard_port)), url)
 
 
-def open_session(engine: Any, *, connect_url: str | None = None, catalog: bool = True) -> SqlSession:
-    """The server's session when one runs for the engine config's warehouse (or at ``connect_url``), else local.
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def _quiet_query_errors() -> None:
+    """Silence pyspark's own log of every failed query (a JSON record with the JVM stack trace, on stderr): the
+    error reaches the user as one line; ``-v`` keeps the record."""
+    verbose = logging.getLogger("judgecal_dist").isEnabledFor(logging.DEBUG)
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        logging.getLogger(name).disabled = not verbose
+
+
+def open_session(
+    engine: Any,
+    *,
+    warehouse: str | None = None,
+    connect_url: str | None = None,
+    catalog: bool = True,
+    create: bool = False,
+    door: str = "sql",
+) -> SqlSession:
+    """The server's session when one runs for the warehouse (or at ``connect_url``), else local.
 
     Parameters
     ----------
     engine : EngineConfig
+    warehouse : str, optional
+        ``--warehouse``; default :func:`~judgecal_dist.engine.sql.server.warehouse_folder` of the engine config.
     connect_url : str, optional
         ``sc://host:port`` of a server (its warehouse's state file is then not read).
     catalog : bool, default True
-        A local session needs the persistent catalog (Hive support over the warehouse's metastore).
+        The statements read the persistent catalog (no ``--data``): a local session gets Hive support over the
+        warehouse's metastore.
+    create : bool, default False
+        With ``catalog``, a local session may create the catalog (``catalog add``). Otherwise a warehouse with
+        no server and no catalog is refused: a local JVM would only find an empty catalog.
+    door : str
+        The command, for messages.
+
+    Raises
+    ------
+    InputError
+        No server runs and the warehouse holds no catalog (one line saying how to start a server), a stale or
+        copied state file, or an unusable ``connect_url``.
     """
     from judgecal_dist.engine.jobs.spark import get_session
-    from judgecal_dist.engine.sql.server import ServerSettings, catalog_conf, running_server
+    from judgecal_dist.engine.sql.server import ServerSettings, catalog_conf, running_server, warehouse_folder
 
+    _quiet_query_errors()
     if connect_url is not None:
         return connect(connect_url)
-    state = running_server(engine.sql_warehouse)
+    folder = warehouse_folder(warehouse, engine.sql_warehouse)
+    state = running_server(folder)
     if state is not None:
         return connect(str(state["connect_url"]))
-    conf = dict(engine.spark_conf)
+    if not catalog:
+        return SqlSession(get_session(master=engine.spark_master, conf=dict(engine.spark_conf)), None, "local")
+    holds_catalog = engine.sql_metastore_uri is not None or (folder / "metastore_db").is_dir()
+    if not holds_catalog and not create:
+        raise NoCatalog(
+            f"{door}: no judgecal server runs for the warehouse {folder} and it holds no catalog; start one with "
+            "`judgecal serve` (then `judgecal catalog add URL`), or query a dataset with --data URL"
+        )
     from pyspark.sql import SparkSession
 
-    if catalog and SparkSession.getActiveSession() is None:  # an active session keeps its (static) catalog
-        settings = ServerSettings(warehouse=engine.sql_warehouse, metastore_uri=engine.sql_metastore_uri)
+    conf = dict(engine.spark_conf)
+    if SparkSession.getActiveSession() is None:  # an active session keeps its (static) catalog
+        settings = ServerSettings(warehouse=str(folder), metastore_uri=engine.sql_metastore_uri)
         conf |= catalog_conf(settings)
-        settings.folder.mkdir(parents=True, exist_ok=True)
-    log.debug("no judgecal server runs for %s: starting a local Spark session", engine.sql_warehouse)
+        folder.mkdir(parents=True, exist_ok=True)
+    log.info("%s: no judgecal server runs for %s: reading its catalog in a local Spark session", door, folder)
     return SqlSession(get_session(master=engine.spark_master, conf=conf), None, "local")

@@ -6,9 +6,12 @@ an external Hive metastore), the Spark Connect plugin (``spark.plugins``) and Sp
 one JVM only. The same process answers statement checks for ``judgecal sql`` (:mod:`.guard_service`): a Spark
 Connect client has no JVM, so the read-only check runs on the server's parser.
 
-Layout of the warehouse folder (``--warehouse``, default from the engine config)::
+The warehouse folder is the user's one catalog: ``--warehouse``, else ``$JUDGECAL_WAREHOUSE``, else the engine
+config's ``sql_warehouse``, else ``~/.judgecal/warehouse`` (:func:`warehouse_folder`), made absolute once, so
+``judgecal sql``, ``catalog`` and ``serve --stop|--status`` find the server from any folder. Its layout::
 
-    <warehouse>/server.json         state: pid, endpoints, status (starting | ready); removed on a clean stop
+    <warehouse>/server.json         state: pid, warehouse, endpoints, status (starting | ready); removed on a clean stop
+    <warehouse>/server.lock         held (flock) by the running server for its whole life: one server per warehouse
     <warehouse>/logs/server.log     the driver's and Spark's log lines (one place)
     <warehouse>/metastore_db/       the embedded Derby metastore (absent with an external metastore URI)
     <warehouse>/tables/             Spark's warehouse directory (judgecal's own tables are external)
@@ -20,6 +23,7 @@ address is asked for explicitly (``allow_remote``).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import ipaddress
 import json
 import logging
@@ -31,13 +35,15 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from judgecal_dist.errors import InputError, RunError
 
 __all__ = [
+    "DEFAULT_WAREHOUSE",
+    "WAREHOUSE_ENV",
     "STATE_FILE",
     "LOG_FILE",
     "GUARD_PORT_KEY",
@@ -48,12 +54,19 @@ __all__ = [
     "running_server",
     "start_server",
     "stop_server",
+    "warehouse_folder",
 ]
 
 log = logging.getLogger(__name__)
 
+#: The per-user catalog every command finds without options, and the environment variable that moves it.
+DEFAULT_WAREHOUSE = "~/.judgecal/warehouse"
+WAREHOUSE_ENV = "JUDGECAL_WAREHOUSE"
 STATE_FILE = "server.json"
+LOCK_FILE = "server.lock"
 LOG_FILE = "logs/server.log"
+#: The environment variable carrying the server process's settings (spark_conf may hold secrets: never argv).
+_SETTINGS_ENV = "JUDGECAL_SERVER_SETTINGS"
 #: The Spark setting through which a Spark Connect client finds the statement checker of a judgecal server.
 GUARD_PORT_KEY = "spark.judgecal.guard.port"
 #: Marker in the server process's command line (a pid reused by another program is not our server).
@@ -91,6 +104,14 @@ class ServerSettings:
     @property
     def folder(self) -> Path:
         return Path(self.warehouse).expanduser().resolve()
+
+
+def warehouse_folder(given: str | None = None, configured: str | None = None) -> Path:
+    """The absolute warehouse folder: ``given`` (``--warehouse``), ``$JUDGECAL_WAREHOUSE``, ``configured`` (the
+    engine config's ``sql_warehouse``), else :data:`DEFAULT_WAREHOUSE`; a relative path is taken from the current
+    folder, once, here."""
+    raw = given or os.environ.get(WAREHOUSE_ENV) or configured or DEFAULT_WAREHOUSE
+    return Path(raw).expanduser().resolve()
 
 
 def catalog_conf(settings: ServerSettings) -> dict[str, str]:
@@ -170,7 +191,7 @@ def _accepts(host: str, port: int) -> bool:
         return False
 
 
-# -- state file ----------------------------------------------------------------------------------------------------
+# -- state file and lock ------------------------------------------------------------------------------------------
 def read_state(warehouse: str | Path) -> dict[str, Any] | None:
     """The state file's content, or None when there is none (a truncated file counts as none)."""
     path = Path(warehouse).expanduser() / STATE_FILE
@@ -189,8 +210,39 @@ def _write_state(folder: Path, state: Mapping[str, Any]) -> None:
     tmp.replace(folder / STATE_FILE)  # a reader never sees half a state file
 
 
-def _pid_alive(pid: int) -> bool:
-    """True when ``pid`` runs and is a judgecal server (a reused pid of another program is not)."""
+def _take_lock(folder: Path) -> int | None:
+    """An open descriptor holding the warehouse's lock, or None when a server (starting or running) holds it.
+
+    The lock is ``flock`` on ``server.lock``: the kernel releases it when its last holder exits, kill -9 included,
+    so it never goes stale; a copied warehouse's lock file is not locked.
+    """
+    fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _lock_held(folder: Path) -> bool:
+    """True when a server process holds the lock of ``folder`` (no lock file: none ever ran there)."""
+    try:
+        fd = os.open(folder / LOCK_FILE, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing drops the probe's own lock
+    return False
+
+
+def _pid_alive(pid: int, folder: Path) -> bool:
+    """True when ``pid`` runs and is the judgecal server of ``folder`` (a reused pid, or the server of the
+    warehouse this one was copied from, is not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -200,9 +252,10 @@ def _pid_alive(pid: int) -> bool:
     cmdline = Path(f"/proc/{pid}/cmdline")
     if cmdline.exists():
         try:
-            return _MODULE in cmdline.read_bytes().decode(errors="replace")
+            args = cmdline.read_bytes().decode(errors="replace").split("\0")
         except OSError:
             return False
+        return _MODULE in args and str(folder) in args
     return True
 
 
@@ -212,31 +265,51 @@ def running_server(warehouse: str | Path) -> dict[str, Any] | None:
     Raises
     ------
     InputError
-        A state file whose process is gone (a stale file: ``judgecal serve --stop`` clears it).
+        A state file whose process is gone or that names another warehouse (a stale file or a copied folder:
+        ``judgecal serve --stop`` clears it), or a server still starting.
     """
-    state = read_state(warehouse)
+    folder = Path(warehouse).expanduser().resolve()
+    state = read_state(folder)
     if state is None:
         return None
-    if not _pid_alive(int(state.get("pid", -1))):
-        raise InputError(_stale(warehouse, state))
+    if state.get("warehouse") != str(folder) or not _pid_alive(int(state.get("pid", -1)), folder):
+        raise InputError(_stale(folder, state))
     if state.get("status") != "ready":
         raise InputError(
-            f"{Path(warehouse) / STATE_FILE}: the server (pid {state.get('pid')}) is still starting; wait for "
+            f"{folder / STATE_FILE}: the server (pid {state.get('pid')}) is still starting; wait for "
             "`judgecal serve` to report it ready"
         )
     return state
 
 
-def _stale(warehouse: str | Path, state: Mapping[str, Any]) -> str:
+def _stale(folder: Path, state: Mapping[str, Any]) -> str:
+    named = state.get("warehouse")
+    if named is not None and named != str(folder):
+        return (
+            f"{folder / STATE_FILE}: the state file names another warehouse ({named}): a copied folder; no server "
+            f"runs for this one; run `judgecal serve --stop --warehouse {folder}` to clear it"
+        )
     return (
-        f"{Path(warehouse) / STATE_FILE}: stale state file: pid {state.get('pid')} is not running (the server "
+        f"{folder / STATE_FILE}: stale state file: pid {state.get('pid')} is not running (the server "
         "died without a clean stop); run `judgecal serve --stop` to clear it"
     )
 
 
 # -- start and stop ------------------------------------------------------------------------------------------------
+#: The server process's steps, as its state file names them, and the line `judgecal serve` prints for each.
+_STEPS = {
+    "python": "starting the server process (Python, pyspark)",
+    "spark": "starting Spark (the JVM)",
+    "metastore": "opening the Hive metastore",
+    "thrift": "starting the JDBC endpoint",
+}
+
+
 def start_server(settings: ServerSettings, *, allow_remote: bool = False, timeout: float = 300.0) -> dict[str, Any]:
     """Start the server in the background and wait until both endpoints accept connections.
+
+    One INFO line per step of the start (with the seconds since the command began); the state file records the
+    same steps (``steps``: seconds since the server process started).
 
     Returns
     -------
@@ -246,37 +319,52 @@ def start_server(settings: ServerSettings, *, allow_remote: bool = False, timeou
     Raises
     ------
     InputError
-        A non-loopback host without ``allow_remote``, a port in use, a server already running for this
-        warehouse, or a stale state file.
+        A non-loopback host without ``allow_remote``, a port in use, a server already running or starting for
+        this warehouse (its lock is held), or a stale state file.
     RunError
         The server exited or did not become ready within ``timeout`` seconds (the last log line says why).
     """
+    began = time.monotonic()
     check_bind(settings.host, allow_remote=allow_remote)
     folder = settings.folder
-    state = read_state(folder)
-    if state is not None:
-        if not _pid_alive(int(state.get("pid", -1))):
-            raise InputError(_stale(folder, state))
+    settings = replace(settings, warehouse=str(folder))  # absolute once: the process starts in another folder
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = _take_lock(folder)
+    if lock is None:
+        state = read_state(folder) or {}
+        which = f"pid {state['pid']}, {state.get('jdbc_url') or 'starting'}" if "pid" in state else "starting"
         raise InputError(
-            f"{folder / STATE_FILE}: a server already runs for this warehouse (pid {state.get('pid')}, "
-            f"{state.get('jdbc_url')}); stop it first with `judgecal serve --stop`"
+            f"{folder / LOCK_FILE}: a server already runs for this warehouse ({which}); stop it first with "
+            f"`judgecal serve --stop --warehouse {folder}`"
         )
-    _check_port_free(settings.host, settings.thrift_port, "--thrift-port")
-    _check_port_free(settings.host, settings.connect_port, "--connect-port")
-    if settings.thrift_port == settings.connect_port:
-        raise InputError(f"--connect-port {settings.connect_port}: the same as --thrift-port; pick two ports")
-    (folder / "logs").mkdir(parents=True, exist_ok=True)
-    log_path = folder / LOG_FILE
-    with open(log_path, "ab") as log_file:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", _MODULE, json.dumps(asdict(settings))],
-            stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # a Ctrl-C in the starting shell does not reach the server
-            cwd=folder,
-            env=os.environ | {"PYTHONPATH": _package_path()},
-        )
+    try:
+        state = read_state(folder)
+        if state is not None:
+            raise InputError(_stale(folder, state))
+        _check_port_free(settings.host, settings.thrift_port, "--thrift-port")
+        _check_port_free(settings.host, settings.connect_port, "--connect-port")
+        if settings.thrift_port == settings.connect_port:
+            raise InputError(f"--connect-port {settings.connect_port}: the same as --thrift-port; pick two ports")
+        (folder / "logs").mkdir(parents=True, exist_ok=True)
+        log_path = folder / LOG_FILE
+        with open(log_path, "ab") as log_file:
+            proc = subprocess.Popen(
+                # the warehouse on the command line marks the process as this warehouse's server; the settings
+                # (spark_conf may hold secret keys) travel in the environment, readable by this user only
+                [sys.executable, "-m", _MODULE, str(folder)],
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # a Ctrl-C in the starting shell does not reach the server
+                cwd=folder,
+                env=os.environ
+                | {"PYTHONPATH": _package_path(), _SETTINGS_ENV: json.dumps(asdict(settings) | {"lock_fd": lock})},
+                pass_fds=(lock,),  # the server holds the lock from here for its whole life
+            )
+    finally:
+        os.close(lock)
+    log.info("serve: %s", _STEPS["python"])
+    shown = {"python"}
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -284,14 +372,20 @@ def start_server(settings: ServerSettings, *, allow_remote: bool = False, timeou
                 f"the server exited with code {proc.returncode}: {_last_log_line(log_path)} (log: {log_path})"
             )
         state = read_state(folder)
+        if state is not None:
+            for step in state.get("steps", {}):
+                if step in _STEPS and step not in shown:
+                    shown.add(step)
+                    log.info("serve: %s (%.0f s)", _STEPS[step], time.monotonic() - began)
         if (
             state is not None
             and state.get("status") == "ready"
             and _accepts(settings.host, settings.thrift_port)
             and _accepts(settings.host, settings.connect_port)
         ):
+            log.info("serve: ready in %.0f s", time.monotonic() - began)
             return state
-        time.sleep(0.5)
+        time.sleep(0.25)
     _terminate(proc.pid, 10.0)
     _remove_state(folder, proc.pid)
     raise RunError(f"the server was not ready after {timeout:.0f} s: {_last_log_line(log_path)} (log: {log_path})")
@@ -299,6 +393,9 @@ def start_server(settings: ServerSettings, *, allow_remote: bool = False, timeou
 
 def stop_server(warehouse: str | Path, *, timeout: float = 60.0) -> str:
     """Stop the server of ``warehouse`` (SIGTERM, then SIGKILL after ``timeout``); clear a stale state file.
+
+    Only the process holding this warehouse's lock, whose command line names this warehouse, is signalled: the
+    state file of a copied warehouse names the original's server, which is left running.
 
     Returns
     -------
@@ -315,8 +412,11 @@ def stop_server(warehouse: str | Path, *, timeout: float = 60.0) -> str:
     if state is None:
         raise InputError(f"{folder / STATE_FILE}: not found: no server runs for this warehouse")
     pid = int(state.get("pid", -1))
-    if not _pid_alive(pid):
+    if not _lock_held(folder) or state.get("warehouse") != str(folder) or not _pid_alive(pid, folder):
         _remove_state(folder, pid)
+        named = state.get("warehouse")
+        if named is not None and named != str(folder):
+            return f"cleared the state file copied from {named} (its server, pid {pid}, was not touched)"
         return f"cleared the stale state file of pid {pid} (the server was not running)"
     _terminate(pid, timeout)
     _remove_state(folder, pid)
@@ -382,20 +482,69 @@ def _package_path() -> str:
 
 
 # -- the server process --------------------------------------------------------------------------------------------
+def _properties_line(key: str, value: str) -> str:
+    """One line of a Java properties file, read by Spark as UTF-8 (``\\``, ``=``, ``:``, blanks and line breaks
+    escaped)."""
+
+    def escape(text: str, *, is_key: bool) -> str:
+        out = text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+        if is_key:
+            out = out.replace("=", "\\=").replace(":", "\\:").replace(" ", "\\ ")
+        elif out.startswith(" "):
+            out = "\\" + out
+        return out
+
+    return f"{escape(key, is_key=True)}={escape(value, is_key=False)}"
+
+
+def _start_spark(settings: ServerSettings, conf: Mapping[str, str]) -> Any:
+    """The server's SparkSession, its settings read by spark-submit from a 0600 properties file, not argv.
+
+    pyspark passes a session builder's settings to spark-submit as ``--conf key=value`` arguments, visible to
+    every local user (``ps``); the engine config's ``spark_conf`` may hold an s3a secret key. The file is removed
+    once the JVM has read it. The few session defaults set on the builder are the file's own values.
+    """
+    import shlex
+    import tempfile
+
+    from judgecal_dist.engine.jobs.spark import SESSION_DEFAULTS, get_session
+
+    fd, path = tempfile.mkstemp(prefix="judgecal-serve-", suffix=".properties")  # mode 0600
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write("\n".join(_properties_line(k, v) for k, v in (SESSION_DEFAULTS | dict(conf)).items()))
+        os.environ["PYSPARK_SUBMIT_ARGS"] = f"--properties-file {shlex.quote(path)} pyspark-shell"
+        on_argv = {k: v for k, v in (SESSION_DEFAULTS | dict(conf)).items() if k in SESSION_DEFAULTS}
+        return get_session(master=settings.master, app_name="judgecal-serve", conf=on_argv)
+    finally:
+        os.unlink(path)
+
+
 def serve_forever(settings: ServerSettings) -> None:
     """Body of the server process: start Spark, both endpoints and the checker; stop cleanly on SIGTERM."""
-    from judgecal_dist.engine.jobs.spark import get_session
     from judgecal_dist.engine.sql.guard_service import GuardServer
 
+    began = time.monotonic()
     folder = settings.folder
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     base = {"pid": os.getpid(), "host": settings.host, "warehouse": str(folder), "log": str(folder / LOG_FILE)}
-    _write_state(folder, base | {"status": "starting"})
+    steps: dict[str, float] = {}
+
+    def step(name: str) -> None:
+        steps[name] = round(time.monotonic() - began, 1)
+        _write_state(folder, base | {"status": "starting", "steps": steps})
+        log.info("judgecal server: %s", _STEPS[name])
+
+    step("spark")
     guard = GuardServer(settings.host)
-    conf = _server_conf(settings) | {GUARD_PORT_KEY: str(guard.port)}
-    spark = get_session(master=settings.master, app_name="judgecal-serve", conf=conf)
+    spark = _start_spark(settings, _server_conf(settings) | {GUARD_PORT_KEY: str(guard.port)})
+    step("metastore")
+    # Spark opens the metastore (Derby: creating its schema on first use) on the first catalog call: here, not
+    # in the first client's call
+    spark.sql("SHOW DATABASES").collect()
+    step("thrift")
     jvm = spark._jvm  # noqa: SLF001 - the Thrift server starts on the running context through py4j
     assert jvm is not None
     jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2.startWithContext(
@@ -403,8 +552,10 @@ def serve_forever(settings: ServerSettings) -> None:
     )
     guard.start(spark)
     host = settings.host
+    steps["ready"] = round(time.monotonic() - began, 1)
     ready = base | {
         "status": "ready",
+        "steps": steps,
         "jdbc_url": f"jdbc:hive2://{host}:{settings.thrift_port}",
         "connect_url": f"sc://{host}:{settings.connect_port}",
         "thrift_port": settings.thrift_port,
@@ -425,6 +576,13 @@ def serve_forever(settings: ServerSettings) -> None:
         log.info("judgecal server stopped")
 
 
-if __name__ == "__main__":  # the process start_server spawns
+def _main() -> None:
+    """The process :func:`start_server` spawns: settings from the environment, the warehouse's lock inherited."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    serve_forever(ServerSettings(**json.loads(sys.argv[1])))
+    values = json.loads(os.environ.pop(_SETTINGS_ENV))
+    values.pop("lock_fd")  # held open (never closed) for the process's life: the kernel drops it at exit
+    serve_forever(ServerSettings(**values))
+
+
+if __name__ == "__main__":
+    _main()
