@@ -42,12 +42,8 @@ FUNCTIONS = {
     "judgecal_dist/studies/continuous/study.py::_linear_rows": 84,
     "judgecal_dist/studies/ensemble/report.py::_report": 90,
     "judgecal_dist/studies/ensemble/study.py::_routing": 98,
-    "judgecal_dist/studies/fit/report.py::card": 105,
     "judgecal_dist/studies/inclusion/controls.py::control_rows": 68,
-    "judgecal_dist/studies/inclusion/report.py::report": 119,
     "judgecal_dist/studies/inclusion/search.py::run_searches": 65,
-    "judgecal_dist/studies/inclusion/study.py::summarise": 105,
-    "judgecal_dist/studies/itc/report.py::_findings": 63,
     "judgecal_dist/studies/regime_map/extended.py::extended": 100,
 }
 FILES = {
@@ -59,8 +55,6 @@ FILES = {
     "judgecal_dist/models/continuous.py": 720,
     "judgecal_dist/models/documents.py": 706,
     "judgecal_dist/studies/continuous/report.py": 579,
-    "judgecal_dist/studies/inclusion/study.py": 719,
-    "judgecal_dist/studies/itc/report.py": 662,
 }
 
 ROOT = Path(__file__).resolve().parents[1]
