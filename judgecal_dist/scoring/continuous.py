@@ -20,8 +20,10 @@ Both engines run :func:`correct_batch` on Arrow batches of the same rows: in thi
 (below ``local_max_rows``), on Spark in a ``mapInArrow`` whose tasks write their rows through fsspec, as the binary
 scorer's do. A flow solves each distinct (score, rubric) pair once with per-pass dropout masks, so its results do
 not depend on the batch (:mod:`judgecal_dist.models.continuous`). Every check (judges, sample, score range,
-rubrics) runs before the first write. The per-rubric summary is one Spark aggregation on Spark (one row per dataset
-and rubric reaches the driver) and a pandas ``groupby`` in this process, equal up to the order of their sums.
+rubrics) runs before the first write, from one tally kernel (:func:`tally_rows`) over the whole table in process
+and per partition on Spark. The per-rubric summary is one kernel too (:func:`rubric_sums`): over the whole table in
+this process, per partition of the written rows on Spark with the partials summed per group (one row per dataset
+and rubric reaches the driver); equal up to the order of their sums.
 """
 
 from __future__ import annotations
@@ -43,8 +45,9 @@ from judgecal_dist.errors import InputError
 from judgecal_dist.io.dataset import read_dataset_table
 from judgecal_dist.io.records import json_records
 from judgecal_dist.models.continuous import Corrector
-from judgecal_dist.scoring.kernel import FILES_DDL, in_calibration, write_items
+from judgecal_dist.scoring.kernel import in_calibration, read_items_partition, write_items
 from judgecal_dist.scoring.output import MARKER, OUTPUT_FORMAT, Output, ownership_marker, replace_outputs, stage_items
+from judgecal_dist.scoring.tables import spark_runner
 
 __all__ = [
     "ITEM_COLUMNS",
@@ -52,6 +55,9 @@ __all__ = [
     "correct_batch",
     "score_corrector",
     "check_rows",
+    "tally_rows",
+    "combine_tally",
+    "rubric_sums",
     "summarise",
     "summarise_spark",
     "read_back",
@@ -156,14 +162,55 @@ def check_rows(model: Corrector, tally: Tally, data_url: str, sample: int, unkno
     return extra
 
 
-def _tally_pandas(model: Corrector, rows: pd.DataFrame) -> Tally:
-    tally = Tally(judges=rows["judge_id"].value_counts().to_dict())
+#: The rows of :func:`tally_rows`, by ``kind``: ``judge`` (a judge and its rows), ``rubric`` (a distinct rubric of
+#: the model judge's scored rows; null: scores without one) and ``bad`` (one of its first scores outside the input
+#: range).
+TALLY_SCHEMA = pa.schema(
+    [
+        ("kind", pa.string()),
+        ("judge_id", pa.string()),
+        ("n", pa.int64()),
+        ("rubric", pa.string()),
+        ("bad", pa.float64()),
+    ]
+)
+
+
+def tally_rows(model: Corrector, rows: pd.DataFrame) -> pa.Table:
+    """What the checks need of verdict rows (``judge_id, score, rubric``) at the sample: the kernel of both
+    runners (over the whole table in process, per partition on Spark), combined by :func:`combine_tally`."""
+    judges = rows["judge_id"].value_counts()
     mine = rows[rows["judge_id"] == model.judge_id]
-    score = mine["score"].dropna()
+    score = mine["score"].dropna()  # NaN is no score, as null
     low, high = model.input_range
-    tally.out_of_range = score[(score < low) | (score > high)].head(3).tolist()
-    tally.rubrics = {None if r is None or r != r else r for r in mine.loc[score.index, "rubric"].unique()}
-    return tally
+    bad = score[(score < low) | (score > high)].head(3).tolist()
+    rubrics = [None if r is None or r != r else str(r) for r in mine.loc[score.index, "rubric"].unique()]
+    out = {
+        "kind": ["judge"] * len(judges) + ["rubric"] * len(rubrics) + ["bad"] * len(bad),
+        "judge_id": [str(j) for j in judges.index] + [None] * (len(rubrics) + len(bad)),
+        "n": [int(n) for n in judges.to_numpy()] + [0] * (len(rubrics) + len(bad)),
+        "rubric": [None] * len(judges) + rubrics + [None] * len(bad),
+        "bad": [None] * (len(judges) + len(rubrics)) + [float(v) for v in bad],
+    }
+    return pa.table(out, schema=TALLY_SCHEMA)
+
+
+def _tally_partition(batches: Iterator[pa.RecordBatch], model: Corrector) -> Iterator[pa.RecordBatch]:
+    table = pa.Table.from_batches(list(batches))
+    if table.num_rows:
+        yield from tally_rows(model, table.to_pandas()).to_batches()
+
+
+def combine_tally(parts: pa.Table) -> Tally:
+    """The :class:`Tally` of the kernel's rows of every partition."""
+    frame = parts.to_pandas()
+    judges = frame[frame["kind"] == "judge"].groupby("judge_id", sort=True)["n"].sum()
+    rubrics = frame.loc[frame["kind"] == "rubric", "rubric"]
+    return Tally(
+        judges={str(j): int(n) for j, n in judges.items()},
+        out_of_range=[float(v) for v in frame.loc[frame["kind"] == "bad", "bad"].head(3)],
+        rubrics={None if r is None or r != r else r for r in rubrics},
+    )
 
 
 @dataclass(frozen=True)
@@ -180,7 +227,7 @@ def prepare_local(model: Corrector, data_url: str, engine: EngineConfig, sample:
     verdicts = read_dataset_table(data_url, "verdicts", _READ, storage_options=options)
     verdicts = verdicts.filter(pc.equal(verdicts["sample"], pa.scalar(sample, verdicts.schema.field("sample").type)))
     frame = verdicts.select(["judge_id", "score", "rubric"]).to_pandas()
-    extra = check_rows(model, _tally_pandas(model, frame), data_url, sample, unknown)
+    extra = check_rows(model, combine_tally(tally_rows(model, frame)), data_url, sample, unknown)
     mine = verdicts.filter(pc.equal(verdicts["judge_id"], model.judge_id)).drop_columns(["sample"])
     labels = read_dataset_table(data_url, "labels", ["dataset", "item_id", "label_score"], storage_options=options)
     joined = mine.join(labels, ["dataset", "item_id"], join_type="left outer")
@@ -194,59 +241,39 @@ def _local_batches(model: Corrector, table: pa.Table) -> Iterator[pa.RecordBatch
 
 
 # -- Spark -----------------------------------------------------------------------------------------------------
-def correct_and_write(
-    batches: Iterator[pa.RecordBatch], model: Corrector, staged_url: str, storage_options: Mapping[str, Any]
-) -> Iterator[pa.RecordBatch]:
-    """The ``mapInArrow`` function: correct the rows, write them into the staging folder, report the files."""
-    from pyspark import TaskContext
-
+def _correct_partition(batches: Iterator[pa.RecordBatch], model: Corrector) -> Iterator[pa.RecordBatch]:
+    """The Spark tasks' batch loop: :func:`correct_batch` on each batch (the rows the in-process runner gives)."""
     try:  # one thread per Spark task: the tasks already use the cores
         import torch
 
         torch.set_num_threads(1)
     except ImportError:
         pass
-    context = TaskContext.get()
-    basename = f"part-{context.partitionId() if context else 0:05d}"
-    scored = (correct_batch(model, b) for b in batches if b.num_rows)
-    files = write_items(scored, items_schema(), staged_url, basename=basename, storage_options=storage_options)
-    yield pa.RecordBatch.from_pydict(
-        {"file": [f for f, _ in files], "rows": [n for _, n in files]},
-        schema=pa.schema([("file", pa.string()), ("rows", pa.int64())]),
-    )
+    return (correct_batch(model, b) for b in batches if b.num_rows)
 
 
 def _stage_spark(
     model: Corrector, data_url: str, staged: str, engine: EngineConfig, sample: int, unknown: str
 ) -> tuple[list[tuple[str, int]], list[str]]:
-    from pyspark.sql import functions as F
-
-    from judgecal_dist.engine.jobs.spark import get_session, read_table
-
-    spark = get_session(engine.spark_master, conf=dict(engine.spark_conf))
-    rows = read_table(spark, data_url, "verdicts").where(F.col("sample") == sample)
-    low, high = model.input_range
-    # One pass for the checks: rows per judge, and the model judge's rubrics and out-of-range scores.
-    bad = ((F.col("score") < low) | (F.col("score") > high)) & ~F.isnan("score")  # NaN is no score, as null
-    per_judge = rows.groupBy("judge_id").agg(
-        F.count(F.lit(1)).alias("n"),
-        F.collect_set(F.when(F.col("score").isNotNull(), F.coalesce("rubric", F.lit("\0")))).alias("rubrics"),
-        F.slice(F.collect_list(F.when(bad, F.col("score"))), 1, 3).alias("bad"),
+    scorer = spark_runner()
+    # One pass for the checks (the tally kernel per partition), then the model judge's rows, written by the tasks.
+    rows = scorer.sample_rows(engine, data_url, sample)
+    parts = scorer.map_partitions(
+        rows.select("judge_id", "score", "rubric"),
+        functools.partial(_tally_partition, model=model),
+        TALLY_SCHEMA,
     )
-    tally = Tally()
-    for row in per_judge.collect():
-        tally.judges[row["judge_id"]] = int(row["n"])
-        if row["judge_id"] == model.judge_id:
-            tally.rubrics = {None if r == "\0" else r for r in row["rubrics"]}
-            tally.out_of_range = [float(v) for v in row["bad"]]
-    extra = check_rows(model, tally, data_url, sample, unknown)
-    labels = read_table(spark, data_url, "labels").select("dataset", "item_id", "label_score")
-    mine = rows.where(F.col("judge_id") == model.judge_id).drop("sample", "verdict", "input_tokens", "output_tokens")
-    mine = mine.join(labels, on=["dataset", "item_id"], how="left")
-    options = dict(engine.storage_options)
-    kernel = functools.partial(correct_and_write, model=model, staged_url=staged, storage_options=options)
-    written = mine.select(*_READ_ORDER).mapInArrow(kernel, FILES_DDL).collect()
-    return [(r["file"], int(r["rows"])) for r in written], extra
+    extra = check_rows(model, combine_tally(parts), data_url, sample, unknown)
+    mine = scorer.judge_rows(engine, data_url, rows, model.judge_id, ["label_score"])
+    written: list[tuple[str, int]] = scorer.write_partitions(
+        mine.select(*_READ_ORDER),
+        functools.partial(_correct_partition, model=model),
+        items_schema(),
+        writer=write_items,
+        staged_url=staged,
+        storage_options=dict(engine.storage_options),
+    )
+    return written, extra
 
 
 _READ_ORDER = ["dataset", "item_id", "group_id", "judge_id", "score", "rubric", "label_score"]
@@ -256,9 +283,29 @@ _READ_ORDER = ["dataset", "item_id", "group_id", "judge_id", "score", "rubric", 
 _KEYS = ["dataset", "rubric"]
 
 
-def summarise(frame: pd.DataFrame, model: Corrector) -> pd.DataFrame:
-    """Per dataset and rubric: items, scored items, mean raw (on score_range) and corrected score, mean s.d., and
-    with human scores the raw and corrected mean absolute errors (one function for both engines' rows)."""
+#: The additive columns of :func:`rubric_sums` (a mean is a sum over its count).
+_SUM_COLUMNS = [
+    "n_items",
+    "n_scored",
+    "sum_raw",
+    "n_raw",
+    "sum_corrected",
+    "sum_sd",
+    "n_sd",
+    "n_labelled",
+    "sum_err_raw",
+    "sum_err_corrected",
+    "n_err_corrected",
+]
+SUMS_SCHEMA = pa.schema(
+    [(k, pa.string()) for k in _KEYS]
+    + [(c, pa.float64() if c.startswith("sum_") else pa.int64()) for c in _SUM_COLUMNS]
+)
+
+
+def rubric_sums(frame: pd.DataFrame, model: Corrector) -> pd.DataFrame:
+    """Per dataset and rubric, the sums and counts of the summary's means (raw score on score_range, corrected
+    score, s.d., and with human scores the raw and corrected absolute errors): the kernel of both runners."""
     f = frame.assign(raw=model.to_scale(frame["score"].to_numpy(dtype=np.float64)))
     f["rubric"] = f["rubric"].astype(object).where(f["rubric"].notna(), None)
     lab = f["label_score"].notna() & f["corrected"].notna()
@@ -267,66 +314,60 @@ def summarise(frame: pd.DataFrame, model: Corrector) -> pd.DataFrame:
     out = f.groupby(_KEYS, dropna=False, sort=True).agg(
         n_items=("item_id", "size"),
         n_scored=("corrected", "count"),
-        mean_raw=("raw", "mean"),
-        mean_corrected=("corrected", "mean"),
-        mean_sd=("sd", "mean"),
+        sum_raw=("raw", "sum"),
+        n_raw=("raw", "count"),
+        sum_corrected=("corrected", "sum"),
+        sum_sd=("sd", "sum"),
+        n_sd=("sd", "count"),
         n_labelled=("err_raw", "count"),
-        mae_raw=("err_raw", "mean"),
-        mae_corrected=("err_corrected", "mean"),
+        sum_err_raw=("err_raw", "sum"),
+        sum_err_corrected=("err_corrected", "sum"),
+        n_err_corrected=("err_corrected", "count"),
     )
     return out.reset_index()
 
 
+def _sums_partition(batches: Iterator[pa.RecordBatch], model: Corrector) -> Iterator[pa.RecordBatch]:
+    table = pa.Table.from_batches(list(batches))
+    if table.num_rows:
+        sums = rubric_sums(table.to_pandas(), model)
+        yield from pa.Table.from_pandas(sums, schema=SUMS_SCHEMA, preserve_index=False).to_batches()
+
+
+def summarise(sums: pd.DataFrame) -> pd.DataFrame:
+    """Per dataset and rubric: items, scored items, mean raw and corrected score, mean s.d., and with human scores
+    the raw and corrected mean absolute errors, from :func:`rubric_sums` of either runner."""
+    out = sums[_KEYS].copy()
+    out["rubric"] = out["rubric"].astype(object).where(out["rubric"].notna(), None)
+    counts = {c: sums[c].to_numpy(dtype=np.int64) for c in ("n_items", "n_scored", "n_labelled")}
+
+    def mean(total: str, count: str) -> np.ndarray:
+        n = sums[count].to_numpy(dtype=np.float64)
+        return np.divide(sums[total].to_numpy(dtype=np.float64), n, out=np.full(len(n), np.nan), where=n > 0)
+
+    out["n_items"], out["n_scored"] = counts["n_items"], counts["n_scored"]
+    out["mean_raw"] = mean("sum_raw", "n_raw")
+    out["mean_corrected"] = mean("sum_corrected", "n_scored")
+    out["mean_sd"] = mean("sum_sd", "n_sd")
+    out["n_labelled"] = counts["n_labelled"]
+    out["mae_raw"] = mean("sum_err_raw", "n_labelled")
+    out["mae_corrected"] = mean("sum_err_corrected", "n_err_corrected")
+    return out.reset_index(drop=True)
+
+
 def summarise_spark(model: Corrector, folder_url: str, files: list[str], engine: EngineConfig) -> pd.DataFrame:
-    """:func:`summarise` as one Spark ``groupBy().agg()`` over the promoted item files (read back by tasks with
-    pyarrow): one row per (dataset, rubric) reaches the driver. Equal to :func:`summarise` up to the order of
-    floating-point sums."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import from_arrow_type
-
-    from judgecal_dist.engine.jobs.spark import get_session
-    from judgecal_dist.scoring.kernel import read_items_partition
-
-    spark = get_session(engine.spark_master, conf=dict(engine.spark_conf))
+    """:func:`summarise` of the promoted item files: :func:`rubric_sums` per partition (files read back by the
+    tasks with pyarrow), the partials summed per (dataset, rubric); one row per group reaches the driver."""
+    scorer = spark_runner()
     schema = items_schema()
     # the files hold every column but the dataset (their folder), which the reader puts first
-    fields = [schema.field("dataset"), *(f for f in schema if f.name != "dataset")]
-    ddl = ", ".join(f"`{f.name}` {from_arrow_type(f.type).simpleString()}" for f in fields)
+    fields = pa.schema([schema.field("dataset"), *(f for f in schema if f.name != "dataset")])
     reader = functools.partial(
         read_items_partition, files=files, folder_url=folder_url, storage_options=dict(engine.storage_options)
     )
-    slices = max(1, min(len(files), 2 * spark.sparkContext.defaultParallelism))
-    rows = spark.range(0, len(files), 1, slices).mapInArrow(reader, ddl)
-
-    def value(name: str) -> Any:  # NaN is no value, as pandas takes it
-        return F.when(~F.isnan(name), F.col(name))
-
-    (lo, hi), (a, b) = model.input_range, model.score_range
-    score = value("score")
-    # Corrector.to_scale's arithmetic, in the same order
-    raw = score if (lo, hi) == (a, b) else F.lit(a) + F.lit(b - a) * (score - F.lit(lo)) / F.lit(hi - lo)
-    lab = value("label_score").isNotNull() & value("corrected").isNotNull()
-    err_raw = F.when(lab, F.abs(raw - F.col("label_score")))
-    err_corrected = F.when(lab, F.abs(F.col("corrected") - F.col("label_score")))
-    sums: pd.DataFrame = (
-        rows.groupBy(*_KEYS)
-        .agg(
-            F.count(F.lit(1)).alias("n_items"),
-            F.count(value("corrected")).alias("n_scored"),
-            F.avg(raw).alias("mean_raw"),
-            F.avg(value("corrected")).alias("mean_corrected"),
-            F.avg(value("sd")).alias("mean_sd"),
-            F.count(err_raw).alias("n_labelled"),
-            F.avg(err_raw).alias("mae_raw"),
-            F.avg(err_corrected).alias("mae_corrected"),
-        )
-        .toPandas()
-    )
-    sums["rubric"] = sums["rubric"].astype(object).where(sums["rubric"].notna(), None)
-    means = ["mean_raw", "mean_corrected", "mean_sd", "mae_raw", "mae_corrected"]
-    sums[means] = sums[means].astype(np.float64)
-    sums = sums.sort_values(_KEYS, kind="stable", na_position="last").reset_index(drop=True)
-    return sums.astype({c: np.int64 for c in ("n_items", "n_scored", "n_labelled")})
+    rows = scorer.read_written(engine, len(files), reader, fields)
+    sums = scorer.partition_sums(rows, functools.partial(_sums_partition, model=model), SUMS_SCHEMA, _KEYS)
+    return summarise(sums)
 
 
 # -- the command -----------------------------------------------------------------------------------------------
@@ -355,7 +396,7 @@ def score_corrector(
     new_files = replace_outputs(store, output, staged, [f for f, _ in written], [_SUMMARY, "summary.json"])
     files = [f for f, _ in written]
     if prepared is not None:
-        table = summarise(read_back(store.url_of("items"), files, options), model)
+        table = summarise(rubric_sums(read_back(store.url_of("items"), files, options), model))
     else:  # one row per (dataset, rubric) reaches the driver, whatever the table's size
         table = summarise_spark(model, store.url_of("items"), files, engine)
     counts = {

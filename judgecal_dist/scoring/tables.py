@@ -192,10 +192,8 @@ def _rubric_scores(model: Any, request: Request) -> tuple[pa.Table, dict[str, An
     url = request.data_url
     if request.on_spark:
         scorer = spark_runner("scorer")
-        spark = scorer.session(request.engine)
-        stored = scorer.read_table(spark, url, "verdicts").where(scorer.column("sample") == model.sample)
-        verdicts = stored.select(*columns).toPandas()
-        labels = scorer.read_table(spark, url, "labels").select("dataset", "item_id", "label_score").toPandas()
+        verdicts = scorer.collect_table(request.engine, url, "verdicts", columns, sample=model.sample)
+        labels = scorer.collect_table(request.engine, url, "labels", ["dataset", "item_id", "label_score"])
     else:
         options = request.options
         verdicts = read_dataset_table(url, "verdicts", columns, storage_options=options).to_pandas()

@@ -50,7 +50,9 @@ __all__ = [
     "read_written",
     "with_item_columns",
     "item_partition_sums",
-    "column",
+    "sample_rows",
+    "collect_table",
+    "judge_rows",
 ]
 
 #: What a writing task reports: one row per file it wrote (path relative to the staging folder, rows).
@@ -71,9 +73,27 @@ def read_table(spark: SparkSession, url: str, table: str) -> DataFrame:
     return spark_engine.read_table(spark, url, table)
 
 
-def column(name: str) -> Any:
-    """A column expression by name (for ``where`` filters of the callers, who import no pyspark)."""
-    return F.col(name)
+def sample_rows(engine: EngineConfig, url: str, sample: int) -> DataFrame:
+    """The verdict rows of ``url`` at ``sample`` (lazy)."""
+    return read_table(session(engine), url, "verdicts").where(F.col("sample") == sample)
+
+
+def collect_table(
+    engine: EngineConfig, url: str, table: str, columns: Sequence[str], *, sample: int | None = None
+) -> pd.DataFrame:
+    """``columns`` of a stored table (its rows at ``sample`` when given) collected to the driver as pandas (for a
+    kind that scores the whole table at once)."""
+    rows = sample_rows(engine, url, sample) if sample is not None else read_table(session(engine), url, table)
+    frame: pd.DataFrame = rows.select(*columns).toPandas()
+    return frame
+
+
+def judge_rows(
+    engine: EngineConfig, url: str, rows: DataFrame, judge_id: str, label_columns: Sequence[str]
+) -> DataFrame:
+    """The verdict ``rows`` of ``judge_id`` with ``label_columns`` of their items' labels (null where unlabelled)."""
+    labels = read_table(session(engine), url, "labels").select("dataset", "item_id", *label_columns)
+    return rows.where(F.col("judge_id") == judge_id).join(labels, on=["dataset", "item_id"], how="left")
 
 
 def arrow_ddl(schema: pa.Schema) -> str:
