@@ -16,6 +16,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 from sklearn.base import clone, is_classifier
+from sklearn.exceptions import NotFittedError
 from sklearn.metrics import accuracy_score, log_loss
 from sklearn.model_selection import GridSearchCV, KFold, ParameterGrid, cross_val_score
 from sklearn.pipeline import make_pipeline
@@ -196,7 +197,11 @@ def test_it_is_a_classifier_that_clones_and_round_trips_its_params():
     again = CalibratedAggregator().set_params(**params)
     assert again.get_params() == params
     V, y = _panel()
-    fitted = clone(est).fit(_wide(V), y)
+    fresh = clone(est)
+    with pytest.raises(NotFittedError):
+        fresh.predict(_wide(V))
+    fitted = fresh.fit(_wide(V), y)
+    assert fitted is fresh and fitted.get_params() == params  # fit returns self and leaves the parameters be
     assert not hasattr(clone(fitted), "model_")  # clone copies parameters, never the fit
     proba = fitted.predict_proba(_wide(V))
     assert proba.shape == (len(y), 2) and np.allclose(proba.sum(axis=1), 1.0)
