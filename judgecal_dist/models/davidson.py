@@ -24,7 +24,9 @@ import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 
+from judgecal_dist.engine.votes.codec import codes_of, outcome_signs, verdicts_of_signs
 from judgecal_dist.errors import InputError
+from judgecal_dist.io.schema import VERDICT_CODES
 from judgecal_dist.methods.repeated.davidson import DavidsonAggregator
 from judgecal_dist.models.documents import DavidsonDoc
 
@@ -32,8 +34,6 @@ __all__ = ["FORMAT", "KIND", "DavidsonModel", "to_document", "from_document", "d
 
 FORMAT = "judgecal.davidson/v2"
 KIND = "davidson"
-_VERDICTS = np.array(["B", "tie", "A"], dtype=object)  # index = action + 1
-_LABEL_CODES = {"A": 1, "tie": 0, "B": -1}
 _PARAMS = ("beta", "eta0", "gamma")
 
 
@@ -125,18 +125,18 @@ class DavidsonModel:
                 "p_A": pa.array(proba[:, 2]),
                 "p_tie": pa.array(proba[:, 1]),
                 "p_B": pa.array(proba[:, 0]),
-                "verdict": pa.array(_VERDICTS[action + 1], pa.string()),
+                "verdict": pa.array(verdicts_of_signs(action), pa.string()),
             }
         )
 
     def summaries(self, table: pa.Table) -> dict[str, pd.DataFrame]:
         """Per dataset and judge: items, labelled items, accuracy and MAE of the verdicts on the labelled ones."""
         frame = table.select(["dataset", "judge_id", "label", "verdict"]).to_pandas()
-        y = frame["label"].map(_LABEL_CODES)
-        yhat = frame["verdict"].map(_LABEL_CODES)
-        frame = frame.assign(
-            labelled=y.notna(), correct=(y == yhat) & y.notna(), abs_err=(y - yhat).abs(), tie=frame["verdict"] == "tie"
-        )
+        # outcome signs (A +1, tie 0, B -1; NaN for a null), so that the error counts a tie as half a miss
+        y = pd.Series(outcome_signs(frame["label"]), index=frame.index)
+        yhat = pd.Series(outcome_signs(frame["verdict"]), index=frame.index)
+        tie = codes_of(frame["verdict"]) == VERDICT_CODES["tie"]
+        frame = frame.assign(labelled=y.notna(), correct=(y == yhat) & y.notna(), abs_err=(y - yhat).abs(), tie=tie)
         out = frame.groupby(["dataset", "judge_id"], sort=True).agg(
             n_items=("verdict", "size"),
             n_labelled=("labelled", "sum"),

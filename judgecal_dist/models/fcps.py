@@ -24,10 +24,10 @@ import pandas as pd
 import pyarrow as pa
 from sklearn.linear_model import LogisticRegression
 
-from judgecal_dist.engine.votes.codec import block_columns, unpack
+from judgecal_dist.engine.votes.codec import binary_codes, block_columns, codes_of, unpack
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.rubric_codes import ERR, rubric_codes
-from judgecal_dist.io.schema import MISSING_CODE, VERDICT_CODES
+from judgecal_dist.io.schema import MISSING_CODE, VERDICT_CODES, VOTE_A
 from judgecal_dist.methods.fcps.joint_table import (
     SCHEMA_CATEGORIES,
     HybridResidualShrinkage,
@@ -243,7 +243,8 @@ class FCPSModel:
         if self.rubric:
             return {"datasets": _rubric_summary(table)}
         frame = table.select([c for c in ("dataset", "label", "p", "cell_n") if c in table.column_names]).to_pandas()
-        y = frame["label"].map({"A": 1.0, "B": 0.0})
+        label = binary_codes(codes_of(frame["label"]))  # A 1, B 0; tie and null labels are not counted
+        y = pd.Series(np.where(label == MISSING_CODE, np.nan, (label == VOTE_A).astype(np.float64)), index=frame.index)
         p = frame["p"]
         use = y.notna() & p.notna()
         clipped = p.clip(NLL_EPS, 1.0 - NLL_EPS)

@@ -31,7 +31,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from judgecal_dist.engine.votes.codec import codes_of
 from judgecal_dist.io.figures import png, pyplot
+from judgecal_dist.io.schema import VOTE_A, VOTE_B
 from judgecal_dist.scoring.kernel import set_column
 from judgecal_dist.stats.metrics import pointwise_nll
 
@@ -71,8 +73,9 @@ def item_terms(items: pd.DataFrame, alphas: Sequence[float], eps: float) -> pd.D
     """Per-item summands of the sums (pandas; the in-memory path), from the scored item columns."""
     scored = items["p"].notna().to_numpy()
     p = np.where(scored, items["p"].to_numpy(dtype=np.float64, na_value=np.nan), 0.5)
-    labelled = items["label"].isin(["A", "B"]).to_numpy() & scored
-    y = (items["label"] == "A").to_numpy().astype(np.int64)
+    label = codes_of(items["label"])
+    labelled = ((label == VOTE_A) | (label == VOTE_B)) & scored
+    y = (label == VOTE_A).astype(np.int64)
     terms = pd.DataFrame(
         {
             "n": 1,
@@ -80,7 +83,7 @@ def item_terms(items: pd.DataFrame, alphas: Sequence[float], eps: float) -> pd.D
             "n_in_calibration": items["in_calibration"].eq(True).to_numpy().astype(np.int64),
             "sum_p": np.where(scored, p, 0.0),
             "sum_p2": np.where(scored, p * p, 0.0),
-            "n_pred_a": (items["verdict"] == "A").to_numpy().astype(np.int64),
+            "n_pred_a": (codes_of(items["verdict"]) == VOTE_A).astype(np.int64),
             "n_labelled": labelled.astype(np.int64),
         },
         index=items.index,
@@ -134,16 +137,16 @@ def model_rows_pandas(items: pd.DataFrame) -> pd.DataFrame:
     """Per dataset and response model: items played (``n``), scored (``n_scored``), the sum of its win
     probabilities ``sum_p`` (and of their squares, ``sum_p2``) and its predicted wins ``n_pred_a`` over the scored
     ones."""
-    p = items["p"].astype(np.float64)
+    p, verdict = items["p"].astype(np.float64), codes_of(items["verdict"])
     sides = []
-    for side, prob, wins in (("model_a", p, "A"), ("model_b", 1.0 - p, "B")):
+    for side, prob, wins in (("model_a", p, VOTE_A), ("model_b", 1.0 - p, VOTE_B)):
         sides.append(
             pd.DataFrame(
                 {
                     "dataset": items["dataset"],
                     "model": items[side],
                     "p": prob,
-                    "won": (items["verdict"] == wins).astype(np.int64),
+                    "won": (verdict == wins).astype(np.int64),
                 }
             )
         )

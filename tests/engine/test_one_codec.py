@@ -7,6 +7,7 @@ way ``grep`` would.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import inspect
@@ -19,6 +20,11 @@ import judgecal_dist
 from judgecal_dist.engine.votes import codec
 from judgecal_dist.engine.votes import spark as codec_spark
 from judgecal_dist.io import dataset as io_dataset
+from judgecal_dist.io.schema import VERDICT_CATEGORIES
+
+#: Files outside the codec's homes that still match verdict strings, with how many matches they hold (the scan
+#: below); each may only shrink. The notebook API's own coding goes with its rework.
+VERDICT_MATCHING_ALLOWED = {"judgecal_dist/api.py": 2}
 
 PACKAGE = Path(judgecal_dist.__file__).parent
 SOURCES = {path.relative_to(PACKAGE.parent).as_posix(): path.read_text() for path in PACKAGE.rglob("*.py")}
@@ -69,6 +75,12 @@ def test_old_decoders_and_readers_are_deleted(module, names):
         # scoring.apply imports the Spark codec inside its Spark path (the base install has no pyspark): see below
         ("judgecal_dist.scoring.apply", ["encode", "ItemVotes"]),
         ("judgecal_dist.scoring.kernel", ["unpack"]),
+        # verdict and label strings held in pandas are coded by the codec too
+        ("judgecal_dist.engine.jobs.stats", ["codes_of", "binary_codes"]),
+        ("judgecal_dist.scoring.summary", ["codes_of"]),
+        ("judgecal_dist.models.fcps", ["codes_of", "binary_codes"]),
+        ("judgecal_dist.models.davidson", ["codes_of", "outcome_signs", "verdicts_of_signs"]),
+        ("judgecal_dist.studies.itc.data", ["outcome_signs"]),
     ],
 )
 def test_every_vote_building_module_holds_the_codec_itself(module, names):
@@ -151,3 +163,89 @@ def test_one_dataset_reader():
     opens = re.compile(r"pads\.dataset\(f?\"?\{?root|\.glob\([^)]*\*\.parquet")
     assert sorted(p for p, text in SOURCES.items() if opens.search(text)) == ["judgecal_dist/history/store.py"]
     assert "def table_parts(" in SOURCES["judgecal_dist/io/dataset.py"]
+
+
+# -- verdict strings are matched by the codec only --------------------------------------------------------------
+#: Where verdict strings may be named as a coding or matched: their definition and the codec.
+CODEC_HOMES = ("judgecal_dist/io/schema.py", "judgecal_dist/engine/votes/")
+#: Methods that match a column against values (pandas, numpy, Spark).
+_MATCHING_METHODS = {"isin", "eq", "ne", "map", "replace"}
+
+
+def _is_verdict(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value in VERDICT_CATEGORIES
+
+
+def _is_verdicts(node: ast.AST) -> bool:
+    """A verdict string, a list/tuple/set of them, or a dict keyed by one (a coding)."""
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return bool(node.elts) and all(_is_verdict(e) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return any(k is not None and _is_verdict(k) for k in node.keys)
+    return _is_verdict(node)
+
+
+def verdict_matches(text: str) -> list[tuple[int, str]]:
+    """(line, code) of every place ``text`` codes or matches verdict strings itself: a comparison with ``"A"``,
+    ``"B"`` or ``"tie"`` (``==``, ``!=``, ``in``), ``isin`` / ``eq`` / ``map`` / ``replace`` with them, or a dict with
+    two or more of them as keys (a coding). Writing a verdict (``np.where(p > 0.5, "A", "B")``) is not matching."""
+    out = []
+    for node in ast.walk(ast.parse(text)):
+        if (
+            isinstance(node, ast.Compare)
+            and any(_is_verdicts(n) for n in (node.left, *node.comparators))
+            or (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _MATCHING_METHODS
+                and any(_is_verdicts(a) for a in node.args)
+            )
+            or isinstance(node, ast.Dict)
+            and sum(k is not None and _is_verdict(k) for k in node.keys) >= 2
+        ):
+            out.append((node.lineno, ast.unparse(node)))
+    return sorted(set(out))
+
+
+def test_no_verdict_string_is_matched_outside_the_codec():
+    found = {
+        path: matches
+        for path, text in sorted(SOURCES.items())
+        if not path.startswith(CODEC_HOMES) and (matches := verdict_matches(text))
+    }
+    offending = [
+        f"{path}:{line}: {code}"
+        for path, matches in found.items()
+        if len(matches) > VERDICT_MATCHING_ALLOWED.get(path, 0)
+        for line, code in matches
+    ]
+    assert not offending, "verdict strings matched outside the codec (use engine.votes.codec):\n" + "\n".join(offending)
+    stale = sorted(set(VERDICT_MATCHING_ALLOWED) - set(found))
+    assert not stale, f"no verdict matching left: remove {stale} from VERDICT_MATCHING_ALLOWED"
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        'x == "A"',
+        '"B" != x',
+        'x in ("A", "B")',
+        'frame["label"].isin(["A", "B"])',
+        'frame["verdict"].map({"A": 1, "tie": 0, "B": -1})',
+        'F.col("label") == "tie"',
+        'F.col("label").isin("A", "B")',
+    ],
+)
+def test_the_scan_finds_a_planted_match(tmp_path, planted):
+    # a real module of the package, with one match planted in a copy of it
+    probe = tmp_path / "summary.py"
+    clean = SOURCES["judgecal_dist/scoring/summary.py"]
+    probe.write_text(clean + f"\n\ndef planted(x, frame, F):\n    return {planted}\n")
+    assert verdict_matches(clean) == []
+    found = verdict_matches(probe.read_text())
+    assert {line for line, _ in found} == {len(clean.splitlines()) + 4}
+
+
+def test_the_scan_leaves_writing_verdicts_and_records_alone():
+    text = 'v = np.where(p > 0.5, "A", "B")\nrow = {"tie": 3, "first": 1}\nname = "A"\n'
+    assert verdict_matches(text) == []

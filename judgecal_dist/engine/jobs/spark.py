@@ -563,7 +563,6 @@ def _checked(frame: pd.DataFrame, tally: Any) -> pd.DataFrame:
 
 def group_sizes_spark(labelled_items: DataFrame) -> pd.DataFrame:
     """Labelled items and tie labels per ``group_id`` of ``(dataset, item_id, group_id, label)`` rows (collected)."""
-    sizes = labelled_items.groupBy("group_id").agg(
-        F.count(F.lit(1)).alias("n_items"), F.count_if(F.col("label") == "tie").alias("n_tie_labels")
-    )
+    ties = F.count_if(category_code("label", table="labels") == VERDICT_CODES["tie"])
+    sizes = labelled_items.groupBy("group_id").agg(F.count(F.lit(1)).alias("n_items"), ties.alias("n_tie_labels"))
     return _collect(sizes)

@@ -23,9 +23,11 @@ import pyarrow.compute as pc
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.jobs import counts, local
+from judgecal_dist.engine.votes.codec import binary_codes, codes_of
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.extras import require_extra
 from judgecal_dist.io.dataset import count_rows, read_dataset_table
+from judgecal_dist.io.schema import MISSING_CODE, VERDICT_CODES
 from judgecal_dist.splits import group_keys
 
 if TYPE_CHECKING:  # pyspark is the spark extra: the in-memory path never imports it
@@ -201,8 +203,9 @@ def judge_summary(cells: pd.DataFrame) -> pd.DataFrame:
     ([[7, 5, 3]], 0.8571)
     """
     n = cells["n"].to_numpy(dtype=np.int64)
-    vote = cells["verdict"].isin(["A", "B"]).to_numpy()
-    correct = cells["label"].isin(["A", "B"]).to_numpy() & (cells["verdict"] == cells["label"]).to_numpy()
+    verdict, label = binary_codes(codes_of(cells["verdict"])), binary_codes(codes_of(cells["label"]))
+    vote = verdict != MISSING_CODE
+    correct = (label != MISSING_CODE) & (verdict == label)
     frame = cells[["replicate", "side", "judge_id"]].assign(
         rows=n,
         votes=np.where(vote, n, 0),
@@ -343,8 +346,9 @@ def group_sizes(
         items = items.select(["dataset", "item_id", "group_id"]).to_pandas().drop_duplicates()
         lab = labels.to_pandas().dropna(subset=["label"])
         joined = items.merge(lab, on=["dataset", "item_id"], how="inner")
+        joined["tie"] = (codes_of(joined["label"]) == VERDICT_CODES["tie"]).astype(np.int64)
         frame = joined.groupby("group_id", as_index=False, sort=True).agg(
-            n_items=("item_id", "size"), n_tie_labels=("label", lambda s: int((s == "tie").sum()))
+            n_items=("item_id", "size"), n_tie_labels=("tie", "sum")
         )
     frame = frame.sort_values("group_id", kind="stable").reset_index(drop=True)
     frame["group_key"] = group_keys(frame["group_id"].astype(str))

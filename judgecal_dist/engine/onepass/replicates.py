@@ -68,8 +68,10 @@ from judgecal_dist.engine.onepass.patterns import (
     patterns_kernel,
 )
 from judgecal_dist.engine.onepass.sources import Kernel, PanelSource, SparkItemsSource, spark_items_source
+from judgecal_dist.engine.votes.spark import category_code
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.dataset import choose_dataset
+from judgecal_dist.io.schema import VOTE_A, VOTE_B
 from judgecal_dist.methods.aggregation.aggregate import OneCoin
 from judgecal_dist.methods.pipeline import Settings, aggregate_counts, calibrator, panels_from_counts
 
@@ -137,7 +139,7 @@ def spark_label_classes(url: str, engine: EngineConfig, dataset: str | None) -> 
     session = get_session(engine.spark_master, conf=dict(engine.spark_conf))
     labels = read_table(session, url, "labels")
     dataset = choose_dataset([r.dataset for r in labels.select("dataset").distinct().collect()], dataset, where=url)
-    found = labels.where((F.col("dataset") == dataset) & F.col("label").isin("A", "B"))
+    found = labels.where((F.col("dataset") == dataset) & category_code("label", table="labels").isin(VOTE_A, VOTE_B))
     return np.array([r.label for r in found.select("label").distinct().collect()])
 
 

@@ -19,7 +19,11 @@ The forms built from :class:`CodedRows`:
 * **binary column**: the dense row as ``binary`` (one byte per judge), reinterpreted without a copy;
 * **verdict patterns**: base 4 in int64, digit ``p`` = verdict slot of the ``p``-th judge (``B`` 0, ``A`` 1,
   ``tie`` 2, missing 3), at most :data:`MAX_VERDICT_PATTERN_JUDGES` judges;
-* **vote patterns**: base 3 over binary votes, digit ``m`` = ``vote + 1`` (0 missing, 1 B, 2 A).
+* **vote patterns**: base 3 over binary votes, digit ``m`` = ``vote + 1`` (0 missing, 1 B, 2 A);
+* **outcome signs**: the three outcomes as ``A`` +1, ``tie`` 0, ``B`` -1 (Davidson's actions), and back.
+
+Verdict or label strings held in pandas or numpy are coded with :func:`codes_of`; nothing else in the package
+compares verdict strings (the one-codec test scans for it).
 
 This module imports no Spark: Spark's Python workers import it before their first batch.
 """
@@ -53,7 +57,10 @@ __all__ = [
     "JUDGES_PER_BLOCK",
     "MAX_VERDICT_PATTERN_JUDGES",
     "category_codes",
+    "codes_of",
     "binary_codes",
+    "outcome_signs",
+    "verdicts_of_signs",
     "as_dictionary",
     "CodedRows",
     "encode",
@@ -90,6 +97,44 @@ def category_codes(values: pa.ChunkedArray | pa.Array) -> npt.NDArray[np.int8]:
     index = pc.index_in(values, value_set=_CATEGORIES)
     codes = pc.if_else(pc.is_null(values), MISSING_CODE, pc.fill_null(index, UNKNOWN_CODE))
     return np.asarray(pc.cast(codes, pa.int8()).to_numpy(zero_copy_only=False), dtype=np.int8)
+
+
+def codes_of(values: pd.Series | npt.ArrayLike) -> npt.NDArray[np.int8]:
+    """:func:`category_codes` of verdict or label strings held in pandas or numpy (None and NaN are null).
+
+    Examples
+    --------
+    >>> codes_of(pd.Series(["A", None, "tie", "B", "x"])).tolist()
+    [1, -1, 2, 0, -2]
+    """
+    if isinstance(values, pd.Series):
+        values = values.astype(object)
+    return category_codes(pa.array(values, pa.string(), from_pandas=True))
+
+
+#: Outcome sign of each verdict code (index = code): ``A`` +1, ``B`` -1, ``tie`` 0.
+_SIGNS = np.zeros(len(VERDICT_CODES))
+_SIGNS[[VOTE_A, VOTE_B]] = 1.0, -1.0
+
+
+def outcome_signs(values: pd.Series | npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """The three outcomes of verdict or label strings as signs: ``A`` +1, ``tie`` 0, ``B`` -1; NaN for a null or a
+    category outside the alphabet.
+
+    Examples
+    --------
+    >>> outcome_signs(["A", "tie", "B", None]).tolist()
+    [1.0, 0.0, -1.0, nan]
+    """
+    codes = codes_of(values)
+    return np.where(codes >= 0, _SIGNS[np.maximum(codes, 0)], np.nan)
+
+
+def verdicts_of_signs(signs: npt.ArrayLike) -> npt.NDArray[np.object_]:
+    """Verdict strings of outcome signs -1, 0, +1 (inverse of :func:`outcome_signs`): ``['B', 'tie', 'A']``."""
+    by_sign = np.empty(3, dtype=object)
+    by_sign[(_SIGNS + 1).astype(np.int64)] = _CATEGORIES.to_pylist()
+    return by_sign[np.asarray(signs, dtype=np.int64) + 1]
 
 
 def binary_codes(codes: npt.NDArray[np.integer]) -> npt.NDArray[np.int8]:

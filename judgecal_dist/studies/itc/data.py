@@ -30,6 +30,7 @@ import pyarrow as pa
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.jobs.ensemble import budget_vote_counts
+from judgecal_dist.engine.votes.codec import outcome_signs
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.dataset import read_dataset_table
 from judgecal_dist.io.pairs import derived_pairs, holds_pointwise_scores, pool_orders
@@ -46,7 +47,6 @@ __all__ = [
     "interleaved_orders",
 ]
 
-_LABEL_CODES = {"A": 1, "tie": 0, "B": -1}
 #: ``ItcInput.source`` of an rb2-k8 score dataset, whose votes are response pairs derived from the scores.
 PAIRS_SOURCE = "rb2-k8 pairs"
 
@@ -140,7 +140,7 @@ def _tasks_from_counts(
                 item_ids=item_ids,
                 item_keys=group_keys([f"{dataset}/{i}" for i in items.get("split_key", items["item_id"])]),
                 group_keys=group_keys([f"{dataset}/{g}" for g in items["group_id"]]),
-                labels=items["label"].map(_LABEL_CODES).to_numpy(np.int64),
+                labels=pd.Series(outcome_signs(items["label"])).to_numpy(np.int64),
                 budgets=budgets,
                 counts=tensor,
                 votes=code.fillna(MISSING).to_numpy(np.int64),
@@ -176,7 +176,7 @@ def items_without_verdict(tasks: Sequence[Task]) -> dict[str, dict[str, int]]:
 
 def _vote_codes(verdicts: pd.DataFrame) -> pd.DataFrame:
     """``dataset, judge_id, item_id, sample, code`` of verdict rows (code NaN where the verdict is null)."""
-    return verdicts[["dataset", "judge_id", "item_id", "sample"]].assign(code=verdicts["verdict"].map(_LABEL_CODES))
+    return verdicts[["dataset", "judge_id", "item_id", "sample"]].assign(code=outcome_signs(verdicts["verdict"]))
 
 
 def _rb2_tasks(url: str, budgets: tuple[int, ...], orientation_seed: int, engine: EngineConfig) -> ItcInput:
