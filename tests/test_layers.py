@@ -28,6 +28,12 @@ UPWARD = {
 #: by the scoring work; nothing may be added.
 UPWARD_BEING_REMOVED: set[tuple[str, str]] = set()
 
+#: A library's private attribute that shares its name with one of ours (so the private-name scan sees it), and why.
+LIBRARY_PRIVATE = {
+    # pyspark Connect retries an unreachable server for minutes; its retry policy is only on the session's client
+    ("judgecal_dist/engine/sql/client.py", "spark._client"): "pyspark Connect session's gRPC client",
+}
+
 PACKAGE = Path(__file__).resolve().parents[1] / "judgecal_dist"
 ROOT = "judgecal_dist"
 
@@ -289,6 +295,7 @@ def test_no_module_reaches_another_modules_private_names():
         f"{path.relative_to(PACKAGE.parent)}:{line}: {text}"
         for path in paths
         for line, text in private_reaches(path, package_private)
+        if (path.relative_to(PACKAGE.parent).as_posix(), text) not in LIBRARY_PRIVATE
     ]
     assert not offending, "private names used across modules (give them a public name):\n" + "\n".join(offending)
 
