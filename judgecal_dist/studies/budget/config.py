@@ -11,6 +11,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from judgecal_dist.engine.jobs.panel import ORIENTATIONS, Panel
 from judgecal_dist.settings import (
+    Count,
     Fraction,
     NonNegative,
     PipelineFields,
@@ -60,7 +61,7 @@ class Config(SplitFields, PipelineFields):
     calibrators: Annotated[tuple[Annotated[str, one_of(CALIBRATORS)], ...], listed(min_length=1)] = CALIBRATORS
     platt_penalty: NonNegative = 0.0
     orientation: Annotated[str, one_of(ORIENTATIONS)] = "natural"
-    sample: Annotated[int, integer(0)] = 0
+    sample: Count = 0
     max_t_alpha: Fraction = 0.05
     max_t_resamples: Resamples = 10_000
     max_t_alternative: Annotated[str, one_of(("greater", "two-sided"))] = "greater"

@@ -11,6 +11,7 @@ from pydantic import model_validator
 from judgecal_dist.methods.continuous.score_flow import MASK_POLICIES
 from judgecal_dist.settings import (
     CiLevel,
+    Count,
     Positive,
     Probability,
     Replicates,
@@ -47,7 +48,7 @@ class Config(SplitFields):
     )
     replicates: Replicates = 50
     test_groups: Annotated[int, integer(1)] = 50
-    nuts_seeds: Annotated[int, integer(0)] = 5
+    nuts_seeds: Count = 5
     nuts_warmup: Annotated[int, integer(1, 1_000_000)] = 500
     nuts_samples: Annotated[int, integer(1, 1_000_000)] = 1000
     nuts_chains: Annotated[int, integer(1, 64)] = 2

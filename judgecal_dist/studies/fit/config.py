@@ -10,6 +10,7 @@ from pydantic import model_validator
 from judgecal_dist.methods.pipeline import PANELS, Settings
 from judgecal_dist.settings import (
     AggregationFields,
+    Count,
     PipelineFields,
     Resamples,
     Seed,
@@ -43,7 +44,7 @@ class Config(StudyFields, CandidateFields, PipelineFields, AggregationFields):
     data_required: ClassVar[str] = "an ingested dataset URL"
 
     dataset: str | None = None
-    sample: Annotated[int, integer(0)] = 0
+    sample: Count = 0
     seed: Seed = 0
     folds: Annotated[int, integer(2, 50, description="cross-fitting folds (grouped by group_id)")] = 5
     rule: Annotated[str, one_of(RULES)] = "one_se"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Annotated, ClassVar
 
 from pydantic import Field, model_validator
@@ -12,6 +12,7 @@ from judgecal_dist.engine.jobs.panel import ORIENTATIONS
 from judgecal_dist.methods.pipeline import PANELS, PROTOCOLS, Settings
 from judgecal_dist.settings import (
     AggregationFields,
+    Count,
     Fraction,
     PipelineFields,
     Resamples,
@@ -54,7 +55,7 @@ class Config(SplitFields, CandidateFields, PipelineFields, AggregationFields):
     dataset: str | None = None
     calib_fraction: Fraction = 0.5
     orientation: Annotated[str, one_of(ORIENTATIONS)] = "natural"
-    sample: Annotated[int, integer(0)] = 0
+    sample: Count = 0
     calib_scores: Annotated[str, one_of(PROTOCOLS)] = "insample"
     nested_fraction: Fraction = 0.7
     crossfit_folds: Annotated[int, integer(2, 100)] = 5
@@ -117,24 +118,25 @@ class Config(SplitFields, CandidateFields, PipelineFields, AggregationFields):
 
 @dataclass(frozen=True)
 class Replicate:
-    """One split: everything ``run_replicate`` needs besides the panel (pure and seeded)."""
+    """One split: everything ``run_replicate`` needs besides the panel (pure and seeded), copied from the
+    :class:`Config` by ``plan`` (the defaults are the config's, declared there only)."""
 
     seed: int
     calib_fraction: float
     aggregators: tuple[str, ...]
     calibrators: tuple[str, ...]
     panels: tuple[str, ...]
-    settings: Settings = field(default_factory=Settings)
-    conformal_alphas: tuple[float, ...] = (0.1, 0.2)
-    permutation_resamples: int = 10_000
-    n_bins: int = 10
-    calib_scores: str = "insample"
-    nested_fraction: float = 0.7
-    crossfit_folds: int = 5
-    search: SearchSettings = field(default_factory=SearchSettings)
-    l1_c: float = 0.1
-    selective_tau: float = 0.9
-    tost_margin: float = 0.01
-    platt_item_features: tuple[str, ...] = ()
-    controls: tuple[str, ...] = ()
-    item_bootstrap_resamples: int = 0
+    settings: Settings
+    conformal_alphas: tuple[float, ...]
+    permutation_resamples: int
+    n_bins: int
+    calib_scores: str
+    nested_fraction: float
+    crossfit_folds: int
+    search: SearchSettings
+    l1_c: float
+    selective_tau: float
+    tost_margin: float
+    platt_item_features: tuple[str, ...]
+    controls: tuple[str, ...]
+    item_bootstrap_resamples: int

@@ -25,7 +25,7 @@ and the conformal sets of the inclusion study need item-level losses and are lef
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
 
 import numpy as np
@@ -48,6 +48,7 @@ from judgecal_dist.methods.pipeline import Settings, choose_panels, fit_pipeline
 from judgecal_dist.progress import Progress
 from judgecal_dist.settings import (
     MAX_REPLICATES,
+    Count,
     Fraction,
     PipelineFields,
     SplitFields,
@@ -101,9 +102,9 @@ class Config(SplitFields, PipelineFields):
         ONEPASS_CALIBRATORS
     )
     panels: Annotated[tuple[str, ...], listed(min_length=1)] = ("all", "top3", "top5", "top10")
-    sample: Annotated[int, integer(0)] = 0
+    sample: Count = 0
     execution: Annotated[str, one_of(EXECUTIONS)] = "auto"
-    dense_max_verdicts: Annotated[int, integer(0)] = DENSE_MAX_VERDICTS
+    dense_max_verdicts: Count = DENSE_MAX_VERDICTS
     onepass_batch: Annotated[int, integer(1, MAX_REPLICATES)] = 50
 
     @model_validator(mode="after")
@@ -124,8 +125,8 @@ class Replicate:
     calib_fraction: float
     calibrators: tuple[str, ...]
     panels: tuple[str, ...]
-    settings: Settings = field(default_factory=Settings)
-    n_bins: int = 10
+    settings: Settings
+    n_bins: int
     rows: tuple[dict[str, Any], ...] = ()
 
 

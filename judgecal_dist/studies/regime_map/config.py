@@ -15,6 +15,7 @@ from judgecal_dist.methods.fcps.scalar_families import SCALAR_FAMILIES
 from judgecal_dist.methods.fcps.select import MENUS
 from judgecal_dist.settings import (
     MAX_REPLICATES,
+    Count,
     NonNegative,
     Positive,
     SplitFields,
@@ -104,7 +105,7 @@ class Config(SplitFields):
         "target labels.label_score)",
     )
     position_balance: bool = True
-    sample: Annotated[int, integer(0)] = 0
+    sample: Count = 0
     replicates: Annotated[int, integer(2, MAX_REPLICATES)] = Field(
         default=30, description="splits (>= 2 for paired intervals)"
     )
@@ -198,14 +199,14 @@ class Config(SplitFields):
     population_rows: Annotated[int, integer(1_000)] = Field(
         default=1_000_000, description="synthetic: rows of the population fit of each family (its best member)"
     )
-    boundary_reps: Annotated[int, integer(0)] = Field(
+    boundary_reps: Count = Field(
         default=40,
         description="synthetic: Monte Carlo refits per budget and main family of the regime boundary; 0: off",
     )
-    proxy_bootstrap: Annotated[int, integer(0)] = Field(
+    proxy_bootstrap: Count = Field(
         default=2000, description="cluster-bootstrap resamples of the proxy score's AUC and gap; 0: no interval"
     )
-    proxy_permutations: Annotated[int, integer(0)] = Field(
+    proxy_permutations: Count = Field(
         default=10_000, description="within-budget permutations of the proxy score's AUC test; 0: no test"
     )
 
