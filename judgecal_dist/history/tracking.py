@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import os
 import re
@@ -81,14 +82,19 @@ def _store_access(uri: str) -> Iterator[None]:
     """MLflow's environment for the calls in the block, as it was afterwards: ``MLFLOW_TRACKING_URI`` is ``uri``
     (MLflow's own registry code opens a default client inside some calls, which would otherwise create
     ``./mlflow.db``), no artifact progress bars on stderr, and on a local file store ``MLFLOW_ALLOW_FILE_STORE``
-    is set (MLflow 3 refuses one unless it is)."""
+    is set (MLflow 3 refuses one unless it is). MLflow's INFO lines are left out unless judgecal logs DEBUG (-v)."""
     wanted = {"MLFLOW_TRACKING_URI": uri, "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
     wanted |= {_FILE_STORE_SWITCH: "true"} if _scheme(uri) == "file" else {}
     before = {name: os.environ.get(name) for name in wanted}
     os.environ.update(wanted)
+    chatter = logging.getLogger("mlflow")  # its table migrations and checks: shown with -v only
+    level = chatter.level
+    if not logging.getLogger("judgecal_dist").isEnabledFor(logging.DEBUG):
+        chatter.setLevel(logging.WARNING)
     try:
         yield
     finally:
+        chatter.setLevel(level)
         for name, value in before.items():
             if value is None:
                 os.environ.pop(name, None)
