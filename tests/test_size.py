@@ -46,7 +46,6 @@ FUNCTIONS = {
     "judgecal_dist/studies/ensemble/study.py::_routing": 98,
     "judgecal_dist/studies/inclusion/controls.py::control_rows": 68,
     "judgecal_dist/studies/inclusion/search.py::run_searches": 65,
-    "judgecal_dist/studies/regime_map/extended.py::extended": 100,
 }
 FILES = {
     "judgecal_dist/cli.py": 636,

@@ -1,6 +1,6 @@
 """The one place a report, card or recommendation formats its numbers, intervals, tables and sections.
 
-Reports are Markdown. Every study builds its tables with :func:`table`, its numbers with :func:`number`,
+Reports are Markdown. Every study builds its tables with :func:`markdown_table`, its numbers with :func:`number`,
 :func:`percent` and :func:`p_value`, its ``value [low, high]`` cells with :func:`interval` and
 :func:`bracket` (or :func:`row_interval` from a row's ``<metric>_ci_low``/``<metric>_ci_high`` columns) and its headed blocks with
 :func:`section`, so a report says what its study found and none of them re-decides how a number looks.
@@ -11,7 +11,7 @@ once.
 
 Examples
 --------
->>> print("\\n".join(table(["judge", "NLL"], [["a", number(0.31234)], ["b", number(None)]])))
+>>> print("\\n".join(markdown_table(["judge", "NLL"], [["a", number(0.31234)], ["b", number(None)]])))
 | judge | NLL |
 | --- | --- |
 | a | 0.3123 |
@@ -33,12 +33,13 @@ __all__ = [
     "bracket",
     "interval",
     "level_text",
+    "markdown_table",
+    "mean_se",
     "number",
     "p_value",
     "percent",
     "row_interval",
     "section",
-    "table",
 ]
 
 #: What an undefined number prints as.
@@ -132,6 +133,18 @@ def interval(
     return f"{number(value, spec, missing=missing)} {bracket(low, high, spec, level=level, missing=missing)}"
 
 
+def mean_se(value: Any, se: Any, spec: str = ".4f", *, se_spec: str | None = None, missing: str = MISSING) -> str:
+    """A mean with its standard error, ``"0.2031 ± 0.0012"`` (``se_spec`` defaults to ``spec`` without a sign).
+
+    Examples
+    --------
+    >>> mean_se(0.0123, 0.004, "+.4f")
+    '+0.0123 ± 0.0040'
+    """
+    se_spec = spec.replace("+", "") if se_spec is None else se_spec
+    return f"{number(value, spec, missing=missing)} ± {number(se, se_spec, missing=missing)}"
+
+
 def _get(row: Any, key: str) -> Any:
     # Mappings and Series look keys up; an itertuples row holds them as attributes (``in`` would test values).
     return row.get(key) if hasattr(row, "get") else getattr(row, key, None)
@@ -166,7 +179,9 @@ def _line(cells: Sequence[Any]) -> str:
     return "|" + "|".join(f" {t} " if t else " " for t in text) + "|"
 
 
-def table(header: Sequence[Any], rows: Iterable[Sequence[Any]], *, align: Sequence[str] | None = None) -> list[str]:
+def markdown_table(
+    header: Sequence[Any], rows: Iterable[Sequence[Any]], *, align: Sequence[str] | None = None
+) -> list[str]:
     """A Markdown pipe table as lines: header, rule and one line per row (cells as given, already formatted).
 
     Parameters
@@ -211,7 +226,7 @@ def section(
     *paragraphs : str
         Text before the table (empty strings are skipped).
     rows : list of str, optional
-        Table lines from :func:`table`.
+        Table lines from :func:`markdown_table`.
     after : sequence of str
         Text after the table.
     figure : (alt text, relative path), optional
@@ -221,7 +236,7 @@ def section(
 
     Examples
     --------
-    >>> section("Costs", "Per label.", rows=table(["a"], [[1]]), figure=("costs", "figures/costs.png"))
+    >>> section("Costs", "Per label.", rows=markdown_table(["a"], [[1]]), figure=("costs", "figures/costs.png"))
     ['', '## Costs', '', 'Per label.', '', '| a |', '| --- |', '| 1 |', '', '![costs](figures/costs.png)']
     """
     out: list[str] = []

@@ -10,7 +10,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from judgecal_dist.studies.report_kit import bracket, interval, number, p_value, percent, row_interval, section, table
+from judgecal_dist.studies.report_kit import (
+    bracket,
+    interval,
+    markdown_table,
+    number,
+    p_value,
+    percent,
+    row_interval,
+    section,
+)
 
 
 def _parse(lines: list[str]) -> pd.DataFrame:
@@ -22,18 +31,18 @@ def _parse(lines: list[str]) -> pd.DataFrame:
 def test_table_round_trips_through_an_independent_parser():
     rng = np.random.default_rng(0)
     values = rng.normal(size=(5, 3))
-    lines = table(["a", "b", "c"], [[number(v) for v in row] for row in values])
+    lines = markdown_table(["a", "b", "c"], [[number(v) for v in row] for row in values])
     back = _parse(lines).apply(lambda c: c.str.strip()).astype(float).to_numpy()
     np.testing.assert_allclose(back, np.round(values, 4), atol=5e-5)
     assert lines[1] == "| --- | --- | --- |"
-    assert table(["x", "n"], [], align=["left", "right"])[1] == "| --- | ---: |"
+    assert markdown_table(["x", "n"], [], align=["left", "right"])[1] == "| --- | ---: |"
 
 
 def test_table_refuses_a_ragged_row_and_escapes_pipes():
     with pytest.raises(ValueError, match="2 cells, the header 3"):
-        table(["a", "b", "c"], [[1, 2]])
-    assert table(["m"], [["a|b"]])[2] == "| a\\|b |"
-    assert table(["a", "b"], [["x", ""]])[2] == "| x | |"
+        markdown_table(["a", "b", "c"], [[1, 2]])
+    assert markdown_table(["m"], [["a|b"]])[2] == "| a\\|b |"
+    assert markdown_table(["a", "b"], [["x", ""]])[2] == "| x | |"
 
 
 @pytest.mark.parametrize("bad", [None, float("nan"), math.inf, "text", np.nan])
@@ -68,6 +77,6 @@ def test_interval_from_a_row_in_every_shape():
 
 
 def test_section_puts_each_part_after_a_blank_line():
-    lines = section("Title", "", "text", rows=table(["a"], [[1]]), after=["note"], depth=3)
+    lines = section("Title", "", "text", rows=markdown_table(["a"], [[1]]), after=["note"], depth=3)
     assert lines == ["", "### Title", "", "text", "", "| a |", "| --- |", "| 1 |", "", "note"]
     assert section(None, "only") == ["", "only"]

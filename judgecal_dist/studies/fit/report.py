@@ -15,7 +15,7 @@ from judgecal_dist.methods.aggregation.votes import count_judge_votes
 from judgecal_dist.stats.metrics import brier, ece_positive, nll, reliability_bins
 from judgecal_dist.studies.base import interval_note
 from judgecal_dist.studies.recommendation import Recommendation, estimate
-from judgecal_dist.studies.report_kit import level_text, number, row_interval, section, table
+from judgecal_dist.studies.report_kit import level_text, markdown_table, number, row_interval, section
 
 __all__ = ["Card", "card", "judge_weights", "WEIGHTS_FILE"]
 
@@ -97,7 +97,7 @@ def _weight_lines(weights: pd.DataFrame) -> list[str]:
     return section(
         "Per-judge weights of the exported model (fitted on all labelled items)",
         head,
-        rows=table(["judge", "weight", "votes", "accuracy"], rows),
+        rows=markdown_table(["judge", "weight", "votes", "accuracy"], rows),
     )
 
 
@@ -110,7 +110,7 @@ def _warning_lines(candidates: pd.DataFrame) -> list[str]:
         "Convergence warnings during cross-fitting",
         f"{len(warned)} of {len(candidates)} candidates had fits that stopped without converging (an optimiser or EM "
         "at its iteration limit, a temperature at its bound); their NLL is that of the fit they stopped at.",
-        rows=table(
+        rows=markdown_table(
             ["candidate", "warnings (all folds)"],
             [[f"`{r.candidate}`", number(r.convergence_warnings, "d")] for r in warned.itertuples()],
         ),
@@ -194,17 +194,17 @@ def _body_lines(
         *section(
             f"Cross-fitted metrics ({level_text(config.ci_level)} intervals: percentile bootstrap over groups, "
             f"{config.resamples} resamples)",
-            rows=table(["role", "candidate", "judges", "NLL", "Brier", "ECE"], metrics),
+            rows=markdown_table(["role", "candidate", "judges", "NLL", "Brier", "ECE"], metrics),
         ),
         *section(
             "Reliability of the exported pipeline (cross-fitted, `figures/reliability.png`)",
-            rows=table(["bin", "items", "mean P(A)", "fraction A"], reliability),
+            rows=markdown_table(["bin", "items", "mean P(A)", "fraction A"], reliability),
         ),
         *_weight_lines(weights),
         *_warning_lines(candidates),
         *section(
             "Every candidate (cross-fitted NLL, lowest first)",
-            rows=table(["candidate", "judges", "NLL", "SE"], every),
+            rows=markdown_table(["candidate", "judges", "NLL", "SE"], every),
             after=[
                 "`predictions.parquet` holds the exported model's P(A) of every labelled item (`p`, refitted on all "
                 "of them) beside its cross-fitted probability (`crossfit_p`); `judgecal score` with this model gives "

@@ -12,7 +12,7 @@ from judgecal_dist.engine.jobs.panel import Panel
 from judgecal_dist.studies.inclusion.model import DEFAULT_AGGREGATOR, DEFAULT_CALIBRATOR
 from judgecal_dist.studies.inclusion.summary import METRICS
 from judgecal_dist.studies.recommendation import words
-from judgecal_dist.studies.report_kit import bracket, number, percent, row_interval, section, table
+from judgecal_dist.studies.report_kit import bracket, markdown_table, number, percent, row_interval, section
 
 __all__ = ["item_bootstrap_lines", "platt_feature_lines", "report"]
 
@@ -67,7 +67,7 @@ def _full_panel_lines(full: pd.DataFrame) -> list[str]:
     best = full.loc[full["nll"].idxmin()]
     return section(
         "Full panel",
-        rows=table(["aggregator", "calibrator", "NLL", "Brier", "ECE", "accuracy"], rows),
+        rows=markdown_table(["aggregator", "calibrator", "NLL", "Brier", "ECE", "accuracy"], rows),
         after=[f"Lowest mean NLL on the full panel: **{best.aggregator} + {best.calibrator}** ({number(best.nll)})."],
     )
 
@@ -88,7 +88,7 @@ def _curated_lines(curated: pd.DataFrame) -> list[str]:
         "ΔNLL = NLL(panel) − NLL(all) on the same evaluation items (positive: inclusion better), with its "
         "corrected resampled t interval and p-value across splits. The paired permutation test is run within "
         "each split; its median p over splits describes the splits and is not a p-value across them.",
-        rows=table([*header, "median per-split p", "splits with per-split p < 0.05"], rows),
+        rows=markdown_table([*header, "median per-split p", "splits with per-split p < 0.05"], rows),
     )
 
 
@@ -106,7 +106,7 @@ def _equivalence_lines(config: Any, curated: pd.DataFrame) -> list[str]:
         f"within ±{config.tost_margin:g} of the full panel's; equivalent = both reject at 5%. Not rejecting is no "
         "evidence of a difference: see ΔNLL above for that. n/a: the panel's predictions equal the full panel's "
         "in every split (no standard error).",
-        rows=table(["aggregator", "calibrator", "panel", "median TOST p", "splits equivalent"], rows),
+        rows=markdown_table(["aggregator", "calibrator", "panel", "median TOST p", "splits equivalent"], rows),
     )
 
 
@@ -125,7 +125,9 @@ def _selective_lines(config: Any, full: pd.DataFrame) -> list[str]:
         "ECE+ = reliability ECE on P(A) itself; AUAC = area under the accuracy-coverage curve (ties as blocks); "
         f"coverage = share of items with confidence max(p, 1 - p) >= {tau:g}, accuracy on those items (mean over "
         "the splits that keep any).",
-        rows=table(["aggregator", "calibrator", "ECE+", "AUAC", f"coverage @ {tau:g}", f"accuracy @ {tau:g}"], rows),
+        rows=markdown_table(
+            ["aggregator", "calibrator", "ECE+", "AUAC", f"coverage @ {tau:g}", f"accuracy @ {tau:g}"], rows
+        ),
     )
 
 
@@ -165,7 +167,7 @@ def _search_lines(search: pd.DataFrame | None) -> list[str]:
         "score is the 5-fold CV NLL of beta on the inner part. Test NLL: one-coin on the 70%, beta refitted "
         "on the 30%, on the evaluation half; the all-judges arm uses the identical fit. Winner: 'inclusion' "
         "if the 95% CIs do not overlap and favour all judges, 'search' if they favour the subset, else 'tie'.",
-        rows=table([*header, "winner", "subsets scored"], rows),
+        rows=markdown_table([*header, "winner", "subsets scored"], rows),
     )
 
 
@@ -181,7 +183,7 @@ def _tercile_lines(terciles: pd.DataFrame | None) -> list[str]:
     return section(
         "NLL by difficulty (full panel, agreement terciles of the evaluation items)",
         "Agreement |2 p_MV − 1| of all judges; hard = bottom tercile, easy = top.",
-        rows=table(["aggregator", "calibrator", *STRATA], rows),
+        rows=markdown_table(["aggregator", "calibrator", *STRATA], rows),
     )
 
 
@@ -194,7 +196,7 @@ def _conformal_lines(conformal: pd.DataFrame) -> list[str]:
         for r in conformal.itertuples()
     ]
     header = ["target coverage", "coverage", "set size", "empty sets", "both labels"]
-    return section("Split-conformal sets (one_coin + beta, full panel)", rows=table(header, rows))
+    return section("Split-conformal sets (one_coin + beta, full panel)", rows=markdown_table(header, rows))
 
 
 def _judge_lines(judges: pd.DataFrame) -> list[str]:
@@ -209,7 +211,7 @@ def _judge_lines(judges: pd.DataFrame) -> list[str]:
     return section(
         "Judges (calibration halves, mean over splits)",
         f"{len(judges)} judges; {len(below)} below chance (their one-coin weight is negative: votes flipped).",
-        rows=table(["judge", "votes", "accuracy", "parse rate"], rows),
+        rows=markdown_table(["judge", "votes", "accuracy", "parse rate"], rows),
     )
 
 
@@ -293,7 +295,7 @@ def platt_feature_lines(featured: pd.DataFrame, config: Any) -> str:
         f"{', '.join(config.platt_item_features)} (agreement: |2 p_MV - 1| of the item's votes; coverage: the share "
         f"of judges that voted), on all judges; evaluation NLL, mean over splits with its {config.ci_level:.0%} "
         "interval.",
-        rows=table(["aggregator", "Platt", "Platt with features", "feature coefficients"], rows),
+        rows=markdown_table(["aggregator", "Platt", "Platt with features", "feature coefficients"], rows),
     )
     return "\n".join(lines) + "\n"
 
@@ -349,7 +351,9 @@ def item_bootstrap_lines(table_: pd.DataFrame, config: Any, metrics: pd.DataFram
         "splits held fixed, so the interval shows item sampling only. ΔNLL = "
         f"{DEFAULT_AGGREGATOR} minus the other aggregator, both with {DEFAULT_CALIBRATOR} on all judges (negative "
         f"favours {DEFAULT_AGGREGATOR}). TOST on the bootstrap SE, margin ±{config.tost_margin:g} nats.",
-        rows=table(["other aggregator", "ΔNLL", f"{config.ci_level:.0%} interval", "TOST p", "equivalent"], rows),
+        rows=markdown_table(
+            ["other aggregator", "ΔNLL", f"{config.ci_level:.0%} interval", "TOST p", "equivalent"], rows
+        ),
         after=["\n".join(_paper_bullets(table_, metrics))],
     )
     return "\n".join(lines) + "\n"

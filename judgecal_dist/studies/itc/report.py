@@ -23,7 +23,7 @@ from judgecal_dist.studies.itc.model import export_model, exported_method
 from judgecal_dist.studies.itc.recommend import DEGENERATE_TIE_RATE, recommend, starred
 from judgecal_dist.studies.itc.votes import vote_section, vote_tables
 from judgecal_dist.studies.recommendation import exported_model, words
-from judgecal_dist.studies.report_kit import number, section, table
+from judgecal_dist.studies.report_kit import markdown_table, number, section
 
 if TYPE_CHECKING:
     from judgecal_dist.studies.itc.config import Config
@@ -196,7 +196,7 @@ def _judge_sections(config: Config, summary: pd.DataFrame) -> list[str]:
                     for m in methods
                 ]
             )
-        lines += section(str(judge), rows=table(["dataset", "n", *methods], cells))
+        lines += section(str(judge), rows=markdown_table(["dataset", "n", *methods], cells))
     return lines
 
 

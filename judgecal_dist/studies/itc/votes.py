@@ -8,7 +8,7 @@ import pandas as pd
 
 from judgecal_dist.methods.repeated.self_consistency import MISSING
 from judgecal_dist.methods.repeated.vote_rates import position_counts, tie_vote_rate
-from judgecal_dist.studies.report_kit import percent, section, table
+from judgecal_dist.studies.report_kit import markdown_table, percent, section
 
 if TYPE_CHECKING:
     from judgecal_dist.studies.itc.data import ItcInput
@@ -82,6 +82,6 @@ def vote_section(records: list[dict[str, Any]]) -> list[str]:
         "Share of tie votes among a judge's parsed votes (all pairs; pairs labelled tie; pairs with a better "
         "response) and positional bias: (First - Second) / (First + Second), where First counts votes for "
         "whichever response the judge saw first; 'with ties' divides by every vote.",
-        rows=table([*header, "tie", "bias", "bias with ties"], rows),
+        rows=markdown_table([*header, "tie", "bias", "bias with ties"], rows),
         after=["\n".join(([] if order_known else [_NO_ORDER]) + [PAPER_VOTE_TABLES])],
     )

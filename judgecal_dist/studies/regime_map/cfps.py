@@ -18,6 +18,7 @@ import pandas as pd
 
 from judgecal_dist.methods.fcps.frontier import calibration_frontier
 from judgecal_dist.methods.fcps.select import Cells, evaluate_candidates
+from judgecal_dist.studies.report_kit import markdown_table, mean_se, number
 
 if TYPE_CHECKING:
     from judgecal_dist.studies.regime_map.config import Config
@@ -75,15 +76,16 @@ def cfps_report(parts: pd.DataFrame) -> tuple[list[dict[str, Any]], list[str]]:
         "the configured cap, largest gain - pressure first) enters as joint tables. Baseline = the path-table menu; "
         "union = path tables and frontier tables; delta = union - baseline test MSE, paired over splits.",
         "",
-        "| B | baseline | CFPS only | union | delta ± SE | union picks CFPS | CFPS k | subsets kept |",
-        "|---|---|---|---|---|---|---|---|",
+        *markdown_table(
+            ["B", "baseline", "CFPS only", "union", "delta ± SE", "union picks CFPS", "CFPS k", "subsets kept"],
+            [
+                [r["budget"], *(mean_se(r[f"{m}_mse"], r[f"{m}_se"]) for m in ("baseline", "cfps", "union"))]
+                + [mean_se(r["delta"], r["delta_se"], "+.4f"), number(r["share_cfps"], ".2f")]
+                + [number(r["cfps_size"], ".2f"), number(r["kept"], ".1f")]
+                for r in records
+            ],
+        ),
     ]
-    for r in records:
-        lines.append(
-            f"| {r['budget']} | {r['baseline_mse']:.4f} ± {r['baseline_se']:.4f} | {r['cfps_mse']:.4f} ± "
-            f"{r['cfps_se']:.4f} | {r['union_mse']:.4f} ± {r['union_se']:.4f} | {r['delta']:+.4f} ± "
-            f"{r['delta_se']:.4f} | {r['share_cfps']:.2f} | {r['cfps_size']:.2f} | {r['kept']:.1f} |"
-        )
     lines += [
         "",
         "Paper, LLMBar at B = 300 (its own seven judges): baseline 0.2031, CFPS only 0.2043, union 0.2049, "

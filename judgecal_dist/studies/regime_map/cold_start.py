@@ -29,6 +29,7 @@ from judgecal_dist.errors import InputError
 from judgecal_dist.methods.fcps.cold_start import GuardedColdStart
 from judgecal_dist.methods.fcps.select import Cells, agreement
 from judgecal_dist.studies.regime_map.data import CAL0, balanced_cells, sized_blocks
+from judgecal_dist.studies.report_kit import markdown_table, mean_se, number
 
 if TYPE_CHECKING:
     from judgecal_dist.studies.regime_map.config import Config
@@ -183,15 +184,19 @@ def cold_start_report(config: Config, cold: pd.DataFrame) -> tuple[list[dict[str
         "when its loss plus one standard error is below the prior's minus one standard error, else the prior. "
         "Test MSE ± SE over splits on the split's test block; delta = guarded - prior, paired.",
         "",
-        "| n | prior | naive | guarded | delta ± SE | guarded family (left the prior) | naive family |",
-        "|---|---|---|---|---|---|---|",
+        *markdown_table(
+            ["n", "prior", "naive", "guarded", "delta ± SE", "guarded family (left the prior)", "naive family"],
+            [
+                [r["n"], *(mean_se(r[f"{m}_mse"], r[f"{m}_se"]) for m in ("prior", "naive", "guarded"))]
+                + [
+                    mean_se(r["delta"], r["delta_se"], "+.4f"),
+                    f"{r['guarded_family']} ({number(r['deviation'], '.2f')})",
+                ]
+                + [r["naive_family"]]
+                for r in records
+            ],
+        ),
     ]
-    for r in records:
-        lines.append(
-            f"| {r['n']} | {r['prior_mse']:.4f} ± {r['prior_se']:.4f} | {r['naive_mse']:.4f} ± {r['naive_se']:.4f} "
-            f"| {r['guarded_mse']:.4f} ± {r['guarded_se']:.4f} | {r['delta']:+.4f} ± {r['delta_se']:.4f} | "
-            f"{r['guarded_family']} ({r['deviation']:.2f}) | {r['naive_family']} |"
-        )
     lines += [
         "",
         "Paper, LLMBar (its own seven judges): n = 16 prior 0.2600, naive 0.2541, guarded 0.2560; n = 64 prior "

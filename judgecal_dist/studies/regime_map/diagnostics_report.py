@@ -16,7 +16,7 @@ from judgecal_dist.io.rubric_panel import score_confusion
 from judgecal_dist.methods.fcps.joint_table import SCHEMA_CATEGORIES
 from judgecal_dist.studies.regime_map.diagnostics import DECOMPOSED_MENUS, RISK_COLUMNS, boundary, population_of
 from judgecal_dist.studies.regime_map.proxy import proxy_score
-from judgecal_dist.studies.report_kit import bracket, number, section, table
+from judgecal_dist.studies.report_kit import bracket, markdown_table, number, section
 
 if TYPE_CHECKING:
     from judgecal_dist.studies.regime_map.config import Config
@@ -98,7 +98,7 @@ def _observable_section(config: Config, parts: pd.DataFrame, data: Any) -> tuple
         "the modal k; occupied = patterns seen in calibration; S_eff = exp(entropy of the calibration patterns); "
         "unseen = share of rows whose pattern calibration never saw, on the validation block (usable before testing) "
         "and on the test block; C = seen term + test unseen rate.",
-        rows=table([*header, "seen term", "C"], rows),
+        rows=markdown_table([*header, "seen term", "C"], rows),
         after=[
             "" if config.synthetic else _PAPER_OBSERVABLE,
             f"Observed output categories per judge (of {base}: {symbols}): {observed}." if categories else "",
@@ -126,7 +126,7 @@ def _bookkeeping_section(config: Config, parts: pd.DataFrame, data: Any) -> tupl
         "minimiser over the family, so a small fit can beat it and the finite-calibration cost can dip below 0. "
         f"Test MSE is the same risk estimated on the test block. Means over splits. Bayes risk with all judges: "
         f"{bayes:.4f}.",
-        rows=table([*header, "total", "test MSE"], rows),
+        rows=markdown_table([*header, "total", "test MSE"], rows),
     )
     return {"bookkeeping": book, "bayes_risk": bayes}, lines
 
@@ -152,7 +152,7 @@ def _boundary_section(config: Config, parts: pd.DataFrame, data: Any) -> tuple[d
         f"family pressure: Monte Carlo over {config.boundary_reps} refits on fresh B-row samples (± SE; below 0 where "
         "a small fit beats the population fit, as above). Observed = mean over splits of family minus table test MSE "
         "(> 0: the table won).",
-        rows=table([*header, "observed ± SE", "agrees"], rows),
+        rows=markdown_table([*header, "observed ± SE", "agrees"], rows),
         after=[f"The boundary predicts the observed winner in {agree} of {len(found)} (budget, family) pairs."],
     )
     return {"boundary": found}, lines

@@ -18,6 +18,7 @@ import pandas as pd
 from judgecal_dist.io.figures import png, pyplot
 from judgecal_dist.methods.fcps.paths import PATH_RULES
 from judgecal_dist.methods.fcps.select import CANDIDATE_LADDER
+from judgecal_dist.studies.report_kit import markdown_table, number, p_value, section
 
 if TYPE_CHECKING:
     from judgecal_dist.studies.regime_map.config import Config
@@ -223,6 +224,92 @@ def _figures(parts: pd.DataFrame) -> dict[str, bytes]:
     return figures
 
 
+def _comparator_lines(comparators: dict[str, list[dict[str, Any]]], budgets: list[Any]) -> list[str]:
+    rows = [
+        [name, *(f"{number(r['test_mse'])} ± {number(r['se'])}" for r in found)] for name, found in comparators.items()
+    ]
+    return section(
+        "Named comparators (joint table, global fallback)",
+        rows=markdown_table(["comparator", *(f"B={b}" for b in budgets)], rows),
+        after=[
+            "Test MSE ± SE over splits. Paper, LLMBar at B = 300: single 0.219, all seven 0.211, information-first "
+            "0.204, complexity-penalised 0.204, random 0.207, envelope 0.203, test oracle 0.194."
+        ],
+    )
+
+
+def _family_lines(families: list[dict[str, Any]]) -> list[str]:
+    rows = [
+        [r["family"], r["budget"], number(r["k_max_mse"]), f"{number(r['selected_mse'])} ± {number(r['selected_se'])}"]
+        + [number(r["selected_k"], ".2f")]
+        for r in families
+    ]
+    return section(
+        "Families at k = m and with (path, k) validated",
+        rows=markdown_table(["family or menu", "B", "k = m", "validated", "mean k"], rows),
+    )
+
+
+def _menu_lines(config: Config, menu_rows: list[dict[str, Any]]) -> list[str]:
+    rows = []
+    for r in menu_rows:
+        extra = (
+            f" (base {r['modal_base']}, hybrid share {number(r['hybrid_share'], '.2f')})" if "modal_base" in r else ""
+        )
+        rows.append(
+            [r["menu"], r["budget"], f"{number(r['test_mse'])} ± {number(r['test_mse_se'])}", number(r["test_nll"])]
+            + [number(r.get(k), ".3f") for k in ("test_accuracy", "test_pearson", "test_spearman")]
+            + [number(r["selected_k"], ".2f"), f"{r['modal_family']}{extra}"]
+        )
+    header = ["menu", "B", "test MSE ± SE", "test NLL", "accuracy", "Pearson", "Spearman", "mean k", "modal family"]
+    return section(
+        "Further menus",
+        "scalar = scalar_ext on validation MSE; scalar_nll = the same menu on validation NLL; "
+        "table_lower_prefix / table_hierarchical = the table with that fallback; hybrid = residual shrinkage "
+        f"over taus {list(config.hybrid_taus)} and each scalar base, with the scalar menu as tau = inf; "
+        "jury = unsupervised two-coin Dawid-Skene on the prefix's calibration votes, labels unused, (path, k) on "
+        "validation (the paper's one-coin model is its symmetric case).",
+        rows=markdown_table(header, rows),
+        after=[
+            "Paper, LLMBar: scalar_ext at B = 300 MSE 0.183, NLL 0.557, accuracy 0.719, Pearson 0.522; "
+            "jury 0.238; hierarchical table 0.202; lower-prefix 0.205; hybrid 0.1833 with modal base logistic."
+        ],
+    )
+
+
+def _rule_lines(rule: dict[str, Any]) -> list[str]:
+    rows = [
+        [c["budget"], number(c["pressure"]), number(c["gain"]), c["predicted"]]
+        + [number(c["delta_table_minus_scalar"], "+.4f"), "yes" if c["agrees"] else "no"]
+        for c in rule["cells"]
+    ]
+    return section(
+        "Hard rule and exact binomial test",
+        "Per budget: predict scalar iff split-mean S_eff/B + u of the selected table exceeds split-mean max(g, 0), "
+        "g = best additive - best pairwise validation MSE; agreement with the sign of table - scalar test MSE. "
+        "u is the validation-block unseen rate (known before testing; the headline table shows the test one).",
+        rows=markdown_table(["B", "pressure", "gain", "predicted", "table - scalar", "agrees"], rows),
+        after=[
+            f"Agreement {rule['agreement']}/{len(rule['cells'])}, exact one-sided binomial {p_value(rule['p_value'])} "
+            "(paper, 20 cells over four datasets: 16/20, p = 0.0059)."
+        ],
+    )
+
+
+def _association_lines(assoc: dict[str, Any]) -> list[str]:
+    support, unseen, groups = assoc["support"], assoc["unseen_rate"], assoc["groups"]
+    return section(
+        "Pressure-risk association",
+        f"{assoc['units']} joint-table units (split, budget, path, k), residualised on budget means: "
+        f"S_eff/B vs test MSE r = {number(support['r'], '.3f')} (SE {number(support['se'], '.3f')}); unseen rate vs "
+        f"test MSE r = {number(unseen['r'], '.3f')} (SE {number(unseen['se'], '.3f')}). Within budget x path "
+        f"groups: {groups['count']} groups, mean r {number(groups['mean_r'], '.3f')}, share positive "
+        f"{number(groups['share_positive'], '.2f')}. Paper: r = 0.178 and 0.199 over all datasets; LLMBar 15 groups, "
+        "mean r 0.127, 0.67 positive.",
+        "Figures: `figures/pressure_risk.png`, `figures/marginal_stopping.png`.",
+    )
+
+
 def extended(
     config: Config, parts: pd.DataFrame, singles: pd.DataFrame, menus: dict[str, Any]
 ) -> tuple[dict[str, Any], list[str], dict[str, bytes]]:
@@ -235,92 +322,18 @@ def extended(
         ]
         for name, rows in _comparators(parts, singles).items()
     }
-    families = _families(parts, tuple(f for f in config.main_families if f in config.families))
-    menu_rows = _menus(config, parts, menus)
-    rule = _hard_rule(parts)
-    assoc = pressure_association(parts)
-    budgets = sorted(parts["budget"].unique())
-    lines = ["", "## Named comparators (joint table, global fallback)", ""]
-    lines += ["| comparator | " + " | ".join(f"B={b}" for b in budgets) + " |", "|---|" + "---|" * len(budgets)]
-    for name, rows in comparators.items():
-        lines.append(f"| {name} | " + " | ".join(f"{r['test_mse']:.4f} ± {r['se']:.4f}" for r in rows) + " |")
-    lines += [
-        "",
-        "Test MSE ± SE over splits. Paper, LLMBar at B = 300: single 0.219, all seven 0.211, information-first 0.204, "
-        "complexity-penalised 0.204, random 0.207, envelope 0.203, test oracle 0.194.",
-        "",
-        "## Families at k = m and with (path, k) validated",
-        "",
-        "| family or menu | B | k = m | validated | mean k |",
-        "|---|---|---|---|---|",
-    ]
-    for r in families:
-        lines.append(
-            f"| {r['family']} | {r['budget']} | {r['k_max_mse']:.4f} | {r['selected_mse']:.4f} ± {r['selected_se']:.4f} "
-            f"| {r['selected_k']:.2f} |"
-        )
-    lines += [
-        "",
-        "## Further menus",
-        "",
-        "scalar = scalar_ext on validation MSE; scalar_nll = the same menu on validation NLL; "
-        "table_lower_prefix / table_hierarchical = the table with that fallback; hybrid = residual shrinkage "
-        f"over taus {list(config.hybrid_taus)} and each scalar base, with the scalar menu as tau = inf; "
-        "jury = unsupervised two-coin Dawid-Skene on the prefix's calibration votes, labels unused, (path, k) on "
-        "validation (the paper's one-coin model is its symmetric case).",
-        "",
-        "| menu | B | test MSE ± SE | test NLL | accuracy | Pearson | Spearman | mean k | modal family |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in menu_rows:
-        extra = f" (base {r['modal_base']}, hybrid share {r['hybrid_share']:.2f})" if "modal_base" in r else ""
-        lines.append(
-            f"| {r['menu']} | {r['budget']} | {r['test_mse']:.4f} ± {r['test_mse_se']:.4f} | {r['test_nll']:.4f} | "
-            f"{r.get('test_accuracy', math.nan):.3f} | {r.get('test_pearson', math.nan):.3f} | "
-            f"{r.get('test_spearman', math.nan):.3f} | {r['selected_k']:.2f} | {r['modal_family']}{extra} |"
-        )
-    lines += [
-        "",
-        "Paper, LLMBar: scalar_ext at B = 300 MSE 0.183, NLL 0.557, accuracy 0.719, Pearson 0.522; "
-        "jury 0.238; hierarchical table 0.202; lower-prefix 0.205; hybrid 0.1833 "
-        "with modal base logistic.",
-        "",
-        "## Hard rule and exact binomial test",
-        "",
-        "Per budget: predict scalar iff split-mean S_eff/B + u of the selected table exceeds split-mean max(g, 0), "
-        "g = best additive - best pairwise validation MSE; agreement with the sign of table - scalar test MSE. "
-        "u is the validation-block unseen rate (known before testing; the headline table shows the test one).",
-        "",
-        "| B | pressure | gain | predicted | table - scalar | agrees |",
-        "|---|---|---|---|---|---|",
-    ]
-    for c in rule["cells"]:
-        lines.append(
-            f"| {c['budget']} | {c['pressure']:.4f} | {c['gain']:.4f} | {c['predicted']} | "
-            f"{c['delta_table_minus_scalar']:+.4f} | {'yes' if c['agrees'] else 'no'} |"
-        )
-    n_cells = len(rule["cells"])
-    lines += [
-        "",
-        f"Agreement {rule['agreement']}/{n_cells}, exact one-sided binomial p = {rule['p_value']:.4f} "
-        "(paper, 20 cells over four datasets: 16/20, p = 0.0059).",
-        "",
-        "## Pressure-risk association",
-        "",
-        f"{assoc['units']} joint-table units (split, budget, path, k), residualised on budget means: "
-        f"S_eff/B vs test MSE r = {assoc['support']['r']:.3f} (SE {assoc['support']['se']:.3f}); unseen rate vs test "
-        f"MSE r = {assoc['unseen_rate']['r']:.3f} (SE {assoc['unseen_rate']['se']:.3f}). Within budget x path "
-        f"groups: {assoc['groups']['count']} groups, mean r {assoc['groups']['mean_r']:.3f}, share positive "
-        f"{assoc['groups']['share_positive']:.2f}. Paper: r = 0.178 and 0.199 over all datasets; LLMBar 15 groups, "
-        "mean r 0.127, 0.67 positive.",
-        "",
-        "Figures: `figures/pressure_risk.png`, `figures/marginal_stopping.png`.",
-    ]
-    record = {
+    record: dict[str, Any] = {
         "comparators": comparators,
-        "families": families,
-        "menus": menu_rows,
-        "hard_rule": rule,
-        "pressure_association": assoc,
+        "families": _families(parts, tuple(f for f in config.main_families if f in config.families)),
+        "menus": _menus(config, parts, menus),
+        "hard_rule": _hard_rule(parts),
+        "pressure_association": pressure_association(parts),
     }
+    lines = [
+        *_comparator_lines(comparators, sorted(parts["budget"].unique())),
+        *_family_lines(record["families"]),
+        *_menu_lines(config, record["menus"]),
+        *_rule_lines(record["hard_rule"]),
+        *_association_lines(record["pressure_association"]),
+    ]
     return record, lines, _figures(parts)

@@ -24,6 +24,7 @@ from judgecal_dist.studies.regime_map.extended import extended
 from judgecal_dist.studies.regime_map.recommend import recommend, verdict
 from judgecal_dist.studies.regime_map.sensitivity import ALPHA, alpha_report
 from judgecal_dist.studies.regime_map.split_check import SPLIT, variant_report
+from judgecal_dist.studies.report_kit import bracket, interval, markdown_table, number, row_interval
 
 if TYPE_CHECKING:
     from judgecal_dist.studies.regime_map.config import Config
@@ -136,12 +137,11 @@ def _rubric_bayes(config: Config, parts: pd.DataFrame) -> tuple[list[dict[str, A
         "(mean test MSE over splits). The 1-5 rubric scores form a 6-symbol alphabet with err. The paper's "
         "rubric numbers (summary coherence) are not reproduced: no such dataset ships with the project.",
         "",
-        "| k | Bayes MSE | " + " | ".join(f"table B={b}" for b in budgets) + " |",
-        "|---|---|" + "---|" * len(budgets),
+        *markdown_table(
+            ["k", "Bayes MSE", *(f"table B={b}" for b in budgets)],
+            [[r["k"], number(r["bayes_mse"], ".5f"), *(number(r[f"table_mse_B{b}"]) for b in budgets)] for r in rows],
+        ),
     ]
-    for r in rows:
-        cells = " | ".join(f"{r[f'table_mse_B{b}']:.4f}" for b in budgets)
-        lines.append(f"| {r['k']} | {r['bayes_mse']:.5f} | {cells} |")
     return rows, lines
 
 
@@ -179,15 +179,13 @@ def _sweep_report(config: Config, sweep: list[dict[str, Any]]) -> list[str]:
         "selected table MSE, mean [paired CI] over splits (positive: the table wins). Bayes = exact "
         "E[eta (1 - eta)] of the generator (the floor of any calibrator's test MSE). The tables above are for "
         f"w = {config.interaction_weights[-1] if config.interaction_weights else 1.0}, the last weight listed.",
-        "",
-        "| w | " + " | ".join(f"B={b}" for b in budgets) + " | Bayes MSE |",
-        "|---|" + "---|" * (len(budgets) + 1),
     ]
+    cells = []
     for weight in sorted({r["interaction_weight"] for r in sweep}):
         rows = {r["budget"]: r for r in sweep if r["interaction_weight"] == weight}
-        cells = [f"{rows[b]['delta']:+.4f} [{rows[b]['ci_low']:+.4f}, {rows[b]['ci_high']:+.4f}]" for b in budgets]
-        bayes = rows[budgets[0]]["bayes_mse"]
-        lines.append(f"| {weight:g} | " + " | ".join(cells) + f" | {'n/a' if bayes is None else f'{bayes:.4f}'} |")
+        deltas = [interval(rows[b]["delta"], rows[b]["ci_low"], rows[b]["ci_high"], "+.4f") for b in budgets]
+        cells.append([f"{weight:g}", *deltas, number(rows[budgets[0]]["bayes_mse"])])
+    lines += ["", *markdown_table(["w", *(f"B={b}" for b in budgets), "Bayes MSE"], cells)]
     lines += [
         "",
         "Paper (budgets lost, increasing): w = 0: -0.024 .. +0.000; 0.3: -0.020 .. +0.012; 0.5: +0.046 .. "
@@ -292,15 +290,16 @@ def _report(
         f"lambda={config.lam}, ridge lambda={config.ridge_lam}, logistic C={config.logistic_c}.",
         "",
     ]
-    lines += ["| B | menu | path | mean k | family (share) | test MSE [CI] | S_eff/B | seen term | unseen | C |"]
-    lines += ["|---|---|---|---|---|---|---|---|---|---|"]
-    for r in records:
-        lines.append(
-            f"| {r['budget']} | {r['menu']} | {r['selected_path']} | {r['selected_k']:.2f} | "
-            f"{r['selected_family']} ({r['selected_family_share']:.2f}) | {r['test_mse']:.4f} "
-            f"[{r['test_mse_ci_low']:.4f}, {r['test_mse_ci_high']:.4f}] | {r['support_per_label']:.4f} | "
-            f"{r['seen_term']:.4f} | {r['unseen_rate']:.4f} | {r['cell_pressure']:.4f} |"
-        )
+    header = ["B", "menu", "path", "mean k", "family (share)", "test MSE [CI]", "S_eff/B", "seen term", "unseen", "C"]
+    lines += markdown_table(
+        header,
+        [
+            [r["budget"], r["menu"], r["selected_path"], number(r["selected_k"], ".2f")]
+            + [f"{r['selected_family']} ({number(r['selected_family_share'], '.2f')})", row_interval(r, "test_mse")]
+            + [number(r[k]) for k in ("support_per_label", "seen_term", "unseen_rate", "cell_pressure")]
+            for r in records
+        ],
+    )
     lines += [
         "",
         "Columns: B = labelled calibration rows; menu = families the selector may pick (table only, scalar "
@@ -316,13 +315,14 @@ def _report(
         "## Table vs scalar (delta = scalar MSE - table MSE, paired over splits)",
         "",
     ]
-    lines += ["| B | delta | CI | winner | union-menu family (share) |", "|---|---|---|---|---|"]
-    for p, w in zip(paired, winners, strict=True):
-        lines.append(
-            f"| {p['budget']} | {p['delta']:+.4f} | [{p['ci_low']:+.4f}, {p['ci_high']:+.4f}] | "
-            f"{w['winner']} | "
-            f"{w['union_family']} ({w['union_family_share']:.2f}) |"
-        )
+    lines += markdown_table(
+        ["B", "delta", "CI", "winner", "union-menu family (share)"],
+        [
+            [p["budget"], number(p["delta"], "+.4f"), bracket(p["ci_low"], p["ci_high"], "+.4f"), w["winner"]]
+            + [f"{w['union_family']} ({number(w['union_family_share'], '.2f')})"]
+            for p, w in zip(paired, winners, strict=True)
+        ],
+    )
     counts = Counter(w["winner"] for w in winners)
     lines += [
         "",

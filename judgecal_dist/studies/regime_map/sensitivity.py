@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from judgecal_dist.methods.fcps.select import Cells, evaluate_candidates, select_candidate
+from judgecal_dist.studies.report_kit import markdown_table, mean_se, number
 
 if TYPE_CHECKING:
     from judgecal_dist.studies.regime_map.config import Config
@@ -69,10 +70,8 @@ def alpha_report(rows: pd.DataFrame) -> tuple[list[dict[str, Any]], list[str]]:
         "",
         "Test MSE ± SE over splits for each pseudo-count alpha and unseen-pattern fallback; * marks the lowest per "
         "budget, a reference read on the test block after the fact, not a method.",
-        "",
-        "| B | alpha | global | lower prefix |",
-        "|---|---|---|---|",
     ]
+    rows = []
     for (budget, alpha), g in frame.groupby(["budget", "alpha"], sort=True):
         cells = []
         for fallback in GRID_FALLBACKS:
@@ -82,8 +81,9 @@ def alpha_report(rows: pd.DataFrame) -> tuple[list[dict[str, Any]], list[str]]:
                 if ((best["budget"] == budget) & (best["alpha"] == alpha) & (best["fallback"] == fallback)).any()
                 else ""
             )
-            cells.append(f"{r['test_mse']:.4f} ± {r['test_mse_se']:.4f}{mark} (k {r['mean_k']:.2f})")
-        lines.append(f"| {budget} | {alpha:g} | " + " | ".join(cells) + " |")
+            cells.append(f"{mean_se(r['test_mse'], r['test_mse_se'])}{mark} (k {number(r['mean_k'], '.2f')})")
+        rows.append([budget, f"{alpha:g}", *cells])
+    lines += ["", *markdown_table(["B", "alpha", "global", "lower prefix"], rows)]
     lines += [
         "",
         "Paper, LLMBar at B = 300 (its own seven judges): global 0.204, lower prefix 0.205, best over the grid "

@@ -19,6 +19,7 @@ from judgecal_dist.config import EngineConfig
 from judgecal_dist.methods.fcps.paths import JudgePath
 from judgecal_dist.methods.fcps.select import evaluate_candidates, select_candidate
 from judgecal_dist.studies.regime_map.data import SplitCells, load_real
+from judgecal_dist.studies.report_kit import markdown_table, mean_se
 
 if TYPE_CHECKING:
     from judgecal_dist.studies.regime_map.config import Config
@@ -101,9 +102,7 @@ def variant_report(parts: pd.DataFrame, rows: pd.DataFrame) -> tuple[list[dict[s
         "selection_heavy: selection rows x 1.5 and validation rows x 0.5; validation_heavy: the reverse (their "
         "sum and the test rows fixed). Test MSE ± SE over splits.",
         "",
-        "| split | test MSE |",
-        "|---|---|",
-        *[f"| {r['split']} | {r['test_mse']:.4f} ± {r['se']:.4f} |" for r in records],
+        *markdown_table(["split", "test MSE"], [[r["split"], mean_se(r["test_mse"], r["se"])] for r in records]),
         "",
         "Paper, LLMBar (its own seven judges): selection-heavy 0.196, default 0.187, validation-heavy 0.184.",
     ]
