@@ -77,6 +77,12 @@ def cli(debug: bool, verbose: bool) -> None:
     metavar="NAME",
     help="Then register DEST in the catalog as database NAME (as `judgecal catalog add DEST --name NAME`).",
 )
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the full ingest report as JSON (it is always stored as DEST/_ingest.json) instead of a summary.",
+)
 @conf_option
 @click.argument("src")
 @click.argument("dest")
@@ -88,6 +94,7 @@ def ingest(
     strict: bool,
     labels: str | None,
     register_as: str | None,
+    as_json: bool,
     conf_path: Path | None,
     src: str,
     dest: str,
@@ -100,13 +107,27 @@ def ingest(
     if fmt not in FORMATS:
         raise Rejected(f"--format: unknown format {fmt!r}; known: {', '.join(FORMATS)}")
     report = run_ingest(fmt, src, dest, dataset=dataset, overwrite=overwrite, strict=strict, labels=labels)
-    click.echo(json.dumps(report, indent=2, default=str))
+    click.echo(json.dumps(report, indent=2, default=str) if as_json else _ingest_summary(report, dest))
     if register_as is not None:
         from judgecal_dist.cli_sql import register
         from judgecal_dist.config import load_engine_config
 
         click.echo(register(dest, register_as, load_engine_config(conf_path)))
     click.echo(dest)
+
+
+def _ingest_summary(report: dict[str, Any], dest: str) -> str:
+    """Two lines for the console: what was written, and what was odd in the source (counted; listed in the report)."""
+    written = ", ".join(f"{n} {table}" for table, n in report.get("rows_written", {}).items())
+    if report.get("unlabelled"):
+        written += " (no labels: every item unlabelled)"
+    datasets = ", ".join(map(str, report.get("datasets", [])))
+    odd = (
+        f"{report.get('missing_verdicts', 0)} missing and {report.get('unparseable_verdicts', 0)} unparseable "
+        f"verdicts, {report.get('rejected_rows', 0)} rejected rows, {len(report.get('warnings', []))} warnings"
+    )
+    report_url = f"{dest.rstrip('/')}/_ingest.json"
+    return f"datasets {datasets} (format {report.get('format')}): {written}\n{odd}; full report: {report_url}"
 
 
 @cli.command()

@@ -46,6 +46,10 @@ class _RedactingFilter(logging.Filter):
         return True
 
 
+#: Third-party loggers whose warnings are notices, not problems of the run (shown with -v).
+QUIET_LOGGERS = ("ray._private.authentication", "ray._private.usage")
+
+
 def setup_logging(verbose: bool) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S"))
@@ -54,6 +58,9 @@ def setup_logging(verbose: bool) -> None:
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
     root.propagate = False
+    # Notices a library prints on every start (Ray's token-authentication note): behind -v.
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.NOTSET if verbose else logging.ERROR)
 
 
 def redacted(message: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 import re
 import subprocess
 import sys
@@ -45,6 +46,19 @@ def test_ingest_long_and_sql(tmp_path, spark):
     )
     assert result.exit_code == 0, result.output
     assert result.output.split() == ["judge_id", "n", "j1", "2", "j2", "2"]
+
+
+def test_ingest_prints_a_summary_and_the_report_with_json(tmp_path):
+    src = _long(tmp_path / "src")
+    result = invoke("ingest", "--format", "long", str(src), str(tmp_path / "ds"))
+    assert result.exit_code == 0, result.output
+    summary, odd, url = result.stdout.strip().splitlines()
+    assert summary == "datasets d (format long): 4 verdicts, 2 labels"
+    assert odd == f"1 missing and 0 unparseable verdicts, 0 rejected rows, 0 warnings; full report: {url}/_ingest.json"
+    stored = json.loads((tmp_path / "ds" / "_ingest.json").read_text())
+    shown = invoke("ingest", "--format", "long", "--json", "--overwrite", str(src), str(tmp_path / "ds"))
+    text = shown.stdout
+    assert json.loads(text[: text.rindex("}") + 1]) == stored and text.strip().splitlines()[-1] == url
 
 
 BAD_INPUTS = {

@@ -220,7 +220,7 @@ class DatasetWriter:
             self.abort()
             raise
         self._committed = True
-        log.info("committed dataset %s (%s)", self.url, full["rows_written"])
+        log.debug("committed dataset %s (%s)", self.url, full["rows_written"])  # ingest and generate say it
         return full
 
     def abort(self) -> None:

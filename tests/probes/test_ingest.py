@@ -42,9 +42,8 @@ def _refused(result, pattern: str) -> str:
 
 
 def _report(result) -> dict:
-    """The ingest report printed on stdout (a JSON object, then the dataset URL)."""
-    text = result.stdout
-    return json.loads(text[text.index("{") : text.rindex("}") + 1])
+    """The ingest report stored in the dataset, whose URL ingest prints last (a summary before it)."""
+    return json.loads((Path(result.stdout.strip().splitlines()[-1]) / "_ingest.json").read_text())
 
 
 @pytest.fixture()

@@ -247,7 +247,7 @@ def fit_dawid_skene(
     n_labelled = int((np.asarray(codes) != UNLABELLED).sum()) if semi_supervised and codes is not None else 0
     judges = judges or [str(j) for j in range(model.n_features_in_)]  # a bare matrix: column positions
     seconds = time.perf_counter() - start
-    log.info("dawid-skene in memory: %d iterations, %.1fs", model.n_iter_, seconds)
+    log.debug("dawid-skene in memory: %d iterations, %.1fs", model.n_iter_, seconds)  # one per fit candidate
     return DawidSkeneFit(model, judges, "local", len(model.posteriors_), n_labelled, seconds, model.n_iter_ + 1)
 
 

@@ -85,7 +85,7 @@ def choose_engine(source: str | SparkSession, engine: str | None = None, config:
         log.info("stats engine: spark (tables are the session's views)")
         return "spark"
     if engine != "auto":
-        log.info("stats engine: %s (requested)", engine)
+        log.debug("stats engine: %s (requested)", engine)  # asked for by the caller: per-candidate chatter
         if engine == "spark":
             require_extra("spark", f"{source}: stats_engine spark")
         return engine
