@@ -15,7 +15,7 @@ from judgecal_dist.config import (
     load_yaml,
 )
 from judgecal_dist.errors import ConfigError
-from judgecal_dist.settings import PipelineFields, Replicates, Strings, TypedSettings
+from judgecal_dist.settings import PipelineFields, Replicates, SplitFields, Strings, StudyFields, TypedSettings
 from judgecal_dist.studies import STUDIES, get_study
 from judgecal_dist.studies.runner import study_schema, study_settings
 
@@ -138,6 +138,18 @@ def test_engine_config_rejects_bad_engine(tmp_path):
     conf.write_text("spark_conf: {spark.sql.shuffle.partitions: 8}\n")
     assert load_engine_config(conf).spark_conf == {"spark.sql.shuffle.partitions": "8"}  # Spark reads strings
     assert EngineConfig() == EngineConfig() and EngineConfig().values()["output"] == "./results"
+
+
+@pytest.mark.parametrize("name", sorted(STUDIES))
+def test_every_study_takes_the_shared_settings_from_their_one_declaration(name):
+    if name == "continuous":
+        pytest.importorskip("torch")
+    config = get_study(name).Config
+    assert issubclass(config, StudyFields)  # data and ci_level
+    if "replicates" in config.model_fields and name != "ensemble":  # ensemble's replicates are bootstrap resamples
+        assert issubclass(config, SplitFields)  # replicates and seed
+    if "eps" in config.model_fields:  # the pipeline's hyperparameters, calibrator_input among them
+        assert issubclass(config, PipelineFields) and "calibrator_input" in PipelineFields.model_fields
 
 
 @pytest.mark.parametrize("name", sorted(STUDIES))

@@ -4,7 +4,9 @@ A study module exposes:
 
 ``NAME``                    its name (the ``study:`` key of a config, the results folder)
 ``Config``                  its typed settings (a frozen model of :mod:`judgecal_dist.settings`): every key, type
-                            and allowed range, checked before anything runs
+                            and allowed range, checked before anything runs; the shared ones (``data``,
+                            ``ci_level``, ``replicates``, ``seed``, the pipeline's) from their one declaration
+                            there (:class:`~judgecal_dist.settings.StudyFields` and the other bases)
 ``load(config, engine)``    the shared input (validated before anything is written); put in Ray's store once
 ``plan(config, data)``      the replicates, each a frozen object with a ``seed``
 ``run_replicate(data, rep)`` pure and seeded: same data and replicate give the same table on any engine
@@ -19,6 +21,7 @@ from typing import Any, Protocol
 import pandas as pd
 
 from judgecal_dist.config import EngineConfig
+from judgecal_dist.settings import StudyFields
 from judgecal_dist.studies.recommendation import Recommendation
 
 __all__ = ["StudyResult", "StudyModule", "interval_note"]
@@ -108,7 +111,7 @@ def interval_note(
 
 class StudyModule(Protocol):
     NAME: str
-    Config: type
+    Config: type[StudyFields]
 
     def load(self, config: Any, engine: EngineConfig) -> Any: ...
 
