@@ -377,4 +377,5 @@ def test_a_model_fitted_in_a_notebook_marks_its_items_when_scored_on_an_ingested
         unknown_judges="ignore",
     )
     assert bare["counts"]["items_in_calibration"] is None and "in_calibration is null" in bare["model"]["note"]
+    assert [row["items_in_calibration"] for row in bare["datasets"]] == [None]
     assert pd.read_parquet(tmp_path / "o3" / "items")["in_calibration"].isna().all()

@@ -206,6 +206,10 @@ def score_dataset(
     else:
         sums = _SparkSums(model, data_url, store, engine, sorted(f for f, _ in written))
     tables = _summaries(model, meta, sums)
+    if model.fitted_items is None:  # unknown, not none: the model records no calibration items
+        tables = {
+            k: t.assign(items_in_calibration=None) if "items_in_calibration" in t else t for k, t in tables.items()
+        }
     counts = checks.counts(tables)
     record = {
         "format": OUTPUT_FORMAT,
