@@ -81,4 +81,5 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
         _conf(t, "method: bonferroni\n"),
     ],
     "run-mlflow-bad-uri": lambda t: ["run", CFG, "--set", "data=x", "--mlflow", "nope://tracking"],
+    "fit-mlflow-register-without-store": lambda t: ["fit", "--data", "x", "--mlflow-register", "weekly-panel"],
 }

@@ -90,6 +90,13 @@ def _truncated_part(folder: Path) -> None:
 
 _NULL_JUDGE = VERDICTS + "d,i1,j3,0,\nd,i2,j3,0,\n"
 
+
+def _labels_twice(tmp: Path) -> list[str]:
+    argv = _long(tmp)
+    (tmp / "gt.csv").write_text(LABELS)
+    return [*argv, "--labels", str(tmp / "gt.csv")]
+
+
 CASES: dict[str, Callable[[Path], list[str]]] = {
     "ingest-llmbar-absent-judge": _llmbar_absent,
     "ingest-llmbar-absent-judge-strict": lambda t: _llmbar_absent(t, "--strict"),
@@ -101,6 +108,10 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
     "ingest-repeated-header-line": lambda t: _long(t, VERDICTS + VERDICTS),
     "ingest-table-folder-foreign-file": lambda t: _table_folder(t, "README.md"),
     "ingest-table-folder-no-part": lambda t: _table_folder(t, "empty"),
+    "ingest-long-sample-negative": lambda t: _long(t, VERDICTS + "d,i2,j3,-1,A\n"),
+    "ingest-long-sample-too-large": lambda t: _long(t, VERDICTS + "d,i2,j3,2147483648,A\n"),
+    "ingest-long-mixed-layout": lambda t: _long(t, "task,item_id,worker,label\ni1,i1,j1,1\n"),
+    "ingest-long-labels-twice": _labels_twice,
     "dataset-foreign-file": lambda t: _run_on(t, _readme),
     "dataset-truncated-part": lambda t: _run_on(t, _truncated_part),
 }
