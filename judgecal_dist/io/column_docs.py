@@ -86,7 +86,7 @@ LONG_INPUT_RULES: tuple[str, ...] = (
     "A missing group_id is item_id, a missing sample 0; sample and token counts are integers from 0 up to their type's "
     "largest (sample: 2147483647)",
     "A value out of range or of the wrong type is refused naming the file, the column and its first row (rows "
-    "count from 1, the header not counted)",
+    "count from 1, the header not counted; in a Parquet folder, across its parts in name order)",
 )
 
 
