@@ -37,6 +37,27 @@ from judgecal_dist.io.column_docs import long_input_help
 log = logging.getLogger("judgecal_dist")
 
 
+class _StudyCommand(click.Command):
+    """A command taking STUDY: its help ends with the packaged studies and presets (read when help is shown)."""
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from judgecal_dist.studies import STUDY_EXTRAS
+        from judgecal_dist.studies.runner import packaged_configs
+
+        rows = packaged_configs()
+        for title, pick in (("Studies", lambda n, s: n == s), ("Presets (STUDY names a packaged config)", None)):
+            entries = []
+            for name, study, text in rows:
+                if (pick(name, study) if pick else name != study) is False:
+                    continue
+                needs = f" [needs {', '.join(STUDY_EXTRAS[study])}]" if study in STUDY_EXTRAS else ""
+                of = "" if name == study else f" (study {study})"
+                entries.append((name, f"{text}{of}{needs}"))
+            with formatter.section(title):
+                formatter.write_dl(entries)
+        super().format_epilog(ctx, formatter)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
@@ -131,11 +152,23 @@ def _ingest_summary(report: dict[str, Any], dest: str) -> str:
 
 
 @cli.command()
-@click.option("--items", type=int, default=5000, show_default=True)
-@click.option("--judges", type=int, default=12, show_default=True)
-@click.option("--samples", type=int, default=1, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--label-fraction", type=float, default=1.0, show_default=True)
+@click.option("--items", type=int, default=5000, show_default=True, help="Items (pairwise comparisons) in the panel.")
+@click.option("--judges", type=int, default=12, show_default=True, help="Judges voting on every item.")
+@click.option("--samples", type=int, default=1, show_default=True, help="Repeated verdicts per item and judge.")
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Random seed: the same seed and options give identical files.",
+)
+@click.option(
+    "--label-fraction",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Share of items with a label; the others are unlabelled (null label).",
+)
 @click.option("--nights", type=int, default=None, help="Write a nightly sequence DEST/night-NN of this many tables.")
 @click.option(
     "--drift",
@@ -145,7 +178,7 @@ def _ingest_summary(report: dict[str, Any], dest: str) -> str:
     help="With --nights: a judge that changes from a night on; KIND accuracy (delta), bias (P(A) when unsure), "
     "parse (null share) or replace (new id, accuracy); e.g. judge-001@5:accuracy=-0.2 (repeatable).",
 )
-@click.option("--overwrite", is_flag=True)
+@click.option("--overwrite", is_flag=True, help="Replace a committed dataset at DEST.")
 @click.argument("dest")
 @guarded
 def generate(
@@ -198,7 +231,7 @@ def mlflow_options(command: Any) -> Any:
     )(command)
 
 
-@cli.command()
+@cli.command(cls=_StudyCommand)
 @click.argument("config", metavar="STUDY")
 @set_option
 @output_option
@@ -331,7 +364,7 @@ def status(run_url: str) -> None:
         click.echo(progress_line(store, stamps, planned, manifest.get("started")))
 
 
-@cli.command()
+@cli.command(cls=_StudyCommand)
 @click.argument("config", metavar="STUDY")
 @set_option
 @ray_option

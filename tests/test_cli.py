@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pandas as pd
 import pytest
 from click.testing import CliRunner
@@ -133,3 +134,45 @@ def test_missing_s3_source_is_rejected(s3_bucket, tmp_path):
     result = invoke("ingest", "--format", "long", f"{s3_bucket}-absent/verdicts", str(tmp_path / "dest"))
     assert result.exit_code == 2 and f"{s3_bucket}-absent/verdicts" in result.output
     assert not (tmp_path / "dest").exists()
+
+
+def _commands(group: click.Group, path: tuple[str, ...] = ()):
+    for name, command in group.commands.items():
+        yield (*path, name), command
+        if isinstance(command, click.Group):
+            yield from _commands(command, (*path, name))
+
+
+def test_every_option_has_help_and_run_lists_the_studies_and_presets():
+    bare = [
+        f"{' '.join(path)} {param.opts[0]}"
+        for path, command in _commands(cli)
+        for param in command.params
+        if isinstance(param, click.Option) and not param.hidden and not param.help
+    ]
+    assert bare == []
+    from judgecal_dist.studies import STUDIES
+
+    shown = invoke("run", "--help").output
+    studies = shown[shown.index("Studies:") : shown.index("Presets")]
+    listed = {
+        line.split()[0] for line in studies.splitlines()[1:] if line.startswith("  ") and not line.startswith("   ")
+    }
+    assert listed == set(STUDIES)
+    presets = {path.stem for path in CONFIG.parent.glob("*.yaml")} - set(STUDIES)
+    assert presets and all(f"  {name}  " in shown[shown.index("Presets") :] for name in presets)
+    assert re.search(r" itc [^\[]*\[needs spark\] narrowband ", " ".join(studies.split()))  # the extra it needs
+
+
+def test_a_packaged_setting_error_names_the_setting_and_the_override_not_the_package(tmp_path):
+    result = invoke("run", "inclusion", "--set", "replicates=0", "--output", str(tmp_path / "out"))
+    assert result.exit_code == 2
+    assert "replicates=0: must be an integer in [1, 10000]" in result.output and "--set replicates=" in result.output
+    assert (
+        "made by judgecal config show inclusion > inclusion.yaml" in result.output and str(CONFIG) not in result.output
+    )
+    result = invoke("config", "show", "inclusion", "--set", "replictes=3")
+    assert result.exit_code == 2 and result.output.startswith(
+        "Error: study inclusion: unknown setting(s) ['replictes']"
+    )
+    assert not (tmp_path / "out").exists()

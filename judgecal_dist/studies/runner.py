@@ -21,6 +21,7 @@ Order of work (each step's failure leaves nothing misleading behind):
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import logging
 import re
@@ -50,6 +51,7 @@ __all__ = [
     "resolve_run_id",
     "study_settings",
     "study_schema",
+    "packaged_configs",
 ]
 
 log = logging.getLogger(__name__)
@@ -127,13 +129,29 @@ def prepare(config_path: str | Path, overrides: Iterable[str] = (), *, run_id: s
 
 
 def _validated(values: dict[str, Any], source: str, *, partial: bool = False) -> tuple[Any, Any]:
-    """The study module named by ``values['study']`` and its validated ``Config`` of the other values."""
+    """The study module named by ``values['study']`` and its validated ``Config`` of the other values.
+
+    A packaged config's error names the setting and how to change it (``--set``, or the user's own copy of the
+    settings), never the YAML file inside the installed package, which a user cannot and should not edit.
+    """
     values = dict(values)
     name = values.pop("study", None)
     if not name:
         raise ConfigError(f"{source}: study: missing (e.g. `study: inclusion`)")
     module = get_study(name)
-    return module, config_from_mapping(module.Config, values, source=source, partial=partial)
+    if not source.startswith(str(STUDY_CONFIGS)):
+        return module, config_from_mapping(module.Config, values, source=source, partial=partial)
+    preset = Path(source).stem
+    own = (
+        f"your copy of its settings (judgecal run {preset}.yaml) made by judgecal config show {preset} > {preset}.yaml"
+    )
+    try:
+        return module, config_from_mapping(module.Config, values, source=own, partial=partial)
+    except ConfigError as err:
+        message = str(err)
+        if message.startswith(f"{own}: "):  # unknown keys came from --set, not from a file: name the study
+            raise ConfigError(f"study {preset}: {message.removeprefix(own + ': ')}") from err
+        raise
 
 
 def study_settings(study: str, overrides: Iterable[str] = ()) -> dict[str, Any]:
@@ -158,6 +176,24 @@ def study_schema(study: str) -> dict[str, Any]:
     schema["title"] = f"judgecal {name} study settings"
     schema["properties"] = {"study": {"const": name, "description": "the study"}} | schema.get("properties", {})
     return schema
+
+
+def packaged_configs() -> list[tuple[str, str, str]]:
+    """(name, study, description) of every packaged config: each study's own and the presets (e.g.
+    ``continuous_full``), the description being the first sentence of the config's head comment, for
+    ``judgecal run --help``."""
+    rows = []
+    for path in sorted(STUDY_CONFIGS.glob("*.yaml")):
+        text = path.read_text()
+        head = " ".join(line.lstrip("# ").strip() for line in itertools.takewhile(_is_comment, text.splitlines()))
+        sentence = re.split(r"(?<=[.;])\s|\s(?=Run:)", head, maxsplit=1)[0].rstrip(".;")
+        match = re.search(r"^study:\s*(\S+)", text, flags=re.MULTILINE)
+        rows.append((path.stem, match.group(1) if match else path.stem, sentence))
+    return rows
+
+
+def _is_comment(line: str) -> bool:
+    return line.startswith("#")
 
 
 def _study_values(study: str) -> tuple[dict[str, Any], str]:
