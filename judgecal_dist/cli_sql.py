@@ -6,6 +6,7 @@ through :func:`judgecal_dist.cli_common.guarded` like every other command.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +111,10 @@ def sql(
 
     if data is None and (allow_writes or out is not None):
         raise Rejected(f"{'--allow-writes' if allow_writes else '--out'}: only with --data (the catalog is read-only)")
+    if out is not None and "://" not in out:
+        out = os.path.abspath(out)  # a server writes it from its own folder: relative to the user's, here
+    if data is not None and "://" not in data:
+        data = os.path.abspath(data)
     engine = _engine(conf_path)
     with open_session(engine, warehouse=warehouse, connect_url=connect_url, catalog=data is None) as session:
         if query is None:
@@ -124,16 +129,18 @@ def _run_and_print(
     session: Any, query: str, data: str | None, out: str | None, limit: int, fmt: str, allow_writes: bool
 ) -> None:
     from judgecal_dist.engine.jobs.spark import run_sql
+    from judgecal_dist.engine.sql.client import server_failures
 
-    results = run_sql(
-        session.spark,
-        query,
-        data,
-        out=out,
-        limit=limit,
-        allow_writes=allow_writes,
-        guard_address=session.guard_address,
-    )
+    with server_failures(session):
+        results = run_sql(
+            session.spark,
+            query,
+            data,
+            out=out,
+            limit=limit,
+            allow_writes=allow_writes,
+            guard_address=session.guard_address,
+        )
     for number, result in enumerate(results, start=1):
         if number > 1 and fmt != "json":
             click.echo("")

@@ -7,6 +7,7 @@ and ``judgecal sql``'s local session.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import io
 import json
@@ -188,10 +189,29 @@ class TestOneWarehouseFromAnywhere:
         still = _cli("sql", "SELECT 1 AS a", "--format", "json", cwd=home["c"], env=home["env"])
         assert still.returncode == 0 and json.loads(still.stdout) == [{"a": 1}]
 
+    def test_out_relative_to_the_callers_folder_through_the_server(self, home):
+        query = "SELECT judge_id, count(*) AS n FROM verdicts GROUP BY judge_id ORDER BY judge_id"
+        wrote = _cli(
+            "sql", query, "--data", "../panel", "--out", "result", "--format", "json", cwd=home["c"], env=home["env"]
+        )
+        assert wrote.returncode == 0, wrote.stderr
+        written = pads.dataset(str(home["c"] / "result")).to_table().to_pandas().sort_values("judge_id")
+        printed = json.loads(wrote.stdout.splitlines()[0])
+        assert written.to_dict("records") == printed
+        assert sum(r["n"] for r in printed) == pads.dataset(f"{home['panel']}/verdicts").count_rows()
+
     def test_after_kill_9_a_client_fails_in_one_line(self, home):
         state = json.loads((home["warehouse"] / "server.json").read_text())
-        os.kill(state["pid"], signal.SIGKILL)
-        after = _cli("sql", "SELECT 1", cwd=home["c"], env=home["env"], timeout=120)  # never a hang
+        long_query = "SELECT count(*) AS n FROM range(0, 40000000000, 1, 2)"
+        argv = [sys.executable, "-m", "judgecal_dist.cli", "sql", long_query]
+        running = subprocess.Popen(argv, cwd=home["c"], env=home["env"], stderr=subprocess.PIPE, text=True)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            running.wait(timeout=5)  # the client connects and sends the query meanwhile
+        os.killpg(state["pid"], signal.SIGKILL)  # the server process and its JVM
+        _, err = running.communicate(timeout=120)  # a client in the middle of a call: never a hang
+        assert running.returncode == 1 and len(err.strip().splitlines()) == 1, err
+        assert "stopped answering" in err
+        after = _cli("sql", "SELECT 1", cwd=home["c"], env=home["env"], timeout=120)
         assert after.returncode == 2 and len(after.stderr.strip().splitlines()) == 1, after.stderr
         assert "stale state file" in after.stderr
         cleared = _cli("serve", "--stop", cwd=home["c"], env=home["env"])

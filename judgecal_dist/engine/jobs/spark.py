@@ -309,7 +309,7 @@ def run_sql(
         try:
             frame = spark.sql(statement)
             if out is not None and index == len(statements) - 1:
-                frame.write.mode("errorifexists").parquet(spark_url(out))
+                frame.write.mode("error").parquet(spark_url(out))  # Spark Connect knows "error", not its alias
                 frame = spark.read.parquet(spark_url(out))
             rows = _collect_rows(frame, limit + 1)
         except _QUERY_ERRORS as err:

@@ -7,15 +7,19 @@ warehouse does it start a local Spark session, with Hive support over the same c
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import re
 import socket
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from judgecal_dist.errors import InputError
+from judgecal_dist.errors import InputError, RunError
 
-__all__ = ["NoCatalog", "SqlSession", "open_session", "connect"]
+__all__ = ["NoCatalog", "SqlSession", "open_session", "connect", "server_failures"]
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +53,9 @@ class SqlSession:
         when that server has gone: the process would hang on exit.
         """
         if self.guard_address is not None:
-            self.spark.stop()
+            with warnings.catch_warnings(), contextlib.suppress(Exception):  # a gone server: nothing to release
+                warnings.simplefilter("ignore")
+                self.spark.stop()
 
     def __enter__(self) -> SqlSession:
         return self
@@ -119,6 +125,34 @@ def connect(url: str) -> SqlSession:
     # The parser expands ${env:...} before any plan exists: off in this session too (the server sets the default).
     spark.conf.set("spark.sql.variable.substitute", "false")
     return SqlSession(spark, (parts.hostname, int(guard_port)), url)
+
+
+@contextlib.contextmanager
+def server_failures(session: SqlSession) -> Iterator[None]:
+    """A server that stops answering during a statement (killed, stopped) is one line, not a gRPC dump.
+
+    Raises
+    ------
+    RunError
+        The Spark Connect call failed for want of a server (after the bounded retries of :func:`connect`).
+    """
+    if session.guard_address is None:
+        yield
+        return
+    from pyspark.errors.exceptions.connect import SparkConnectGrpcException
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]")
+        try:
+            yield
+        except SparkConnectGrpcException as err:
+            found = re.search(r"StatusCode\.(\w+)", str(err))
+            if found is None or found.group(1) not in ("UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED"):
+                raise
+            raise RunError(
+                f"sql: the server at {session.where} stopped answering ({found.group(1)}); "
+                "`judgecal serve --status` says whether it runs"
+            ) from err
 
 
 def _first_line(err: BaseException) -> str:
