@@ -104,6 +104,19 @@ def home(tmp_path_factory):
         _cli("serve", "--stop", cwd=folders["c"], env=env)
 
 
+def test_the_warehouse_is_the_option_then_the_environment_then_the_config_then_home(tmp_path, monkeypatch):
+    from judgecal_dist.engine.sql.server import warehouse_folder
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("JUDGECAL_WAREHOUSE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert warehouse_folder() == tmp_path / "home" / ".judgecal" / "warehouse"
+    assert warehouse_folder(None, "conf-wh") == tmp_path / "conf-wh"  # relative: from the current folder, once
+    monkeypatch.setenv("JUDGECAL_WAREHOUSE", "~/env-wh")
+    assert warehouse_folder(None, "conf-wh") == tmp_path / "home" / "env-wh"
+    assert warehouse_folder("opt-wh", "conf-wh") == tmp_path / "opt-wh"
+
+
 class TestOneWarehouseFromAnywhere:
     """Real processes on loopback: the per-user warehouse found from every folder, and the server's lifecycle."""
 
