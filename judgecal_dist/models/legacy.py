@@ -110,17 +110,8 @@ def _fitted_items(fitted_on: Mapping[str, Any], source: str) -> tuple[str | None
     return dataset, tuple(ids)
 
 
-def from_dict(state: Mapping[str, Any], *, source: str = "calibration", digest: str = "") -> BinaryPipeline:
-    """Rebuild the fitted estimators of a ``judgecal.calibration/v2`` artifact.
-
-    Raises
-    ------
-    InputError
-        Wrong ``format`` (or version), a name other than one-coin / beta, a missing key, judge ids that are not
-        distinct strings, weights that are not finite or of the wrong length, a probability out of (0, 1), a
-        calibrator parameter that is not finite, a conformal level out of (0, 1) or threshold out of [0, 1],
-        unknown ``calibrator_input`` or ``vote_codes`` other than the v2 coding.
-    """
+def _header(state: Mapping[str, Any], source: str) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """The aggregator and calibrator sections of a v2 document (format and kinds checked)."""
     fmt = state.get("format") if isinstance(state, Mapping) else None
     if fmt != FORMAT:
         raise InputError(f"{source}: format: expected {FORMAT!r}, got {fmt!r} (rerun the study with this version)")
@@ -131,6 +122,10 @@ def from_dict(state: Mapping[str, Any], *, source: str = "calibration", digest: 
             f"{source}: aggregator/calibrator: only one_coin + beta can be scored, got "
             f"{agg.get('name')!r} + {cal.get('name')!r}"
         )
+    return agg, cal
+
+
+def _judges(agg: Mapping[str, Any], source: str) -> list[str]:
     judges = _require(agg, "judge_ids", f"{source}: aggregator")
     if not isinstance(judges, list) or not judges or not all(isinstance(j, str) for j in judges):
         raise InputError(f"{source}: aggregator: judge_ids: expected a non-empty list of strings, got {judges!r:.80}")
@@ -140,9 +135,11 @@ def from_dict(state: Mapping[str, Any], *, source: str = "calibration", digest: 
             f"{source}: aggregator: judge_ids: {len(repeated)} judge(s) listed twice (e.g. "
             f"{repeated[:3]}); each judge has one weight"
         )
-    weights = _weights(agg, len(judges), f"{source}: aggregator")
-    prior = _number(agg, "class_prior", f"{source}: aggregator", 0.0, 1.0)
-    eps = _number(state, "eps", source, 0.0, 0.5)
+    return judges
+
+
+def _fitted_on(state: Mapping[str, Any], source: str) -> Mapping[str, Any]:
+    """The ``fitted_on`` section, once the vote codes and the orientation are ones score can read."""
     if state.get("vote_codes", VOTE_CODING) != VOTE_CODING:
         raise InputError(f"{source}: vote_codes: expected {VOTE_CODING}, got {state.get('vote_codes')!r}")
     fitted_on = state.get("fitted_on") or {}
@@ -154,6 +151,34 @@ def from_dict(state: Mapping[str, Any], *, source: str = "calibration", digest: 
             f"{source}: fitted_on: orientation: a gold_positive model cannot score A/B verdicts; "
             "rerun the study with orientation: natural (or randomized)"
         )
+    return fitted_on
+
+
+def _beta(cal: Mapping[str, Any], eps: float, calibrator_input: str, source: str) -> BetaCalibration:
+    penalty = _number(cal, "penalty", f"{source}: calibrator", 0.0) if "penalty" in cal else 0.01
+    beta = BetaCalibration(penalty=penalty, l1_ratio=cal.get("l1_ratio", 0.5), eps=eps, score_input=calibrator_input)
+    beta.a_, beta.b_, beta.c_ = (_number(cal, k, f"{source}: calibrator") for k in ("a", "b", "c"))
+    beta.fallback_, beta.n_iter_, beta.loss_history_ = None, 0, []
+    return beta
+
+
+def from_dict(state: Mapping[str, Any], *, source: str = "calibration", digest: str = "") -> BinaryPipeline:
+    """Rebuild the fitted estimators of a ``judgecal.calibration/v2`` artifact.
+
+    Raises
+    ------
+    InputError
+        Wrong ``format`` (or version), a name other than one-coin / beta, a missing key, judge ids that are not
+        distinct strings, weights that are not finite or of the wrong length, a probability out of (0, 1), a
+        calibrator parameter that is not finite, a conformal level out of (0, 1) or threshold out of [0, 1],
+        unknown ``calibrator_input`` or ``vote_codes`` other than the v2 coding.
+    """
+    agg, cal = _header(state, source)
+    judges = _judges(agg, source)
+    weights = _weights(agg, len(judges), f"{source}: aggregator")
+    prior = _number(agg, "class_prior", f"{source}: aggregator", 0.0, 1.0)
+    eps = _number(state, "eps", source, 0.0, 0.5)
+    fitted_on = _fitted_on(state, source)
     calibrator_input = state.get("calibrator_input", "probability")
     if calibrator_input not in CALIBRATOR_INPUTS:
         raise InputError(f"{source}: calibrator_input: expected one of {CALIBRATOR_INPUTS}, got {calibrator_input!r}")
@@ -162,11 +187,7 @@ def from_dict(state: Mapping[str, Any], *, source: str = "calibration", digest: 
     aggregator = OneCoin(alpha0=agg.get("alpha0", 1.0), beta0=agg.get("beta0", 1.0))
     aggregator.weights_, aggregator.prior_ = weights, prior
     aggregator.n_features_in_, aggregator.classes_ = len(judges), np.array([0, 1])
-    penalty = _number(cal, "penalty", f"{source}: calibrator", 0.0) if "penalty" in cal else 0.01
-    l1_ratio = cal.get("l1_ratio", 0.5)
-    beta = BetaCalibration(penalty=penalty, l1_ratio=l1_ratio, eps=eps, score_input=calibrator_input)
-    beta.a_, beta.b_, beta.c_ = (_number(cal, k, f"{source}: calibrator") for k in ("a", "b", "c"))
-    beta.fallback_, beta.n_iter_, beta.loss_history_ = None, 0, []
+    beta = _beta(cal, eps, calibrator_input, source)
     conformal = _conformal(state, source)
     settings = Settings(eps=eps, calibrator_input=calibrator_input)
     converted = to_document(

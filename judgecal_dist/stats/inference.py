@@ -326,6 +326,44 @@ def summarise_over_splits(
     """
     where = "summarise_over_splits"
     by, metrics, tested = list(by), list(metrics), list(tested)
+    _check_summary_inputs(results, by, metrics, tested, split_sizes, where)
+    rng = check_rng(rng, where=where)
+    seed = int(rng.integers(2**63))
+    groups = results.groupby(by, sort=True, dropna=False) if by else [((), results)]
+    rows = []
+    for key, group in groups:
+        key_tuple = key if isinstance(key, tuple) else (key,)
+        group_key = dict(zip(by, key_tuple, strict=True))
+        row: dict[str, object] = dict(group_key)
+        row["n_splits"] = len(group)
+        if isinstance(split_sizes, tuple):
+            ratio: float | None = float(group[split_sizes[0]].mean() / group[split_sizes[1]].mean())
+        else:
+            ratio = None if split_sizes is None else float(split_sizes)
+        for m in metrics:
+            values = group[m].to_numpy(dtype=np.float64)
+            try:
+                low, high, t_stat, p_value = _split_interval(values, ratio, confidence, n_resamples, seed, where)
+            except InputError as err:
+                raise InputError(f"{where}: {m}: group {group_key or 'all rows'}: {err}") from err
+            row[f"{m}_mean"] = float(values.mean())
+            row[f"{m}_ci_low"], row[f"{m}_ci_high"] = low, high
+            if m in tested:
+                row[f"{m}_t"], row[f"{m}_p"] = t_stat, p_value
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    tests = [f"{m}_{s}" for m in tested for s in "tp"]
+    return out[[c for c in out.columns if c not in tests] + tests]
+
+
+def _check_summary_inputs(
+    results: pd.DataFrame,
+    by: list[str],
+    metrics: list[str],
+    tested: list[str],
+    split_sizes: float | tuple[str, str] | None,
+    where: str,
+) -> None:
     if not metrics:
         raise ConfigError(f"{where}: metrics: name at least one metric column")
     if set(by) & set(metrics):
@@ -343,40 +381,25 @@ def summarise_over_splits(
     not_numeric = [m for m in metrics if not pd.api.types.is_numeric_dtype(results[m])]
     if not_numeric:
         raise InputError(f"{where}: results: metric columns must be numeric: {not_numeric}")
-    rng = check_rng(rng, where=where)
-    seed = int(rng.integers(2**63))
-    groups = results.groupby(by, sort=True, dropna=False) if by else [((), results)]
-    rows = []
-    for key, group in groups:
-        key_tuple = key if isinstance(key, tuple) else (key,)
-        group_key = dict(zip(by, key_tuple, strict=True))
-        row: dict[str, object] = dict(group_key)
-        row["n_splits"] = len(group)
-        if isinstance(split_sizes, tuple):
-            ratio: float | None = float(group[split_sizes[0]].mean() / group[split_sizes[1]].mean())
-        else:
-            ratio = None if split_sizes is None else float(split_sizes)
-        for m in metrics:
-            values = group[m].to_numpy(dtype=np.float64)
-            try:
-                if ratio is None:
-                    low, high = bootstrap_ci(
-                        values, confidence=confidence, n_resamples=n_resamples, rng=np.random.default_rng(seed)
-                    )
-                elif values.size < 2:
-                    _check_values(values, where)
-                    low = high = np.nan
-                    t_stat = p_value = np.nan
-                else:
-                    res = corrected_resampled_t(values, test_train_ratio=ratio, confidence=confidence)
-                    low, high, t_stat, p_value = res.low, res.high, res.statistic, res.pvalue
-            except InputError as err:
-                raise InputError(f"{where}: {m}: group {group_key or 'all rows'}: {err}") from err
-            row[f"{m}_mean"] = float(values.mean())
-            row[f"{m}_ci_low"], row[f"{m}_ci_high"] = low, high
-            if m in tested:
-                row[f"{m}_t"], row[f"{m}_p"] = t_stat, p_value
-        rows.append(row)
-    out = pd.DataFrame(rows)
-    tests = [f"{m}_{s}" for m in tested for s in "tp"]
-    return out[[c for c in out.columns if c not in tests] + tests]
+
+
+def _split_interval(
+    values: npt.NDArray[np.float64],
+    ratio: float | None,
+    confidence: float,
+    n_resamples: int,
+    seed: int,
+    where: str,
+) -> tuple[float, float, float, float]:
+    """Interval of a metric's mean over splits, with the corrected resampled t test where the split sizes are known
+    (a bootstrap interval and no test without them; no interval below two splits)."""
+    if ratio is None:
+        low, high = bootstrap_ci(
+            values, confidence=confidence, n_resamples=n_resamples, rng=np.random.default_rng(seed)
+        )
+        return low, high, np.nan, np.nan
+    if values.size < 2:
+        _check_values(values, where)
+        return np.nan, np.nan, np.nan, np.nan
+    res = corrected_resampled_t(values, test_train_ratio=ratio, confidence=confidence)
+    return res.low, res.high, res.statistic, res.pvalue

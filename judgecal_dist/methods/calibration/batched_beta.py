@@ -130,18 +130,8 @@ def fit_beta_batched(
     Cost per iteration :math:`O(Bn)` plus a 3x3 solve per problem; 5-20 iterations are typical. With
     ``penalty == 0`` on separable data the optimum is infinite and the problem reports not converged.
     """
-    F = np.asarray(F, dtype=np.float64)
-    if F.ndim != 3 or F.shape[2] != 3:
-        raise InputError(f"fit_beta_batched: F: expected shape (B, n, 3), got {F.shape}")
-    B, n, _ = F.shape
-    y = np.broadcast_to(np.asarray(y, dtype=np.float64), (B, n))
-    w = np.broadcast_to(np.asarray(w, dtype=np.float64), (B, n))
-    total = w.sum(axis=1, keepdims=True)
-    if (total <= 0).any() or (w < 0).any():
-        raise InputError("fit_beta_batched: w: every problem needs non-negative weights with a positive sum")
-    if penalty < 0 or not 0.0 <= l1_ratio <= 1.0:
-        raise ConfigError(f"fit_beta_batched: need penalty >= 0 and l1_ratio in [0, 1], got {penalty}, {l1_ratio}")
-    w = w / total
+    F, y, w = _checked(F, y, w, penalty, l1_ratio)
+    B = F.shape[0]
     lam_l1, lam_l2 = penalty * l1_ratio, penalty * (1.0 - l1_ratio)
     lower = np.array([-1.0, -1.0, -np.inf])  # a, b >= 0
     u = _initial_scale(F, y, w, lam_l1, lam_l2)
@@ -153,28 +143,8 @@ def fit_beta_batched(
         if idx.size == 0:
             break
         Fa, ya, wa, ua = F[idx], y[idx], w[idx], u[idx]
-        p = expit(_logits(Fa, _IDENTITY + ua))
-        r, q = wa * (p - ya), wa * p * (1.0 - p)
-        f0, f1 = Fa[..., 0], Fa[..., 1]
-        g = np.column_stack([(f0 * r).sum(1), (f1 * r).sum(1), r.sum(1)]) + lam_l2 * ua
-        q0, q1 = f0 * q, f1 * q
-        h00, h01, h02, h11, h12, h22 = (
-            (q0 * f0).sum(1),
-            (q0 * f1).sum(1),
-            q0.sum(1),
-            (q1 * f1).sum(1),
-            q1.sum(1),
-            q.sum(1),
-        )
-        H = np.stack([h00, h01, h02, h01, h11, h12, h02, h12, h22], axis=1).reshape(-1, 3, 3)
-        H = H + (lam_l2 + 1e-12) * np.eye(3)
-        # pseudo-gradient of the L1 term (Andrew & Gao): one-sided derivatives where u = 0
-        pg = np.where(ua > 0, g + lam_l1, np.where(ua < 0, g - lam_l1, 0.0))
-        at_zero = ua == 0
-        pg = np.where(at_zero & (g + lam_l1 < 0), g + lam_l1, pg)
-        pg = np.where(at_zero & (g - lam_l1 > 0), g - lam_l1, pg)
-        at_bound = ua <= lower
-        pg = np.where(at_bound & (pg > 0), 0.0, pg)
+        g, H = _gradient_hessian(Fa, ya, wa, ua, lam_l2)
+        pg, at_zero, at_bound = _pseudo_gradient(ua, g, lam_l1, lower)
         viol = np.abs(pg).max(axis=1)
         done = viol < tol
         converged[idx[done]] = True
@@ -185,12 +155,7 @@ def fit_beta_batched(
             break
         idx, ua, pg, H, fixed = idx[keep], ua[keep], pg[keep], H[keep], fixed[keep]
         Fa, ya, wa = Fa[keep], ya[keep], wa[keep]
-        eye = np.broadcast_to(np.eye(3), H.shape)
-        free2 = (~fixed)[:, :, None] & (~fixed)[:, None, :]
-        Hm = np.where(free2, H, eye)
-        d = -np.linalg.solve(Hm, np.where(fixed, 0.0, pg)[:, :, None])[:, :, 0]
-        descent = (d * pg).sum(axis=1) < 0
-        d = np.where(descent[:, None], d, -np.where(fixed, 0.0, pg))
+        d = _newton_direction(H, pg, fixed)
         orthant = np.where(ua != 0, np.sign(ua), -np.sign(pg))
         found, u_new, f_new = _line_search(ua, d, pg, orthant, lower, Fa, ya, wa, f[idx], lam_l1, lam_l2)
         u[idx[found]] = u_new[found]
@@ -201,6 +166,74 @@ def fit_beta_batched(
     a_b_c = _IDENTITY + u
     a_b_c[:, :2] = np.maximum(a_b_c[:, :2], 0.0)
     return a_b_c, converged
+
+
+def _checked(
+    F: npt.ArrayLike, y: npt.ArrayLike, w: npt.ArrayLike, penalty: float, l1_ratio: float
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Features, labels broadcast to (B, n) and weights normalised per problem, once the shapes and settings hold."""
+    F = np.asarray(F, dtype=np.float64)
+    if F.ndim != 3 or F.shape[2] != 3:
+        raise InputError(f"fit_beta_batched: F: expected shape (B, n, 3), got {F.shape}")
+    B, n, _ = F.shape
+    y = np.broadcast_to(np.asarray(y, dtype=np.float64), (B, n))
+    w = np.broadcast_to(np.asarray(w, dtype=np.float64), (B, n))
+    total = w.sum(axis=1, keepdims=True)
+    if (total <= 0).any() or (w < 0).any():
+        raise InputError("fit_beta_batched: w: every problem needs non-negative weights with a positive sum")
+    if penalty < 0 or not 0.0 <= l1_ratio <= 1.0:
+        raise ConfigError(f"fit_beta_batched: need penalty >= 0 and l1_ratio in [0, 1], got {penalty}, {l1_ratio}")
+    return F, y, w / total
+
+
+def _gradient_hessian(
+    Fa: npt.NDArray[np.float64],
+    ya: npt.NDArray[np.float64],
+    wa: npt.NDArray[np.float64],
+    ua: npt.NDArray[np.float64],
+    lam_l2: float,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Gradient (B, 3) and Hessian (B, 3, 3) of the smooth part of the objective (log loss + L2) at ``ua``."""
+    p = expit(_logits(Fa, _IDENTITY + ua))
+    r, q = wa * (p - ya), wa * p * (1.0 - p)
+    f0, f1 = Fa[..., 0], Fa[..., 1]
+    g = np.column_stack([(f0 * r).sum(1), (f1 * r).sum(1), r.sum(1)]) + lam_l2 * ua
+    q0, q1 = f0 * q, f1 * q
+    h00, h01, h02, h11, h12, h22 = (
+        (q0 * f0).sum(1),
+        (q0 * f1).sum(1),
+        q0.sum(1),
+        (q1 * f1).sum(1),
+        q1.sum(1),
+        q.sum(1),
+    )
+    H = np.stack([h00, h01, h02, h01, h11, h12, h02, h12, h22], axis=1).reshape(-1, 3, 3)
+    return g, H + (lam_l2 + 1e-12) * np.eye(3)
+
+
+def _pseudo_gradient(
+    ua: npt.NDArray[np.float64], g: npt.NDArray[np.float64], lam_l1: float, lower: npt.NDArray[np.float64]
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """The pseudo-gradient of the L1 term (Andrew & Gao: one-sided derivatives where u = 0), zero where a bound
+    holds it; with the masks of the entries at zero and at their bound."""
+    pg = np.where(ua > 0, g + lam_l1, np.where(ua < 0, g - lam_l1, 0.0))
+    at_zero = ua == 0
+    pg = np.where(at_zero & (g + lam_l1 < 0), g + lam_l1, pg)
+    pg = np.where(at_zero & (g - lam_l1 > 0), g - lam_l1, pg)
+    at_bound = ua <= lower
+    return np.where(at_bound & (pg > 0), 0.0, pg), at_zero, at_bound
+
+
+def _newton_direction(
+    H: npt.NDArray[np.float64], pg: npt.NDArray[np.float64], fixed: npt.NDArray[np.bool_]
+) -> npt.NDArray[np.float64]:
+    """The Newton step on the free entries (fixed ones held), or steepest descent where that is no descent."""
+    eye = np.broadcast_to(np.eye(3), H.shape)
+    free2 = (~fixed)[:, :, None] & (~fixed)[:, None, :]
+    Hm = np.where(free2, H, eye)
+    d = -np.linalg.solve(Hm, np.where(fixed, 0.0, pg)[:, :, None])[:, :, 0]
+    descent = (d * pg).sum(axis=1) < 0
+    return np.where(descent[:, None], d, -np.where(fixed, 0.0, pg))
 
 
 def _initial_scale(

@@ -357,23 +357,8 @@ def flag_missingness(
     ids = check_judge_ids(judge_ids, n_judges=J, where=where)
     missing = votes == MISSING
     rate = missing.mean(axis=0)
-    miss_pos = (missing & (labels[:, None] == 1)).sum(axis=0)
-    miss_neg = (missing & (labels[:, None] == 0)).sum(axis=0)
-    n_pos, n_neg = int(labels.sum()), int(labels.size - labels.sum())
-    p = np.array(
-        [
-            fisher_exact([[a, b], [n_pos - a, n_neg - b]], alternative="two-sided").pvalue
-            for a, b in zip(miss_pos, miss_neg, strict=True)
-        ]
-    )
-    if added is None:
-        is_added = rate > complete_max
-    else:
-        idx = np.asarray(added, dtype=np.int64).ravel()
-        if ((idx < 0) | (idx >= J)).any():
-            raise InputError(f"{where}: added: indices must lie in [0, {J}), got {idx.tolist()}")
-        is_added = np.zeros(J, dtype=bool)
-        is_added[idx] = True
+    miss_pos, miss_neg, p = _missing_by_label(missing, labels)
+    is_added = rate > complete_max if added is None else _added_mask(added, J, where)
     base_complete = bool((~is_added).any() and (rate[~is_added] <= complete_max).all())
     partial = is_added & (rate > complete_max) & (rate <= partial_max) & base_complete
     dependent = p < alpha
@@ -391,3 +376,28 @@ def flag_missingness(
             "p3_flag": dependent | partial,
         }
     )
+
+
+def _missing_by_label(
+    missing: npt.NDArray[np.bool_], labels: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """Per judge: missing verdicts on positives, on negatives, and Fisher's exact two-sided p of the 2x2 table."""
+    miss_pos = (missing & (labels[:, None] == 1)).sum(axis=0)
+    miss_neg = (missing & (labels[:, None] == 0)).sum(axis=0)
+    n_pos, n_neg = int(labels.sum()), int(labels.size - labels.sum())
+    p = np.array(
+        [
+            fisher_exact([[a, b], [n_pos - a, n_neg - b]], alternative="two-sided").pvalue
+            for a, b in zip(miss_pos, miss_neg, strict=True)
+        ]
+    )
+    return miss_pos, miss_neg, p
+
+
+def _added_mask(added: npt.ArrayLike, n_judges: int, where: str) -> npt.NDArray[np.bool_]:
+    idx = np.asarray(added, dtype=np.int64).ravel()
+    if ((idx < 0) | (idx >= n_judges)).any():
+        raise InputError(f"{where}: added: indices must lie in [0, {n_judges}), got {idx.tolist()}")
+    is_added = np.zeros(n_judges, dtype=bool)
+    is_added[idx] = True
+    return is_added
