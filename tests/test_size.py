@@ -30,7 +30,7 @@ FUNCTIONS = {
     "judgecal_dist/io/score_collections.py::collection_of": 77,
     "judgecal_dist/io/synthetic.py::generate_panel": 96,
     "judgecal_dist/methods/continuous/hb_linear.py::HierarchicalLinear.fit": 73,
-    "judgecal_dist/scoring/apply.py::score_dataset": 94,
+    "judgecal_dist/scoring/apply.py::score_dataset": 98,
     "judgecal_dist/studies/budget/report.py::_budget_report": 65,
     "judgecal_dist/studies/continuous/export.py::export_corrector": 66,
     "judgecal_dist/studies/continuous/report.py::_extra_sections": 67,
@@ -44,7 +44,7 @@ FUNCTIONS = {
     "judgecal_dist/studies/inclusion/search.py::run_searches": 65,
 }
 FILES = {
-    "judgecal_dist/cli.py": 636,
+    "judgecal_dist/cli.py": 690,
     "judgecal_dist/engine/jobs/counts.py": 523,
     "judgecal_dist/engine/jobs/spark.py": 568,
     "judgecal_dist/engine/results/store.py": 600,
