@@ -320,7 +320,10 @@ def describe_error(
         key = str(first["loc"][0]) if first["loc"] else "settings"
         value = values.get(key, first.get("input"))
         allowed = _allowed(cls.model_fields[key]) if key in cls.model_fields else first["msg"]
-        missing = first["type"] == "missing" or (value is None and "or null" not in allowed)
+        # A missing entry of a fixed-length list (loc key, index) is a short list, not a missing setting.
+        missing = (first["type"] == "missing" and len(first["loc"]) == 1) or (
+            value is None and "or null" not in allowed
+        )
         allowed = f"required, {allowed}" if missing else f"must be {allowed}"
     line = f"{key}={show(value)}: {allowed} ({_fix(cls, key, source)})"
     more = sorted({str(e["loc"][0]) for e in errors[1:] if e["loc"]} - {key})

@@ -203,7 +203,15 @@ def test_a_bad_entry_of_a_mapping_setting_names_its_dotted_key():
 
 def test_cross_field_rules_name_the_setting_to_fix():
     itc = get_study("itc").Config
-    with pytest.raises(ConfigError, match=r"^synthetic_prior=\[0\.5, 0\.5\]: must hold one probability per"):
+    with pytest.raises(
+        ConfigError, match=r"^synthetic_prior=\[0\.5, 0\.5, 0\.5\]: must hold P\(B\), P\(tie\), P\(A\), summing"
+    ):
+        itc(data="synthetic:g2", synthetic_prior=[0.5, 0.5, 0.5])
+    # The prior is of the three labels, whatever the number of simulated judges (one per tie propensity).
+    with pytest.raises(ConfigError, match=r"^synthetic_prior=\[0\.5, 0\.5\]: must be a list of 3, each a number in"):
         itc(data="synthetic:g2", synthetic_prior=[0.5, 0.5])
+    one_judge = itc(data="synthetic:g2", synthetic_propensities=[0.0], synthetic_items=40, budgets=[2])
+    tasks = get_study("itc").load(one_judge, EngineConfig()).tasks
+    assert [t.judge_id for t in tasks] == ["eta=+0.00"] and tasks[0].votes.shape == (40, 2)
     with pytest.raises(ConfigError, match=r"^data=synthetic:g3: must be a dataset URL or synthetic:g2"):
         itc(data="synthetic:g3")

@@ -88,7 +88,8 @@ class Config(SplitFields):
     orientation_seed: Seed = 0
     synthetic_items: Annotated[int, integer(2, 10_000_000)] = 4000
     synthetic_propensities: Annotated[tuple[Annotated[float, number()], ...], listed(min_length=1)] = (-1.0, 0.0, 1.0)
-    synthetic_prior: Annotated[tuple[Probability, ...], listed(min_length=1)] = (0.25, 0.5, 0.25)
+    # The G2 generator's label prior (P(B), P(tie), P(A)), the same for every judge (one per propensity).
+    synthetic_prior: tuple[Probability, Probability, Probability] = (0.25, 0.5, 0.25)
     synthetic_seed: Seed = 0
 
     @model_validator(mode="after")
@@ -97,8 +98,7 @@ class Config(SplitFields):
             raise refuse("data", self.data, "must be a dataset URL or synthetic:g2 (the only generator)")
         if self.pool_orders and self.data and self.data.startswith("synthetic:"):
             raise refuse("pool_orders", True, "applies to datasets with /ab and /ba judges; synthetic:g2 has none")
-        prior, propensities = self.synthetic_prior, self.synthetic_propensities
-        if len(prior) != len(propensities) or abs(sum(prior) - 1.0) > 1e-9:
-            allowed = f"must hold one probability per synthetic_propensities entry ({len(propensities)}), summing to 1"
-            raise refuse("synthetic_prior", list(prior), allowed)
+        if abs(sum(self.synthetic_prior) - 1.0) > 1e-9:
+            allowed = "must hold P(B), P(tie), P(A), summing to 1"
+            raise refuse("synthetic_prior", list(self.synthetic_prior), allowed)
         return self
