@@ -206,8 +206,7 @@ def generate(
         report = generate_drift_sequence(dest, nights=nights, changes=changes, overwrite=overwrite, **common)
         click.echo("\n".join(report["nights"]))
         return
-    report = generate_panel(dest, overwrite=overwrite, **common)
-    log.info("generated %s", {k: v for k, v in report.items() if not isinstance(v, list | dict)})
+    generate_panel(dest, overwrite=overwrite, **common)  # logs what it wrote
     click.echo(dest)
 
 
