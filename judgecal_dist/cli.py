@@ -393,6 +393,9 @@ def submit(
     and, once it succeeded, compares its judges with their baseline from here (the results root must be
     reachable here) and exits with drift's code.
     """
+    from judgecal_dist.extras import require_extra
+
+    require_extra("ray", "judgecal submit (Ray's Jobs API)")
     from judgecal_dist.config import load_engine_config
     from judgecal_dist.engine.cluster.submit import check_shippable, follow_job, job_client, submit_study
     from judgecal_dist.history.drift_config import load_drift_config

@@ -109,6 +109,7 @@ errors["tried"] = sorted(set(tried))  # modules of an extra the loop tried to im
 errors["run itc"] = invoke("run", "itc", "--output", out + "/itc")
 errors["s3"] = invoke("score", "--model", model, "--data", "s3://bucket/data", "--output", out + "/s3")
 errors["ray"] = invoke("run", "inclusion", "--ray", "--set", "data=" + out + "/data", "--output", out + "/ray")
+errors["submit"] = invoke("submit", "inclusion", "--ray-address", "http://127.0.0.1:1", "--set", "data=" + out + "/data")
 """
 
 
@@ -128,7 +129,7 @@ def test_base_install_runs_the_loop_and_names_the_extra(tmp_path):
         assert errors[step][0] == 0, (step, errors[step])
     assert errors["rows"] == 300 and (tmp_path / "fit").is_dir()
     assert errors["score"][1].splitlines()[-1] == str(tmp_path / "scored")
-    for step, extra in (("run itc", "spark"), ("s3", "cluster"), ("ray", "ray")):
+    for step, extra in (("run itc", "spark"), ("s3", "cluster"), ("ray", "ray"), ("submit", "ray")):
         code, line = errors[step]
         assert code == 2 and f"needs the '{extra}' extra" in line and f"judgecal-dist[{extra}]" in line, (step, line)
     assert not (tmp_path / "itc").exists() and not (tmp_path / "s3").exists() and not (tmp_path / "ray").exists()
