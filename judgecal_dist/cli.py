@@ -20,6 +20,7 @@ from judgecal_dist.cli_common import (
     ExitCode,
     Failed,
     Rejected,
+    StudyCommand,
     conf_option,
     drift_conf_option,
     guarded,
@@ -35,27 +36,6 @@ from judgecal_dist.errors import InputError
 from judgecal_dist.io.column_docs import long_input_help
 
 log = logging.getLogger("judgecal_dist")
-
-
-class _StudyCommand(click.Command):
-    """A command taking STUDY: its help ends with the packaged studies and presets (read when help is shown)."""
-
-    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        from judgecal_dist.studies import STUDY_EXTRAS
-        from judgecal_dist.studies.runner import packaged_configs
-
-        rows = packaged_configs()
-        for title, pick in (("Studies", lambda n, s: n == s), ("Presets (STUDY names a packaged config)", None)):
-            entries = []
-            for name, study, text in rows:
-                if (pick(name, study) if pick else name != study) is False:
-                    continue
-                needs = f" [needs {', '.join(STUDY_EXTRAS[study])}]" if study in STUDY_EXTRAS else ""
-                of = "" if name == study else f" (study {study})"
-                entries.append((name, f"{text}{of}{needs}"))
-            with formatter.section(title):
-                formatter.write_dl(entries)
-        super().format_epilog(ctx, formatter)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -230,7 +210,7 @@ def mlflow_options(command: Any) -> Any:
     )(command)
 
 
-@cli.command(cls=_StudyCommand)
+@cli.command(cls=StudyCommand)
 @click.argument("config", metavar="STUDY")
 @set_option
 @output_option
@@ -363,7 +343,7 @@ def status(run_url: str) -> None:
         click.echo(progress_line(store, stamps, planned, manifest.get("started")))
 
 
-@cli.command(cls=_StudyCommand)
+@cli.command(cls=StudyCommand)
 @click.argument("config", metavar="STUDY")
 @set_option
 @ray_option

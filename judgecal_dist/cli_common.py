@@ -96,6 +96,27 @@ def guarded(func: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+class StudyCommand(click.Command):
+    """A command taking STUDY: its help ends with the packaged studies and presets (read when help is shown)."""
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from judgecal_dist.studies import STUDY_EXTRAS
+        from judgecal_dist.studies.runner import packaged_configs
+
+        rows = packaged_configs()
+        for title, pick in (("Studies", lambda n, s: n == s), ("Presets (STUDY names a packaged config)", None)):
+            entries = []
+            for name, study, text in rows:
+                if (pick(name, study) if pick else name != study) is False:
+                    continue
+                needs = f" [needs {', '.join(STUDY_EXTRAS[study])}]" if study in STUDY_EXTRAS else ""
+                of = "" if name == study else f" (study {study})"
+                entries.append((name, f"{text}{of}{needs}"))
+            with formatter.section(title):
+                formatter.write_dl(entries)
+        super().format_epilog(ctx, formatter)
+
+
 # -- options declared once (dbt-style: each shared option is one decorator, applied by every command using it) ----
 conf_option = click.option(
     "--conf",
