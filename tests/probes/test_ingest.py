@@ -325,5 +325,5 @@ def test_an_unlabelled_crowdkit_batch_ingests_and_scores_like_the_notebook(tmp_p
     assert scored.exit_code == 0, scored.output
     items = pd.read_parquet(tmp_path / "out" / "items").set_index("item_id").sort_index()
     assert len(items) == 40 and items["label"].isna().all() and items["p"].notna().all()
-    expected = model.predict(batch)["p"].sort_index()
+    expected = model.predict_items(batch)["p"].sort_index()
     np.testing.assert_allclose(items["p"].to_numpy(), expected.to_numpy(), rtol=0, atol=1e-12)
