@@ -200,16 +200,7 @@ def score_dataset(
     names += ["pairs", "models"] if {"model_a", "model_b"} <= set(meta) else []
     others = [f"summary/{n}.parquet" for n in names] + ["summary.json", "figures/win_rates.png"]
     new_files = replace_outputs(store, output, staged, [f for f, _ in written], others)
-    if prepared is not None:
-        table = pa.Table.from_batches(prepared.batches, items_schema(model))
-        sums: _LocalSums | _SparkSums = _LocalSums(model, data_url, engine, meta, table)
-    else:
-        sums = _SparkSums(model, data_url, store, engine, sorted(f for f, _ in written))
-    tables = _summaries(model, meta, sums)
-    if model.fitted_items is None:  # unknown, not none: the model records no calibration items
-        tables = {
-            k: t.assign(items_in_calibration=None) if "items_in_calibration" in t else t for k, t in tables.items()
-        }
+    tables = _summaries(model, meta, _runner(model, data_url, store, engine, meta, prepared, written))
     counts = checks.counts(tables)
     record = {
         "format": OUTPUT_FORMAT,
@@ -458,6 +449,21 @@ class _LocalSums:
         return summ.sums_pandas(rows, by, self.model.alphas, self.model.eps)
 
 
+def _runner(
+    model: Calibration,
+    data_url: str,
+    store: RunStore,
+    engine: EngineConfig,
+    meta: list[str],
+    prepared: _ScoredBatches | None,
+    written: list[tuple[str, int]],
+) -> _LocalSums | _SparkSums:
+    """The summary kernels' runner: over the batches scored in this process, or on Spark over the written files."""
+    if prepared is not None:
+        return _LocalSums(model, data_url, engine, meta, pa.Table.from_batches(prepared.batches, items_schema(model)))
+    return _SparkSums(model, data_url, store, engine, sorted(f for f, _ in written))
+
+
 def _summaries(model: Calibration, meta: list[str], sums: _LocalSums | _SparkSums) -> dict[str, pd.DataFrame]:
     """The summary tables from per-group sums of one runner (in process or on Spark: the same kernels)."""
     alphas = model.alphas
@@ -468,4 +474,8 @@ def _summaries(model: Calibration, meta: list[str], sums: _LocalSums | _SparkSum
         pair = ["model_a", "model_b"]
         tables["pairs"] = summ.finalise(sums(["dataset", *pair], pair), alphas)
         tables["models"] = summ.finalise(sums(summ.MODEL_KEYS, pair, models=True), [])
+    if model.fitted_items is None:  # unknown, not none: the model records no calibration items
+        tables = {
+            k: t.assign(items_in_calibration=None) if "items_in_calibration" in t else t for k, t in tables.items()
+        }
     return tables

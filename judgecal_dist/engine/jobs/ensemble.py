@@ -9,14 +9,16 @@
 An example is a ``group_id``; its responses are its items; the chosen response is the item whose ``label_score``
 is 1.0 (the rb2-k8 labels). An example is evaluable at k when it has at least two items, exactly one chosen, and
 every item has a non-null score among samples ``0..k-1``; it is correct when the chosen item's mean is strictly
-above every other item's, tied when two items share the maximum mean. Means are sums over counts on both engines,
-so integer scores give bit-identical comparisons.
+above every other item's, tied when two items share the maximum mean. The curve is one kernel
+(:func:`curve_totals`) over rows holding whole examples: in memory over the whole table, on Spark per partition of
+examples with the partials summed; means are sums over counts, so integer scores give bit-identical comparisons.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -27,11 +29,12 @@ from pyspark.sql import functions as F
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.jobs import local, spark
+from judgecal_dist.engine.jobs.scorer import partition_sums
 from judgecal_dist.engine.jobs.stats import choose_engine
 from judgecal_dist.errors import ConfigError
 from judgecal_dist.io.dataset import read_dataset_table
 
-__all__ = ["accuracy_by_k", "accuracy_by_k_spark", "accuracy_by_k_arrow", "budget_vote_counts"]
+__all__ = ["accuracy_by_k", "curve_totals", "budget_vote_counts"]
 
 log = logging.getLogger(__name__)
 
@@ -45,65 +48,77 @@ def _check_k(k_max: int | None) -> None:
         raise ConfigError(f"k_max: must be a positive integer, got {k_max!r}")
 
 
-def accuracy_by_k_spark(verdicts: DataFrame, labels: DataFrame, k_max: int | None = None) -> pd.DataFrame:
-    """:func:`accuracy_by_k` in Spark: two ``groupBy`` shuffles, one small row per (dataset, judge) collected.
+def curve_totals(rows: pd.DataFrame, k_max: int) -> pd.DataFrame:
+    """Per (dataset, judge): examples (``rows``) and, for every k, evaluable, correct and tied examples of verdict
+    rows (:data:`_SCORE_COLUMNS` and ``chosen``, the item's chosen flag) holding every row of their examples.
 
-    Notes
-    -----
-    Stage 1 sums each item's scores and non-null counts over every prefix (2K conditional aggregates, one shuffle
-    keyed by item); stage 2 joins the chosen flag and reduces each example to its per-k outcome (one shuffle
-    keyed by example; the top two means come from a sorted list of at most ``responses`` values); stage 3 sums
-    outcomes per (dataset, judge). Nothing item-level reaches the driver.
+    The kernel of both runners: over the whole table in memory, per partition of whole examples on Spark, whose
+    partials are then summed. Prefix sums per item by ``cumsum``, per-example reductions by ``reduceat``; means are
+    sums over counts, so integer scores give the same comparisons everywhere.
     """
+    keys = ["dataset", "judge_id", "group_id", "item_id"]
+    item_code = rows.groupby(keys, sort=False).ngroup().to_numpy()  # numbered in order of first appearance
+    meta = rows.loc[~pd.Series(item_code).duplicated().to_numpy(), [*keys, "chosen"]].reset_index(drop=True)
+    inside = rows["sample"].to_numpy() < k_max
+    dense = np.full((len(meta), k_max), np.nan)
+    dense[item_code[inside], rows["sample"].to_numpy()[inside]] = rows["score"].to_numpy(dtype=np.float64)[inside]
+    sums = np.cumsum(np.nan_to_num(dense), axis=1)
+    cnts = np.cumsum(~np.isnan(dense), axis=1)
+    means = np.divide(sums, cnts, out=np.full(sums.shape, np.nan), where=cnts > 0)
+    own = meta["chosen"].fillna(False).to_numpy(dtype=bool)
+    order = np.lexsort((meta["group_id"], meta["judge_id"], meta["dataset"]))
+    meta, means, own = meta.iloc[order].reset_index(drop=True), means[order], own[order]
+    key = meta[["dataset", "judge_id", "group_id"]]
+    starts = np.flatnonzero(np.r_[True, (key.iloc[1:].to_numpy() != key.iloc[:-1].to_numpy()).any(axis=1)])
+    n_items = np.diff(np.r_[starts, len(meta)])
+    n_chosen = np.add.reduceat(own.astype(np.int64), starts)
+    filled = np.where(np.isnan(means), -np.inf, means)
+    top = np.maximum.reduceat(filled, starts, axis=0)
+    at_top = np.add.reduceat((filled == np.repeat(top, n_items, axis=0)).astype(np.int64), starts, axis=0)
+    defined = np.add.reduceat((~np.isnan(means)).astype(np.int64), starts, axis=0)
+    own_mean = np.maximum.reduceat(np.where(own[:, None], filled, -np.inf), starts, axis=0)
+    other = np.maximum.reduceat(np.where(own[:, None], -np.inf, filled), starts, axis=0)
+    evaluable = ((n_items >= 2) & (n_chosen == 1))[:, None] & (defined == n_items[:, None])
+    outcome = pd.DataFrame(
+        {"dataset": meta["dataset"].to_numpy()[starts], "judge_id": meta["judge_id"].to_numpy()[starts]}
+    )
+    outcome["rows"] = np.ones(len(starts), dtype=np.int64)
+    for k in range(1, k_max + 1):
+        e = evaluable[:, k - 1]
+        outcome[f"n_{k}"] = e.astype(np.int64)
+        outcome[f"correct_{k}"] = (e & (own_mean[:, k - 1] > other[:, k - 1])).astype(np.int64)
+        outcome[f"tied_{k}"] = (e & (at_top[:, k - 1] > 1)).astype(np.int64)
+    return outcome.groupby(["dataset", "judge_id"], as_index=False, sort=True).sum()
+
+
+def _curve_schema(k_max: int) -> pa.Schema:
+    counts = ["rows", *[f"{c}_{k}" for k in range(1, k_max + 1) for c in ("n", "correct", "tied")]]
+    return pa.schema([("dataset", pa.string()), ("judge_id", pa.string())] + [(c, pa.int64()) for c in counts])
+
+
+def _curve_partition(batches: Iterator[pa.RecordBatch], k_max: int) -> Iterator[pa.RecordBatch]:
+    table = pa.Table.from_batches(list(batches))
+    if table.num_rows:
+        schema = _curve_schema(k_max)
+        totals = curve_totals(table.to_pandas(), k_max)[schema.names]
+        yield from pa.Table.from_pandas(totals, schema=schema, preserve_index=False).to_batches()
+
+
+def _curves_spark(verdicts: DataFrame, labels: DataFrame, k_max: int | None) -> pd.DataFrame:
+    """:func:`curve_totals` per partition of whole examples (rows with their item's chosen flag, partitioned by
+    example), the partials summed per (dataset, judge); nothing item-level reaches the driver."""
     if k_max is None:
         top = verdicts.agg(F.max("sample")).first()
         assert top is not None  # an aggregate without grouping has one row
         k_max = int(top[0]) + 1
-    ks = range(1, k_max + 1)
-    inside = {k: F.col("sample") < k for k in ks}
-    per_item = (
-        verdicts.select(*_SCORE_COLUMNS)
-        .groupBy("dataset", "judge_id", "group_id", "item_id")
-        .agg(
-            *[F.sum(F.when(inside[k], F.col("score"))).alias(f"sum_{k}") for k in ks],
-            *[F.count(F.when(inside[k], F.col("score"))).alias(f"cnt_{k}") for k in ks],
-        )
-    )
-    chosen = labels.select("dataset", "item_id", F.coalesce(F.col("label_score") == 1.0, F.lit(False)).alias("chosen"))
-    means = per_item.join(chosen, on=["dataset", "item_id"], how="left").select(
-        "dataset",
-        "judge_id",
-        "group_id",
-        F.coalesce(F.col("chosen"), F.lit(False)).alias("chosen"),
-        *[F.when(F.col(f"cnt_{k}") > 0, F.col(f"sum_{k}") / F.col(f"cnt_{k}")).alias(f"m_{k}") for k in ks],
-    )
-    per_example = means.groupBy("dataset", "judge_id", "group_id").agg(
-        F.count(F.lit(1)).alias("items"),
-        F.sum(F.col("chosen").cast("int")).alias("n_chosen"),
-        *[F.count(F.col(f"m_{k}")).alias(f"def_{k}") for k in ks],
-        *[F.max(F.when(F.col("chosen"), F.col(f"m_{k}"))).alias(f"own_{k}") for k in ks],
-        *[F.max(F.when(~F.col("chosen"), F.col(f"m_{k}"))).alias(f"other_{k}") for k in ks],
-        *[F.sort_array(F.collect_list(f"m_{k}"), asc=False).alias(f"top_{k}") for k in ks],
-    )
-    ok = (F.col("items") >= 2) & (F.col("n_chosen") == 1)
-    outcome = []
-    for k in ks:
-        evaluable = ok & (F.col(f"def_{k}") == F.col("items"))
-        outcome += [
-            evaluable.cast("long").alias(f"n_{k}"),
-            (evaluable & (F.col(f"own_{k}") > F.col(f"other_{k}"))).cast("long").alias(f"correct_{k}"),
-            (evaluable & (F.element_at(f"top_{k}", 1) == F.element_at(f"top_{k}", 2))).cast("long").alias(f"tied_{k}"),
-        ]
-    totals = (
-        per_example.select("dataset", "judge_id", *outcome)
-        .groupBy("dataset", "judge_id")
-        .agg(
-            F.count(F.lit(1)).alias("rows"),
-            *[F.sum(c).alias(c) for k in ks for c in (f"n_{k}", f"correct_{k}", f"tied_{k}")],
-        )
-        .toPandas()  # one row per (dataset, judge)
-    )
-    return _long(totals, ks)
+    chosen = labels.select("dataset", "item_id", (F.col("label_score") == 1.0).alias("chosen"))
+    rows = verdicts.select(*_SCORE_COLUMNS).join(chosen, on=["dataset", "item_id"], how="left")
+    rows = rows.withColumn("chosen", F.coalesce(F.col("chosen"), F.lit(False)))
+    parts = 2 * rows.sparkSession.sparkContext.defaultParallelism
+    kernel = functools.partial(_curve_partition, k_max=k_max)
+    examples = rows.repartition(parts, "dataset", "group_id")  # every row of an example in one task
+    totals = partition_sums(examples, kernel, _curve_schema(k_max), ["dataset", "judge_id"])
+    return _long(totals, range(1, k_max + 1))
 
 
 def _long(totals: pd.DataFrame, ks: Sequence[int]) -> pd.DataFrame:
@@ -124,51 +139,15 @@ def _long(totals: pd.DataFrame, ks: Sequence[int]) -> pd.DataFrame:
     return frame.sort_values(["dataset", "judge_id", "k"], kind="stable").reset_index(drop=True)
 
 
-def accuracy_by_k_arrow(verdicts: pa.Table, labels: pa.Table, k_max: int | None = None) -> pd.DataFrame:
-    """:func:`accuracy_by_k` in memory: prefix sums per item by ``cumsum``, per-example reductions by ``reduceat``."""
+def _curves_local(verdicts: pa.Table, labels: pa.Table, k_max: int | None) -> pd.DataFrame:
+    """:func:`curve_totals` over the whole table in memory."""
     frame = verdicts.select(_SCORE_COLUMNS).to_pandas()
     chosen = labels.select(["dataset", "item_id", "label_score"]).to_pandas()
     chosen = chosen.assign(chosen=chosen["label_score"].eq(1.0)).drop(columns="label_score")
+    frame = frame.merge(chosen, on=["dataset", "item_id"], how="left", validate="many_to_one")
     if k_max is None:
         k_max = int(frame["sample"].max()) + 1
-    keys = ["dataset", "judge_id", "group_id", "item_id"]
-    item_code = frame.groupby(keys, sort=False).ngroup().to_numpy()  # numbered in order of first appearance
-    items = frame.loc[~pd.Series(item_code).duplicated().to_numpy(), keys]
-    inside = frame["sample"].to_numpy() < k_max
-    dense = np.full((len(items), k_max), np.nan)
-    dense[item_code[inside], frame["sample"].to_numpy()[inside]] = frame["score"].to_numpy()[inside]
-    sums = np.cumsum(np.nan_to_num(dense), axis=1)
-    cnts = np.cumsum(~np.isnan(dense), axis=1)
-    means = np.divide(sums, cnts, out=np.full(sums.shape, np.nan), where=cnts > 0)
-    meta = items.merge(chosen, on=["dataset", "item_id"], how="left", validate="many_to_one")
-    own = meta["chosen"].fillna(False).to_numpy(dtype=bool)
-    order = np.lexsort((meta["group_id"], meta["judge_id"], meta["dataset"]))
-    meta, means, own = meta.iloc[order].reset_index(drop=True), means[order], own[order]
-    key = meta[["dataset", "judge_id", "group_id"]]
-    starts = np.flatnonzero(np.r_[True, (key.iloc[1:].to_numpy() != key.iloc[:-1].to_numpy()).any(axis=1)])
-    n_items = np.diff(np.r_[starts, len(meta)])
-    n_chosen = np.add.reduceat(own.astype(np.int64), starts)
-    filled = np.where(np.isnan(means), -np.inf, means)
-    top = np.maximum.reduceat(filled, starts, axis=0)
-    at_top = np.add.reduceat((filled == np.repeat(top, n_items, axis=0)).astype(np.int64), starts, axis=0)
-    defined = np.add.reduceat((~np.isnan(means)).astype(np.int64), starts, axis=0)
-    own_mean = np.maximum.reduceat(np.where(own[:, None], filled, -np.inf), starts, axis=0)
-    other = np.maximum.reduceat(np.where(own[:, None], -np.inf, filled), starts, axis=0)
-    evaluable = ((n_items >= 2) & (n_chosen == 1))[:, None] & (defined == n_items[:, None])
-    outcome = pd.DataFrame(
-        {"dataset": meta["dataset"].to_numpy()[starts], "judge_id": meta["judge_id"].to_numpy()[starts]}
-    )
-    for k in range(1, k_max + 1):
-        e = evaluable[:, k - 1]
-        outcome[f"n_{k}"] = e.astype(np.int64)
-        outcome[f"correct_{k}"] = (e & (own_mean[:, k - 1] > other[:, k - 1])).astype(np.int64)
-        outcome[f"tied_{k}"] = (e & (at_top[:, k - 1] > 1)).astype(np.int64)
-    totals = (
-        outcome.groupby(["dataset", "judge_id"], as_index=False)
-        .sum()
-        .assign(rows=outcome.groupby(["dataset", "judge_id"]).size().to_numpy())
-    )
-    return _long(totals, range(1, k_max + 1))
+    return _long(curve_totals(frame, k_max), range(1, k_max + 1))
 
 
 def accuracy_by_k(
@@ -203,16 +182,16 @@ def accuracy_by_k(
     config = config or EngineConfig()
     if choose_engine(source, engine, config) == "spark":
         if isinstance(source, SparkSession):
-            return accuracy_by_k_spark(source.table("verdicts"), source.table("labels"), k_max)
+            return _curves_spark(source.table("verdicts"), source.table("labels"), k_max)
         session = spark.get_session(config.spark_master, conf=dict(config.spark_conf))
-        return accuracy_by_k_spark(
+        return _curves_spark(
             spark.read_table(session, source, "verdicts"), spark.read_table(session, source, "labels"), k_max
         )
     assert isinstance(source, str)  # choose_engine runs a SparkSession source on Spark
     options = config.storage_options
     verdicts = read_dataset_table(source, "verdicts", _SCORE_COLUMNS, storage_options=options)
     labels = read_dataset_table(source, "labels", ["dataset", "item_id", "label_score"], storage_options=options)
-    return accuracy_by_k_arrow(verdicts, labels, k_max)
+    return _curves_local(verdicts, labels, k_max)
 
 
 def budget_vote_counts(
