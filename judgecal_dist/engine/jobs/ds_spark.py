@@ -32,7 +32,7 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -337,29 +337,10 @@ def dawid_skene_spark(
 
     stats = run(None, None)  # the initialisation's M-step sums (also materialises the persisted votes)
     log.info("dawid-skene: %d items coded and persisted, initial pass (%.2fs)", stats.n, timings[-1])
-    if tally.value.bad_rows:
-        votes.unpersist()
-        raise InputError(
-            f"{source}: verdicts: verdict: {tally.value.bad_rows} rows with a category outside the alphabet "
-            f"(e.g. {sorted(tally.value.bad_examples)})"
-        )
-    if stats.n == 0:
-        votes.unpersist()
-        raise InputError(f"{source}: verdicts: no items with sample={sample}")
+    _refuse_first_pass(votes, stats, tally.value, source, sample)
     voted = stats.counts.reshape(2, J, 2).sum(axis=(0, 2)) > 0  # judges with a verdict
-    params, previous, ll_prev = m_step(stats), None, None
-    losses: list[float] = []
-    converged, it = False, 0
-    for it in range(1, int(n_iter) + 1):
-        stats = run(params, previous)
-        previous = params
-        losses.append(-stats.ll / stats.n)
-        converged = model.meets_stopping_rule(stats.delta, stats.ll, ll_prev)
-        params = m_step(stats)
-        log.info("dawid-skene: iteration %d loss %.10g change %.3g (%.2fs)", it, losses[-1], stats.delta, timings[-1])
-        if converged and not fixed_iter:
-            break
-        ll_prev = stats.ll
+    em = _EM(model, run, m_step, timings)
+    params, previous, stats, losses, converged, it = em.iterate(m_step(stats), stats, int(n_iter), fixed_iter)
     if not converged and not fixed_iter:
         model.warn_not_converged(where)
     prior, confusion = params
@@ -382,3 +363,53 @@ def dawid_skene_spark(
         _kernel=kernel,
         _last=previous,
     )
+
+
+def _refuse_first_pass(votes: DataFrame, stats: _PassStats, tally: Any, source: Any, sample: int) -> None:
+    """Refuse (and drop the persisted votes) when the first pass met verdicts outside the alphabet or no item."""
+    if tally.bad_rows:
+        votes.unpersist()
+        raise InputError(
+            f"{source}: verdicts: verdict: {tally.bad_rows} rows with a category outside the alphabet "
+            f"(e.g. {sorted(tally.bad_examples)})"
+        )
+    if stats.n == 0:
+        votes.unpersist()
+        raise InputError(f"{source}: verdicts: no items with sample={sample}")
+
+
+@dataclass
+class _EM:
+    """The EM iterations of :func:`dawid_skene_spark`: one pass (E-step sums) and one M-step per iteration."""
+
+    model: Any
+    run: Callable[[Params | None, Params | None], _PassStats]
+    m_step: Callable[[_PassStats], Params]
+    timings: list[float]
+
+    def iterate(
+        self, params: Params, stats: _PassStats, n_iter: int, fixed_iter: bool
+    ) -> tuple[Params, Params | None, _PassStats, list[float], bool, int]:
+        """Iterate from the initial ``params``: the last parameters, those of the last pass, its sums, the losses,
+        whether the stopping rule was met, and the iterations run."""
+        previous: Params | None = None
+        ll_prev = None
+        losses: list[float] = []
+        converged, it = False, 0
+        for it in range(1, n_iter + 1):
+            stats = self.run(params, previous)
+            previous = params
+            losses.append(-stats.ll / stats.n)
+            converged = self.model.meets_stopping_rule(stats.delta, stats.ll, ll_prev)
+            params = self.m_step(stats)
+            log.info(
+                "dawid-skene: iteration %d loss %.10g change %.3g (%.2fs)",
+                it,
+                losses[-1],
+                stats.delta,
+                self.timings[-1],
+            )
+            if converged and not fixed_iter:
+                break
+            ll_prev = stats.ll
+        return params, previous, stats, losses, converged, it

@@ -9,10 +9,12 @@ vote codec (:mod:`judgecal_dist.engine.votes`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from judgecal_dist.engine.votes.codec import VERDICT_COLUMNS, binary_codes, category_codes, encode
@@ -103,15 +105,7 @@ def load_panel(
     labels = read_dataset_table(url, "labels", ["dataset", "item_id", "label"], storage_options=storage_options)
     dataset = choose_dataset(pc.unique(labels["dataset"]).to_pylist(), dataset, where=url)
 
-    lab = labels.filter(pc.equal(labels["dataset"], dataset))
-    codes = binary_codes(category_codes(lab["label"]))  # A and B; null and tie labels are dropped
-    keep = codes != MISSING_CODE
-    info = {"items_labelled": int(keep.sum()), "items_dropped_null_or_tie_label": int((~keep).sum())}
-    if not keep.any():
-        raise InputError(f"{url}: labels: label: no item of dataset {dataset!r} has label A or B")
-    labelled = lab["item_id"].to_numpy(zero_copy_only=False)[keep]
-    order = np.argsort(labelled, kind="stable")
-    item_index, y = pd.Index(labelled[order]), codes[keep][order]
+    item_index, y, info = _labelled_items(labels.filter(pc.equal(labels["dataset"], dataset)), url, dataset)
 
     # The codec's items are every item with a verdict at `sample`; judges every judge there, sorted.
     rows = encode(verdicts, None, sample=sample, dataset=dataset)
@@ -129,24 +123,7 @@ def load_panel(
     groups = item_index.to_numpy(dtype=object).copy()
     groups[found] = rows.keys["group_id"].to_numpy(zero_copy_only=False)[where[found]]
 
-    if orientation == "randomized":
-        flip = np.random.default_rng(orientation_seed).random(len(y)) < 0.5
-        y = np.where(flip, 1 - y, y).astype(np.int8)
-        votes = np.where(flip[:, None] & (votes >= 0), 1 - votes, votes).astype(np.int8)
-        info["orientation_flipped_items"] = int(flip.sum())
-    elif orientation == "gold_positive":
-        votes = np.where(votes >= 0, (votes == y[:, None]).astype(np.int8), votes).astype(np.int8)
-        y = np.ones_like(y)
-
-    families = judge_ids.copy()
-    try:
-        judges = read_dataset_table(url, "judges", columns=["judge_id", "family"], storage_options=storage_options)
-    except InputError:
-        judges = None
-    if judges is not None and judges.num_rows:
-        fam = judges.to_pandas().set_index("judge_id")["family"]
-        families = np.array([fam.get(j) or j for j in judge_ids], dtype=object)
-
+    votes, y = _oriented(votes, y, orientation, orientation_seed, info)
     return Panel(
         dataset=dataset,
         item_ids=item_index.to_numpy(dtype=object),
@@ -154,6 +131,46 @@ def load_panel(
         judge_ids=judge_ids,
         votes=votes,
         labels=y,
-        families=families,
+        families=_families(url, judge_ids, storage_options),
         info=info | {"orientation": orientation, "sample": sample},
     )
+
+
+def _labelled_items(lab: pa.Table, url: str, dataset: str) -> tuple[pd.Index, npt.NDArray[np.int8], dict[str, Any]]:
+    """The items of ``dataset`` labelled A or B (sorted by id), their binary labels and the label counts."""
+    codes = binary_codes(category_codes(lab["label"]))  # A and B; null and tie labels are dropped
+    keep = codes != MISSING_CODE
+    info: dict[str, Any] = {"items_labelled": int(keep.sum()), "items_dropped_null_or_tie_label": int((~keep).sum())}
+    if not keep.any():
+        raise InputError(f"{url}: labels: label: no item of dataset {dataset!r} has label A or B")
+    labelled = lab["item_id"].to_numpy(zero_copy_only=False)[keep]
+    order = np.argsort(labelled, kind="stable")
+    return pd.Index(labelled[order]), codes[keep][order], info
+
+
+def _oriented(
+    votes: npt.NDArray[np.int8], y: npt.NDArray[np.int8], orientation: str, seed: int, info: dict[str, Any]
+) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8]]:
+    """Votes and labels in ``orientation`` (natural as read; randomized: a seeded half of the items' A and B
+    swapped; gold_positive: a vote is 1 when it agrees with the label, every label 1)."""
+    if orientation == "randomized":
+        flip = np.random.default_rng(seed).random(len(y)) < 0.5
+        y = np.where(flip, 1 - y, y).astype(np.int8)
+        votes = np.where(flip[:, None] & (votes >= 0), 1 - votes, votes).astype(np.int8)
+        info["orientation_flipped_items"] = int(flip.sum())
+    elif orientation == "gold_positive":
+        votes = np.where(votes >= 0, (votes == y[:, None]).astype(np.int8), votes).astype(np.int8)
+        y = np.ones_like(y)
+    return votes, y
+
+
+def _families(url: str, judge_ids: npt.NDArray[np.str_], storage_options: Any) -> npt.NDArray[np.str_]:
+    """Each judge's family from the ``judges`` table (its own id when the table or the family is absent)."""
+    try:
+        judges = read_dataset_table(url, "judges", columns=["judge_id", "family"], storage_options=storage_options)
+    except InputError:
+        return judge_ids.copy()
+    if not judges.num_rows:
+        return judge_ids.copy()
+    fam = judges.to_pandas().set_index("judge_id")["family"]
+    return np.array([fam.get(j) or j for j in judge_ids], dtype=object)

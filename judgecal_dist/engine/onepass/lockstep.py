@@ -57,65 +57,80 @@ def run_lockstep(
     Exception
         The first exception raised by a job or by ``run_pass``.
     """
-    posted = threading.Condition()  # only the coordinator waits on it: a job posting wakes nobody else
-    ready = [threading.Event() for _ in jobs]  # one per job, so an answer wakes only its job
-    pending: dict[int, Any] = {}
-    answers: dict[int, Any] = {}
-    results: list[Any] = [None] * len(jobs)
-    errors: list[BaseException] = []
-    alive = len(jobs)
+    state = _Lockstep(jobs)
+    threads = [threading.Thread(target=state.worker, args=(i,), daemon=True) for i in range(len(jobs))]
+    for thread in threads:
+        thread.start()
+    n_passes = 0
+    while (batch := state.next_batch()) is not None:
+        t0 = time.perf_counter()
+        try:
+            out = dict(run_pass(batch))
+        except BaseException as err:
+            state.errors.append(err)
+            out = {i: _PassFailed() for i in batch}
+        n_passes += 1
+        log.info("%s pass %d: %d requests in %.2fs", label, n_passes, len(batch), time.perf_counter() - t0)
+        state.answer(out)
+    for thread in threads:
+        thread.join()
+    if state.errors:
+        raise state.errors[0]
+    return state.results, n_passes
 
-    def evaluator(i: int) -> Callable[[Any], Any]:
+
+class _Lockstep:
+    """The jobs' shared state: their posted requests, the answers, results and errors, and how many still run."""
+
+    def __init__(self, jobs: list[Callable[[Callable[[Any], Any]], Any]]) -> None:
+        self.jobs = jobs
+        self.posted = threading.Condition()  # only the coordinator waits on it: a job posting wakes nobody else
+        self.ready = [threading.Event() for _ in jobs]  # one per job, so an answer wakes only its job
+        self.pending: dict[int, Any] = {}
+        self.answers: dict[int, Any] = {}
+        self.results: list[Any] = [None] * len(jobs)
+        self.errors: list[BaseException] = []
+        self.alive = len(jobs)
+
+    def evaluator(self, i: int) -> Callable[[Any], Any]:
+        """Job ``i``'s way to ask: post the request, wait for its answer (a failed pass ends the job)."""
+
         def evaluate(request: Any) -> Any:
-            with posted:
-                pending[i] = request
-                posted.notify()
-            ready[i].wait()
-            ready[i].clear()
-            answer = answers.pop(i)
+            with self.posted:
+                self.pending[i] = request
+                self.posted.notify()
+            self.ready[i].wait()
+            self.ready[i].clear()
+            answer = self.answers.pop(i)
             if isinstance(answer, _PassFailed):
                 raise answer
             return answer
 
         return evaluate
 
-    def worker(i: int) -> None:
-        nonlocal alive
+    def worker(self, i: int) -> None:
         try:
-            results[i] = jobs[i](evaluator(i))
+            self.results[i] = self.jobs[i](self.evaluator(i))
         except _PassFailed:
             pass
-        except BaseException as err:  # re-raised by the driver below
-            errors.append(err)
+        except BaseException as err:  # re-raised by the driver
+            self.errors.append(err)
         finally:
-            with posted:
-                alive -= 1
-                posted.notify()
+            with self.posted:
+                self.alive -= 1
+                self.posted.notify()
 
-    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(len(jobs))]
-    for thread in threads:
-        thread.start()
-    n_passes = 0
-    while True:
-        with posted:
-            posted.wait_for(lambda: len(pending) == alive)  # every live job waits on a request
-            if alive == 0:
-                break
-            batch = dict(pending)
-            pending.clear()
-        t0 = time.perf_counter()
-        try:
-            out = dict(run_pass(batch))
-        except BaseException as err:
-            errors.append(err)
-            out = {i: _PassFailed() for i in batch}
-        n_passes += 1
-        log.info("%s pass %d: %d requests in %.2fs", label, n_passes, len(batch), time.perf_counter() - t0)
-        answers.update(out)
+    def next_batch(self) -> dict[int, Any] | None:
+        """The requests of every live job, once each waits on one; None when no job is left."""
+        with self.posted:
+            self.posted.wait_for(lambda: len(self.pending) == self.alive)  # every live job waits on a request
+            if self.alive == 0:
+                return None
+            batch = dict(self.pending)
+            self.pending.clear()
+        return batch
+
+    def answer(self, out: Mapping[int, Any]) -> None:
+        self.answers.update(out)
         for i in out:
-            ready[i].set()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
-    return results, n_passes
+            self.ready[i].set()

@@ -223,34 +223,7 @@ class HierarchicalLinear(BaseEstimator):
         code = np.array([self.rubrics_.index(r) for r in labels], dtype=np.int64)
         onehot = code[None, :] == np.arange(len(self.rubrics_))[:, None]
         stats = sufficient_stats(np.where(onehot, j, np.nan), np.where(onehot, y, np.nan))
-        self.n_anchors_ = stats[:, 0].astype(np.int64)
-        few = self.n_anchors_ < MIN_ANCHORS
-        self.fallback_ = [r for r, f in zip(self.rubrics_, few, strict=True) if f]
-        if few.any() and not self.pooled:
-            raise InputError(
-                f"hb_linear: rubric: fewer than {MIN_ANCHORS} anchors in {self.fallback_[:3]} with pooled=False; "
-                "use pooled=True (these rubrics then use the pooled prior) or add anchors"
-            )
-        if few.all():
-            raise InputError(f"hb_linear: no rubric has {MIN_ANCHORS} or more anchors ({self.n_anchors_.tolist()})")
-        if self.fallback_:
-            warnings.warn(
-                f"hb_linear: rubrics {self.fallback_} have < {MIN_ANCHORS} anchors: their corrector is the pooled "
-                "prior (population predictive), not a fit to their own anchors",
-                UserWarning,
-                stacklevel=2,
-            )
-        flat = [
-            r
-            for r, s in zip(self.rubrics_, stats, strict=True)
-            if s[0] >= MIN_ANCHORS and s[3] - s[1] ** 2 / s[0] <= 1e-12
-        ]
-        if flat:
-            warnings.warn(
-                f"hb_linear: rubrics {flat} have constant judge scores: their slope is identified by the prior only",
-                UserWarning,
-                stacklevel=2,
-            )
+        few = self._check_anchors(stats)
         if self.centring not in ("auto", "centred", "noncentred"):
             raise InputError(f"hb_linear: centring: must be auto, centred or noncentred, got {self.centring!r}")
         self.shrinkage_ = centring_rule(stats, ~few, self.prior, self.pooled)
@@ -276,6 +249,39 @@ class HierarchicalLinear(BaseEstimator):
         self.canary_prob_ = (beta < self.canary_beta).mean(axis=(0, 1))
         self.canary_alert_ = self.canary_prob_ > self.canary_alert
         return self
+
+    def _check_anchors(self, stats: Array) -> npt.NDArray[np.bool_]:
+        """Anchors per rubric (``n_anchors_``, ``fallback_``), refusing too few and warning of pooled or flat rubrics;
+        returns the rubrics with too few anchors."""
+        self.n_anchors_ = stats[:, 0].astype(np.int64)
+        few = self.n_anchors_ < MIN_ANCHORS
+        self.fallback_ = [r for r, f in zip(self.rubrics_, few, strict=True) if f]
+        if few.any() and not self.pooled:
+            raise InputError(
+                f"hb_linear: rubric: fewer than {MIN_ANCHORS} anchors in {self.fallback_[:3]} with pooled=False; "
+                "use pooled=True (these rubrics then use the pooled prior) or add anchors"
+            )
+        if few.all():
+            raise InputError(f"hb_linear: no rubric has {MIN_ANCHORS} or more anchors ({self.n_anchors_.tolist()})")
+        if self.fallback_:
+            warnings.warn(
+                f"hb_linear: rubrics {self.fallback_} have < {MIN_ANCHORS} anchors: their corrector is the pooled "
+                "prior (population predictive), not a fit to their own anchors",
+                UserWarning,
+                stacklevel=3,
+            )
+        flat = [
+            r
+            for r, s in zip(self.rubrics_, stats, strict=True)
+            if s[0] >= MIN_ANCHORS and s[3] - s[1] ** 2 / s[0] <= 1e-12
+        ]
+        if flat:
+            warnings.warn(
+                f"hb_linear: rubrics {flat} have constant judge scores: their slope is identified by the prior only",
+                UserWarning,
+                stacklevel=3,
+            )
+        return few
 
     def _sample(self, stats: Array, mask: npt.NDArray[np.bool_], target_accept: float) -> None:
         import jax

@@ -65,11 +65,8 @@ def export_corrector(
 ) -> Any:
     """The model of ``corrector`` fitted on ``judge``'s anchors of seed ``config.seed`` at the largest budget
     (``linear_hb``: the study's own fit, read off its rows in ``parts`` when they hold the posterior moments)."""
-
     seed, budget = config.seed, int(max(config.budgets))
-    rows = arm_data(data, judge, seed)
-    _, pool = split(rows, seed, config.test_groups)
-    anchors = draw_anchors(rows, pool, budget)
+    anchors = _anchors(config, data, judge)
     j, y, rubric = anchors["j"].to_numpy(), anchors["y"].to_numpy(), anchors["rubric"].to_numpy()
     fitted_on = {
         "items": len(anchors),
@@ -79,9 +76,6 @@ def export_corrector(
         "sample": 0,
     }
     common: dict[str, Any] = {"judge_id": judge, "input_range": SCORE_RANGE, "fitted_on": fitted_on}
-    level: dict[str, Any] = {
-        "interval_level": config.interval_level
-    }  # the linear corrector's predictive interval, as in the study
     rubrics = list(data.rubrics)
     if corrector == "ot":
         maps = {r: MarginalOT().fit(j[rubric == r], y[rubric == r]) for r in rubrics if (rubric == r).sum() >= 2}
@@ -98,38 +92,56 @@ def export_corrector(
             if (rubric == r).sum() >= 2
         }
         return flows_per_rubric_from_estimators(flows, **common)
+    # the linear corrector's predictive interval, as in the study
+    common["interval_level"] = config.interval_level
     kept = _kept_linear(parts, judge, seed, budget, rubrics)
     if corrector == "linear_hb" and kept is not None:
-        return linear_from_moments(
-            rubrics=rubrics,
-            alpha=kept["alpha"],
-            beta=kept["beta"],
-            sigma=kept["sigma"],
-            cov=np.stack(
-                [np.array([[aa, ab], [ab, bb]]) for aa, ab, bb in kept[["cov_aa", "cov_ab", "cov_bb"]].to_numpy()]
-            ),
-            sigma2=kept["sigma2"],
-            n_anchors=kept["n_anchors"],
-            canary_prob=kept["canary_prob"],
-            fit=str(kept["linear_fit"].iloc[0]),
-            **common,
-            **level,
-        )
+        return _linear_from_rows(kept, rubrics, common)
+    return _refit_linear(config, j, y, rubric, rubrics, common)
+
+
+def _anchors(config: Config, data: ContinuousInput, judge: str) -> pd.DataFrame:
+    """``judge``'s anchor rows of seed ``config.seed`` at the largest budget, as the study drew them."""
+    rows = arm_data(data, judge, config.seed)
+    _, pool = split(rows, config.seed, config.test_groups)
+    return draw_anchors(rows, pool, int(max(config.budgets)))
+
+
+def _linear_from_rows(kept: pd.DataFrame, rubrics: list[str], common: dict[str, Any]) -> Any:
+    """The linear corrector of the study's own fit, from the posterior moments its rows keep."""
+    cov = [np.array([[aa, ab], [ab, bb]]) for aa, ab, bb in kept[["cov_aa", "cov_ab", "cov_bb"]].to_numpy()]
+    return linear_from_moments(
+        rubrics=rubrics,
+        alpha=kept["alpha"],
+        beta=kept["beta"],
+        sigma=kept["sigma"],
+        cov=np.stack(cov),
+        sigma2=kept["sigma2"],
+        n_anchors=kept["n_anchors"],
+        canary_prob=kept["canary_prob"],
+        fit=str(kept["linear_fit"].iloc[0]),
+        **common,
+    )
+
+
+def _refit_linear(
+    config: Config, j: np.ndarray, y: np.ndarray, rubric: np.ndarray, rubrics: list[str], common: dict[str, Any]
+) -> Any:
+    """The linear corrector refitted as the study fits its first seed (parts without the posterior moments)."""
     if config.nuts_seeds > 0:  # the first seed is a NUTS seed in the study too
         model = HierarchicalLinear(
             num_warmup=config.nuts_warmup,
             num_samples=config.nuts_samples,
             num_chains=config.nuts_chains,
-            random_state=seed,
+            random_state=config.seed,
         )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceGateWarning)  # the report says whether the seed converged
             model.fit(j, y, rubric, rubrics=rubrics)
-        return linear_from_hb(model, **common, **level)
-
+        return linear_from_hb(model, **common)
     masks = np.stack([rubric == r for r in rubrics])
     conj = ConjugateLinear().fit(sufficient_stats(np.where(masks, j, np.nan), np.where(masks, y, np.nan)))
-    return linear_from_conjugate(conj, rubrics=rubrics, n_anchors=masks.sum(axis=1), **common, **level)
+    return linear_from_conjugate(conj, rubrics=rubrics, n_anchors=masks.sum(axis=1), **common)
 
 
 _MOMENTS = ["alpha", "beta", "sigma", "cov_aa", "cov_ab", "cov_bb", "sigma2", "n_anchors", "canary_prob", "linear_fit"]
