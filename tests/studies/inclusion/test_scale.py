@@ -45,7 +45,10 @@ def test_dense_and_onepass_runs_give_the_same_summary(panel_url, tmp_path):
     assert set(a.columns) == INCLUSION_KEYS and len(a) == 2 * 3  # 2 panels x 3 calibrators
     pd.testing.assert_frame_equal(a[["aggregator", "calibrator", "panel"]], b[["aggregator", "calibrator", "panel"]])
     for column in INCLUSION_KEYS - {"aggregator", "calibrator", "panel"}:
-        np.testing.assert_allclose(a[column], b[column], rtol=0, atol=1e-9, err_msg=column)
+        # The two paths sum in different orders, so per-split metrics agree to ~1e-10; an interval bound over 3
+        # replicates multiplies that spread by t(0.975, 2) = 4.3 over sqrt(3) per split (1.1e-9 seen on ECE).
+        atol = 1e-8 if "_ci_" in column else 1e-9
+        np.testing.assert_allclose(a[column], b[column], rtol=0, atol=atol, err_msg=column)
 
 
 def test_auto_execution_follows_the_verdict_threshold(panel_url):
