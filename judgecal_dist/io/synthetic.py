@@ -311,55 +311,62 @@ def generate_panel(
     panel = _Panel(rng, judges, n_samples=n_samples, pairs=pairs, scores=scores, **rates)
     step = chunk_items or max(1, ROWS_PER_PART // (n_judges * n_samples))
     step = step + (step % 2) if pairs else step
-    label_parts: list[tuple[pa.Array, np.ndarray, np.ndarray]] = []
+    generator: dict[str, Any] = {"n_items": n_items, "n_judges": n_judges, "seed": seed, "n_samples": n_samples}
+    generator |= {"families": judges["family_names"], "accuracy_range": list(accuracy_range), "scores": scores}
+    generator |= {"pairs": pairs, "chunk_items": step, **rates}
     with DatasetWriter(
         dest, overwrite=overwrite, storage_options=storage_options, validate=validate, score_range=(0.0, 1.0)
     ) as writer:
-        progress = Progress(n_items, label=f"generate {dest}: items")
-        for start in range(0, n_items, step):
-            n = min(step, n_items - start)
-            item_ids, group_ids = _item_ids(start, n, pairs)
-            truth, labelled = panel.labels(n)
-            codes, chunk_scores = panel.verdicts(truth)
-            writer.write_verdicts(_verdict_chunk(dataset, item_ids, group_ids, judges["judge_id"], codes, chunk_scores))
-            label_parts.append((pa.array(item_ids, pa.string()), truth, labelled))
-            progress.advance(n)
-        ids = pa.concat_arrays([part[0] for part in label_parts])
-        truth = np.concatenate([part[1] for part in label_parts])
-        labelled = np.concatenate([part[2] for part in label_parts])
-        label = pa.DictionaryArray.from_arrays(pa.array(truth.astype(np.int32), mask=~labelled), _ALPHABET)
-        writer.write_table(
-            "labels",
-            pa.table(
-                {
-                    "dataset": pa.repeat(dataset, len(ids)),
-                    "item_id": ids,
-                    "label": label.cast(pa.string()),
-                }
-            ),
-        )
+        label_parts = _write_verdicts(writer, panel, judges, dataset, n_items, step, pairs, f"generate {dest}: items")
+        writer.write_table("labels", _labels_table(dataset, label_parts))
         family = [judges["family_names"][f] for f in judges["family"]]
         writer.write_table("judges", pa.table({"judge_id": judges["judge_id"], "family": family}))
-        report = {
-            "format": "synthetic",
-            "datasets": [dataset],
-            "generator": {
-                "n_items": n_items,
-                "n_judges": n_judges,
-                "seed": seed,
-                "n_samples": n_samples,
-                "families": judges["family_names"],
-                "accuracy_range": list(accuracy_range),
-                "scores": scores,
-                "pairs": pairs,
-                "chunk_items": step,
-                **rates,
-            },
-            "judges": [
-                {"judge_id": j, "family": f, "accuracy": float(a)}
-                for j, f, a in zip(judges["judge_id"], family, judges["accuracy"], strict=True)
-            ],
-        }
-        report = writer.commit(report)
+        report = writer.commit(_report(dataset, generator, judges, family))
     log.info("generated %s in %.1f s (%s)", dest, time.perf_counter() - started, report["rows_written"])
     return report
+
+
+def _write_verdicts(
+    writer: DatasetWriter,
+    panel: _Panel,
+    judges: dict[str, Any],
+    dataset: str,
+    n_items: int,
+    step: int,
+    pairs: bool,
+    label: str,
+) -> list[tuple[pa.Array, np.ndarray, np.ndarray]]:
+    """Draw and write the verdicts chunk by chunk; returns each chunk's item ids, true labels and labelled mask."""
+    label_parts: list[tuple[pa.Array, np.ndarray, np.ndarray]] = []
+    progress = Progress(n_items, label=label)
+    for start in range(0, n_items, step):
+        n = min(step, n_items - start)
+        item_ids, group_ids = _item_ids(start, n, pairs)
+        truth, labelled = panel.labels(n)
+        codes, chunk_scores = panel.verdicts(truth)
+        writer.write_verdicts(_verdict_chunk(dataset, item_ids, group_ids, judges["judge_id"], codes, chunk_scores))
+        label_parts.append((pa.array(item_ids, pa.string()), truth, labelled))
+        progress.advance(n)
+    return label_parts
+
+
+def _labels_table(dataset: str, parts: list[tuple[pa.Array, np.ndarray, np.ndarray]]) -> pa.Table:
+    """The ``labels`` table of the generated chunks (item ids, true labels, whether each is labelled)."""
+    ids = pa.concat_arrays([part[0] for part in parts])
+    truth = np.concatenate([part[1] for part in parts])
+    labelled = np.concatenate([part[2] for part in parts])
+    label = pa.DictionaryArray.from_arrays(pa.array(truth.astype(np.int32), mask=~labelled), _ALPHABET)
+    return pa.table({"dataset": pa.repeat(dataset, len(ids)), "item_id": ids, "label": label.cast(pa.string())})
+
+
+def _report(dataset: str, generator: dict[str, Any], judges: dict[str, Any], family: list[str]) -> dict[str, Any]:
+    """The ingest report of a generated dataset: the generator's settings and each judge's family and accuracy."""
+    return {
+        "format": "synthetic",
+        "datasets": [dataset],
+        "generator": generator,
+        "judges": [
+            {"judge_id": j, "family": f, "accuracy": float(a)}
+            for j, f, a in zip(judges["judge_id"], family, judges["accuracy"], strict=True)
+        ],
+    }
