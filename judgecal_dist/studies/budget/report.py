@@ -16,6 +16,7 @@ from judgecal_dist.stats.resampling import MaxTResult, multiplier_max_t
 from judgecal_dist.studies.base import StudyResult, interval_note
 from judgecal_dist.studies.budget.recommend import recommend
 from judgecal_dist.studies.recommendation import Recommendation, exported_model, words
+from judgecal_dist.studies.report_kit import interval, markdown_table, number, percent, row_interval, section
 
 if TYPE_CHECKING:
     from judgecal_dist.studies.budget.config import BudgetInput, Config
@@ -206,31 +207,70 @@ def _choices(config: Config) -> dict[str, Any]:
     return choices
 
 
-def _cell(row: pd.Series, metric: str = "nll") -> str:
-    return f"{row[metric]:.4f} [{row[metric + '_ci_low']:.4f}, {row[metric + '_ci_high']:.4f}]"
-
-
-def _num(value: float | None, fmt: str) -> str:
-    return "n/a" if value is None else format(value, fmt)
-
-
-def _bracket(low: float | None, high: float | None) -> str:
-    return "[n/a]" if low is None or high is None else f"[{low:+.4f}, {high:+.4f}]"
-
-
 def _change(value: float, reference: float) -> str:
     """``value`` relative to ``reference`` in words ("2.4% lower", "26.2% higher"), never a negative "lower"."""
-    rel = 100 * (value / reference - 1)
-    return f"{abs(rel):.1f}% {'lower' if rel < 0 else 'higher'}"
+    rel = value / reference - 1
+    return f"{percent(abs(rel), 1)} {'lower' if rel < 0 else 'higher'}"
+
+
+def _choice_lines(config: Config) -> list[str]:
+    return section(
+        None,
+        "Choices this run made (defaults the paper leaves open):",
+        "\n".join(f"- {k}: {words(v)}" for k, v in _choices(config).items()),
+    )
+
+
+def _budget_table(config: Config, summary: pd.DataFrame) -> list[str]:
+    """One row per budget: NLL [interval] of each panel + calibrator, beta against raw and beta at identity."""
+    topk = f"top{config.top_k}"
+    columns = [("all", "none"), ("all", "beta"), (topk, "none"), (topk, "beta")]
+    columns += [("all", c) for c in config.calibrators if c != "beta"]
+    rows = []
+    for _, group in summary.groupby("budget_index", sort=True):
+        cells = {(r.panel, r.calibrator): r for _, r in group.iterrows()}
+        raw, beta = cells[("all", "none")]["nll"], cells[("all", "beta")]["nll"]
+        label = f"{group['budget'].iloc[0]}" + (" (full)" if group["full_budget"].iloc[0] else "")
+        rows.append(
+            [label, *(row_interval(cells[c], "nll") if c in cells else "" for c in columns), _change(beta, raw)]
+            + [number(cells[("all", "beta")]["identity_share"], ".2f")]
+        )
+    header = ["budget", *(f"{p} + {c}" for p, c in columns), "beta vs raw (all)", "beta left at identity (all)"]
+    return markdown_table(header, rows)
+
+
+def _max_t_lines(config: Config, max_t: dict[str, Any]) -> list[str]:
+    """The joint test across budgets: each budget's corrected t beside the max-t statistic."""
+    rows = []
+    for i, budget in enumerate(max_t["budgets"]):
+        t = max_t["t_by_budget"][i]
+        rows.append(
+            [budget, interval(max_t["delta_mean"][i], max_t["delta_ci_low"][i], max_t["delta_ci_high"][i], "+.4f")]
+            + [number(max_t["delta_t"][i], ".2f"), number(max_t["delta_p"][i], ".3g")]
+            + [number(max_t["share_of_splits_favouring_all"][i], ".2f")]
+            + [number(t, ".2f") if t is not None else "undefined (Delta constant over splits)"]
+        )
+    level = f"{config.ci_level:.0%}"
+    header = ["budget", f"mean Delta [{level} interval]", "corrected t", "p", "share of splits > 0", "t (max-t)"]
+    return section(
+        f"Joint test across budgets: {max_t['comparison']}",
+        rows=markdown_table(header, rows),
+        after=[
+            f"Gaussian multiplier bootstrap ({max_t['alternative']}, B = {max_t['n_resamples']}): K = {max_t['K']}, "
+            f"T_obs = {number(max_t['t_obs'], '.3f')}, c_{max_t['level']:.2f} = {number(max_t['critical_value'], '.3f')}, "
+            f"margin = {number(max_t['margin'], '+.3f')}, Bonferroni z = {number(max_t['bonferroni_z'], '.3f')}, "
+            f"p = {number(max_t['pvalue'], '.4g')} "
+            f"({'joint null rejected' if max_t['reject'] else 'joint null not rejected'}).",
+            "Reading: the max-t statistic rejects the joint null (no difference at any budget) when inclusion is "
+            "better at *some* budget; 'better at every budget' needs every per-budget interval above 0.",
+            f"Caveat: {max_t['caveat']}",
+        ],
+    )
 
 
 def _budget_report(
     config: Config, summary: pd.DataFrame, max_t: dict[str, Any], grid: dict[str, Any], panel: Any
 ) -> str:
-    topk = f"top{config.top_k}"
-    columns = [("all", "none"), ("all", "beta"), (topk, "none"), (topk, "beta")]
-    columns += [("all", c) for c in config.calibrators if c != "beta"]
-    head = " | ".join(f"{p} + {c}" for p, c in columns)
     lines = [
         f"# Label-budget sweep on `{panel.dataset}`",
         "",
@@ -239,80 +279,49 @@ def _budget_report(
         f"({grid['calibration_half_min']}..{grid['calibration_half_max']} items; grid: {grid['source']}"
         + (f", dropped {grid['dropped']}" if grid["dropped"] else "")
         + f"). One-coin aggregator; evaluation NLL, mean over splits [{config.ci_level:.0%} interval].",
-        "",
-        f"Intervals: {interval_note(config.ci_level)}",
-        "",
-        f"| budget | {head} | beta vs raw (all) | beta left at identity (all) |",
-        "| --- | " + " | ".join("---" for _ in columns) + " | --- | --- |",
-    ]
-    for _, rows in summary.groupby("budget_index", sort=True):
-        cells = {(r.panel, r.calibrator): r for _, r in rows.iterrows()}
-        raw, beta = cells[("all", "none")]["nll"], cells[("all", "beta")]["nll"]
-        label = f"{rows['budget'].iloc[0]}" + (" (full)" if rows["full_budget"].iloc[0] else "")
-        row_cells = [_cell(cells[c]) if c in cells else "" for c in columns]
-        at_identity = cells[("all", "beta")]["identity_share"]
-        lines.append(f"| {label} | " + " | ".join(row_cells) + f" | {_change(beta, raw)} | {at_identity:.2f} |")
-    lines += [
-        "",
-        "Columns: panel + calibrator (all = every judge, top-k = the k most accurate on the budget's labels; none = "
-        "uncalibrated); beta vs raw = NLL of all + beta relative to all + none; beta left at identity = share of "
-        "splits where the penalised beta calibrator stayed the identity map.",
-        "",
-        f"## Joint test across budgets: {max_t['comparison']}",
-        "",
-        f"| budget | mean Delta [{config.ci_level:.0%} interval] | corrected t | p | share of splits > 0 | t (max-t) |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
-    for i, budget in enumerate(max_t["budgets"]):
-        t = max_t["t_by_budget"][i]
-        lines.append(
-            f"| {budget} | {max_t['delta_mean'][i]:+.4f} {_bracket(max_t['delta_ci_low'][i], max_t['delta_ci_high'][i])}"
-            f" | {_num(max_t['delta_t'][i], '.2f')} | {_num(max_t['delta_p'][i], '.3g')} | "
-            f"{max_t['share_of_splits_favouring_all'][i]:.2f} | "
-            + (f"{t:.2f} |" if t is not None else "undefined (Delta constant over splits) |")
-        )
-    lines += [
-        "",
-        f"Gaussian multiplier bootstrap ({max_t['alternative']}, B = {max_t['n_resamples']}): K = {max_t['K']}, "
-        f"T_obs = {max_t['t_obs']:.3f}, c_{max_t['level']:.2f} = {max_t['critical_value']:.3f}, "
-        f"margin = {max_t['margin']:+.3f}, Bonferroni z = {max_t['bonferroni_z']:.3f}, p = {max_t['pvalue']:.4g} "
-        f"({'joint null rejected' if max_t['reject'] else 'joint null not rejected'}).",
-        "",
-        "Reading: the max-t statistic rejects the joint null (no difference at any budget) when inclusion is better "
-        "at *some* budget; 'better at every budget' needs every per-budget interval above 0.",
-        "",
-        f"Caveat: {max_t['caveat']}",
-        "",
-        "Choices this run made (defaults the paper leaves open):",
+        *section(
+            None,
+            f"Intervals: {interval_note(config.ci_level)}",
+            rows=_budget_table(config, summary),
+            after=[
+                "Columns: panel + calibrator (all = every judge, top-k = the k most accurate on the budget's labels; "
+                "none = uncalibrated); beta vs raw = NLL of all + beta relative to all + none; beta left at identity "
+                "= share of splits where the penalised beta calibrator stayed the identity map."
+            ],
+        ),
+        *_max_t_lines(config, max_t),
+        *_choice_lines(config),
+        *section(None, "Figure: `figures/nll_vs_budget.png`."),
         "",
     ]
-    lines += [f"- {k}: {words(v)}" for k, v in _choices(config).items()]
-    lines += ["", "Figure: `figures/nll_vs_budget.png`.", ""]
     return "\n".join(lines)
 
 
 def _fraction_report(config: Config, summary: pd.DataFrame, panel: Any) -> str:
+    rows = []
+    for fraction, group in summary.groupby("fraction", sort=True):
+        raw = group[group["calibrator"] == "none"].iloc[0]
+        beta = group[group["calibrator"] == "beta"].iloc[0]
+        rows.append(
+            [number(fraction, ".2f"), number(raw["n_cal_mean"], ".1f"), row_interval(raw, "nll")]
+            + [row_interval(beta, "nll"), percent(1 - beta["nll"] / raw["nll"], 1)]
+            + [row_interval(raw, "accuracy"), row_interval(beta, "accuracy")]
+        )
+    header = ["fraction", "calibration items", "NLL raw", "NLL beta", "NLL reduction", "accuracy raw"]
     lines = [
         f"# Calibration-fraction sweep on `{panel.dataset}`",
         "",
         f"{panel.n_items} labelled items x {panel.n_judges} judges; {config.replicates} grouped splits per fraction; "
         f"all-judges one-coin, raw vs beta-calibrated; mean over splits [{config.ci_level:.0%} interval].",
+        *section(
+            None,
+            f"Intervals: {interval_note(config.ci_level)}",
+            rows=markdown_table([*header, "accuracy beta"], rows),
+        ),
+        *_choice_lines(config),
+        *section(None, "Figure: `figures/nll_vs_fraction.png`."),
         "",
-        f"Intervals: {interval_note(config.ci_level)}",
-        "",
-        "| fraction | calibration items | NLL raw | NLL beta | NLL reduction | accuracy raw | accuracy beta |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for fraction, rows in summary.groupby("fraction", sort=True):
-        raw = rows[rows["calibrator"] == "none"].iloc[0]
-        beta = rows[rows["calibrator"] == "beta"].iloc[0]
-        lines.append(
-            f"| {fraction:.2f} | {raw['n_cal_mean']:.1f} | {_cell(raw)} | {_cell(beta)} | "
-            f"{100 * (1 - beta['nll'] / raw['nll']):.1f}% | {_cell(raw, 'accuracy')} | {_cell(beta, 'accuracy')} |"
-        )
-    lines += ["", "Choices this run made (defaults the paper leaves open):", ""]
-    lines += [f"- {k}: {words(v)}" for k, v in _choices(config).items()]
-    lines += ["", "Figure: `figures/nll_vs_fraction.png`.", ""]
     return "\n".join(lines)
 
 

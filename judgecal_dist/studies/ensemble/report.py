@@ -22,6 +22,7 @@ from judgecal_dist.models.escalation import FORMAT, EscalationPolicy, policy_fro
 from judgecal_dist.studies.base import StudyResult
 from judgecal_dist.studies.ensemble.recommend import recommend
 from judgecal_dist.studies.recommendation import exported_model, words
+from judgecal_dist.studies.report_kit import markdown_table, number, percent, section
 
 if TYPE_CHECKING:
     from judgecal_dist.studies.ensemble.config import Config, EnsembleInput
@@ -357,8 +358,99 @@ def export_policy(config: Config, routing: dict[str, list[dict[str, Any]]]) -> E
     )
 
 
-def _pct(x: Any) -> str:
-    return "—" if x is None or (isinstance(x, float) and not np.isfinite(x)) else f"{100 * x:.2f}"
+def _pct(x: Any, digits: int = 2) -> str:
+    """An accuracy share as a percentage without the sign (the columns say %); "—" where undefined."""
+    return percent(x, digits, symbol=False, missing="—")
+
+
+def _accuracy_lines(overall: pd.DataFrame, by_subset: pd.DataFrame) -> list[str]:
+    rows = [
+        [r.tier, r.prompt_variant, r.join, r.k, r.n, _pct(r.accuracy), percent(r.accuracy_ci_half_width, symbol=False)]
+        + [r.n_tied, number(r.cost_per_example, ".5f"), number(r.cost_ratio, ".3f")]
+        for r in overall.itertuples()
+    ]
+    k1 = by_subset[by_subset["k"].isin([1, by_subset["k"].max()])]
+    subsets = []
+    for (tier, variant, _, k), group in k1.groupby(["tier", "prompt_variant", "dataset", "k"], sort=True):
+        cells = [
+            f"{_pct(r.accuracy)} ± {percent(r.accuracy_ci_half_width, 1, symbol=False)}"
+            for r in group.sort_values("subset").itertuples()
+        ]
+        subsets.append([tier, variant, k, *cells])
+    header = ["tier", "variant", "join", "k", "n", "accuracy", "±", "ties", "$/ex", "× baseline"]
+    return [
+        *section(
+            "Accuracy vs k (accuracy % ± CI half-width, n, ties, $/example)",
+            "Columns: tier = judge model; variant = prompt (base, or criteria: one category-aware sentence added); "
+            "join = how tiers are matched to examples; k = samples averaged per response; n = evaluable examples; "
+            "± = half-width of the 95% bootstrap interval; ties = examples whose top mean is shared (counted wrong); "
+            "$/ex = mean cost per example; × baseline = cost relative to the reference tier with one sample on the "
+            "base prompt.",
+            rows=markdown_table(header, rows),
+        ),
+        *section(
+            "Per subset (accuracy % ± half-width) at k = 1 and k = K",
+            rows=markdown_table(["tier", "variant", "k", *sorted(k1["subset"].unique())], subsets),
+        ),
+    ]
+
+
+def _routing_lines(config: Config, extra: dict[str, Any]) -> list[str]:
+    """Hard routing's frontier, the soft blend and the variance-informed rule, per collection."""
+    lines = []
+    for esc in extra["escalation"]:
+        lines += section(
+            f"Hard variance routing ({esc['dataset']}, {esc['cheap_tier']} -> {esc['full_tier']})",
+            "Thresholds on the cost-accuracy frontier of the routing sweep (the figure adds plain ensembles): "
+            + "; ".join(
+                f"θ={p['theta']:.4g}: {_pct(p['accuracy'])}% at {number(p['cost_ratio'], '.3f')} of cheap+full"
+                for p in esc["frontier"]
+            ),
+        )
+    for b in extra["blend"]:
+        t = b["train"]
+        lines += section(
+            None,
+            f"Soft blend ({b['dataset']}): midpoint {number(t['midpoint'], '.5f')}, train {_pct(t['train_accuracy'])}% "
+            f"(n={t['n_train']}), test {_pct(t['test_accuracy'])}% (n={t['n_test']}), "
+            f"${number(t['cost_per_example'], '.5f')}/ex; midpoint tuned on all rows: "
+            f"{number(b['all_rows']['midpoint'], '.5f')} ({_pct(b['all_rows']['train_accuracy'])}%).",
+        )
+    for v in extra["variance_informed"]:
+        c, u = v["constrained"], v["unconstrained"]
+        lines += section(
+            None,
+            f"Variance-informed ({v['dataset']}, budget ≤ {config.varinf_budget}): σ1={c['sigma1']:.5g}, "
+            f"σ2={c['sigma2']:.5g}, test {_pct(c['test_accuracy'])}% (n={c['n_test']}, budget "
+            f"{number(c['test_budget'], '.3f')}, ≈${number(c['cost_at_test_budget'])}/ex); unconstrained "
+            f"σ1={u['sigma1']:.5g}, σ2={u['sigma2']:.5g}, test {_pct(u['test_accuracy'])}%.",
+        )
+    return lines
+
+
+def _agreement_lines(config: Config, agreement: list[dict[str, Any]]) -> list[str]:
+    if not agreement:
+        return []
+    bullets = [
+        f"- {tier} vs {config.reference_tier} ({variant}, {join} key), k = 1..K: agreement "
+        + ", ".join(_pct(a) for a in rows["agreement"])
+        + "; ρ "
+        + ", ".join(number(r) for r in rows["spearman"])
+        for (variant, tier, join), rows in pd.DataFrame(agreement).groupby(
+            ["prompt_variant", "tier", "join"], sort=True
+        )
+    ]
+    return section("Cheap vs reference winner agreement and Spearman ρ vs k", "\n".join(bullets))
+
+
+def _bad_input_lines(bad: dict[str, Any]) -> list[str]:
+    bullets = [
+        f"- {k}: {v}" + (f" (e.g. {bad['examples'][k]})" if k in bad["examples"] else "")
+        for k, v in bad["counts"].items()
+    ]
+    if bad["k_differs_across_tiers"]:
+        bullets.append(f"- samples per tier differ in {bad['k_differs_across_tiers']}: {bad['samples_per_tier']}")
+    return section("Bad input (counted, never dropped silently)", "\n".join(bullets))
 
 
 def _report(config: Config, overall: pd.DataFrame, by_subset: pd.DataFrame, extra: dict[str, Any]) -> str:
@@ -366,86 +458,11 @@ def _report(config: Config, overall: pd.DataFrame, by_subset: pd.DataFrame, extr
         "# Ensemble scoring and escalation",
         "",
         f"Data: `{config.data}`; join key `{config.join_key}`; {config.replicates} bootstrap resamples per condition.",
-        "",
-        "## Accuracy vs k (accuracy % ± CI half-width, n, ties, $/example)",
-        "",
-        "Columns: tier = judge model; variant = prompt (base, or criteria: one category-aware sentence added); "
-        "join = how tiers are matched to examples; k = samples averaged per response; n = evaluable examples; "
-        "± = half-width of the 95% bootstrap interval; ties = examples whose top mean is shared (counted wrong); "
-        "$/ex = mean cost per example; × baseline = cost relative to the reference tier with one sample on the base "
-        "prompt.",
-        "",
-        "| tier | variant | join | k | n | accuracy | ± | ties | $/ex | × baseline |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for r in overall.itertuples():
-        lines.append(
-            f"| {r.tier} | {r.prompt_variant} | {r.join} | {r.k} | {r.n} | {_pct(r.accuracy)} | "
-            f"{100 * r.accuracy_ci_half_width:.2f} | {r.n_tied} | {r.cost_per_example:.5f} | {r.cost_ratio:.3f} |"
-        )
-    k1 = by_subset[by_subset["k"].isin([1, by_subset["k"].max()])]
-    lines += [
-        "",
-        "## Per subset (accuracy % ± half-width) at k = 1 and k = K",
-        "",
-        "| tier | variant | k | " + " | ".join(sorted(k1["subset"].unique())) + " |",
-        "| --- | --- | --- | " + " | ".join("---" for _ in k1["subset"].unique()) + " |",
-    ]
-    for (tier, variant, _, k), rows in k1.groupby(["tier", "prompt_variant", "dataset", "k"], sort=True):
-        cells = [
-            f"{_pct(r.accuracy)} ± {100 * r.accuracy_ci_half_width:.1f}"
-            for r in rows.sort_values("subset").itertuples()
-        ]
-        lines.append(f"| {tier} | {variant} | {k} | " + " | ".join(cells) + " |")
-    for esc in extra["escalation"]:
-        lines += [
-            "",
-            f"## Hard variance routing ({esc['dataset']}, {esc['cheap_tier']} -> {esc['full_tier']})",
-            "",
-            "Thresholds on the cost-accuracy frontier of the routing sweep (the figure adds plain ensembles): "
-            + "; ".join(
-                f"θ={p['theta']:.4g}: {_pct(p['accuracy'])}% at {p['cost_ratio']:.3f} of cheap+full"
-                for p in esc["frontier"]
-            ),
-        ]
-    for b in extra["blend"]:
-        t = b["train"]
-        lines += [
-            "",
-            f"Soft blend ({b['dataset']}): midpoint {t['midpoint']:.5f}, train {_pct(t['train_accuracy'])}% "
-            f"(n={t['n_train']}), test {_pct(t['test_accuracy'])}% (n={t['n_test']}), ${t['cost_per_example']:.5f}/ex; "
-            f"midpoint tuned on all rows: {b['all_rows']['midpoint']:.5f} ({_pct(b['all_rows']['train_accuracy'])}%).",
-        ]
-    for v in extra["variance_informed"]:
-        c, u = v["constrained"], v["unconstrained"]
-        lines += [
-            "",
-            f"Variance-informed ({v['dataset']}, budget ≤ {config.varinf_budget}): σ1={c['sigma1']:.5g}, "
-            f"σ2={c['sigma2']:.5g}, test {_pct(c['test_accuracy'])}% (n={c['n_test']}, budget {c['test_budget']:.3f}, "
-            f"≈${c['cost_at_test_budget']:.4f}/ex); unconstrained σ1={u['sigma1']:.5g}, σ2={u['sigma2']:.5g}, "
-            f"test {_pct(u['test_accuracy'])}%.",
-        ]
-    if extra["agreement"]:
-        lines += ["", "## Cheap vs reference winner agreement and Spearman ρ vs k", ""]
-        for (variant, tier, join), rows in pd.DataFrame(extra["agreement"]).groupby(
-            ["prompt_variant", "tier", "join"], sort=True
-        ):
-            lines.append(
-                f"- {tier} vs {config.reference_tier} ({variant}, {join} key), k = 1..K: agreement "
-                + ", ".join(_pct(a) for a in rows["agreement"])
-                + "; ρ "
-                + ", ".join(f"{r:.4f}" for r in rows["spearman"])
-            )
-    bad = extra["bad_input"]
-    lines += ["", "## Bad input (counted, never dropped silently)", ""]
-    lines += [
-        f"- {k}: {v}" + (f" (e.g. {bad['examples'][k]})" if k in bad["examples"] else "")
-        for k, v in bad["counts"].items()
-    ]
-    if bad["k_differs_across_tiers"]:
-        lines.append(f"- samples per tier differ in {bad['k_differs_across_tiers']}: {bad['samples_per_tier']}")
-    lines += ["", "## Protocol", ""] + [f"- {k}: {words(v)}" for k, v in extra["choices"].items()]
-    lines += [
+        *_accuracy_lines(overall, by_subset),
+        *_routing_lines(config, extra),
+        *_agreement_lines(config, extra["agreement"]),
+        *_bad_input_lines(extra["bad_input"]),
+        *section("Protocol", "\n".join(f"- {k}: {words(v)}" for k, v in extra["choices"].items())),
         "",
         "Figures: `figures/accuracy_vs_k.png`, `figures/pareto_frontier.png`, `figures/variance_vs_error.png`.",
         "",
