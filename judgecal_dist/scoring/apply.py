@@ -381,6 +381,7 @@ class _SparkSums:
             folder_url=store.url_of("items"),
             storage_options=dict(engine.storage_options),
         )
+        self.reader, self.n_files = reader, len(files)
         self.items = self.scorer.read_written(engine, len(files), reader, items_schema(model))
 
     def __call__(self, by: list[str], needs: list[str], *, models: bool = False) -> pd.DataFrame:
@@ -391,6 +392,10 @@ class _SparkSums:
             )
         alphas, eps = self.model.alphas, self.model.eps
         kernel = functools.partial(summ.sums_partition, by=by, alphas=alphas, eps=eps)
+        if not needs:  # the kernel runs in the tasks that read the rows back
+            return self.scorer.written_sums(
+                self.engine, self.n_files, self.reader, kernel, summ.sums_schema(by, alphas), by
+            )
         return self.scorer.partition_sums(rows, kernel, summ.sums_schema(by, alphas), by)
 
 

@@ -48,6 +48,7 @@ __all__ = [
     "write_partitions",
     "partition_sums",
     "read_written",
+    "written_sums",
     "with_item_columns",
     "item_partition_sums",
     "sample_rows",
@@ -180,6 +181,21 @@ def read_written(engine: EngineConfig, n_files: int, reader: PartitionFn, schema
     spark = session(engine)
     slices = max(1, min(n_files, 2 * spark.sparkContext.defaultParallelism))
     return spark.range(0, n_files, 1, slices).mapInArrow(reader, arrow_ddl(schema))
+
+
+def _chain(batches: Iterator[pa.RecordBatch], first: PartitionFn, then: PartitionFn) -> Iterator[pa.RecordBatch]:
+    return then(first(batches))
+
+
+def written_sums(
+    engine: EngineConfig, n_files: int, reader: PartitionFn, kernel: PartitionFn, schema: pa.Schema, by: Sequence[str]
+) -> pd.DataFrame:
+    """:func:`partition_sums` of ``kernel`` over the rows ``reader`` reads back (as :func:`read_written`), the kernel
+    applied in the reading task itself: the rows never pass through the JVM."""
+    spark = session(engine)
+    slices = max(1, min(n_files, 2 * spark.sparkContext.defaultParallelism))
+    ids = spark.range(0, n_files, 1, slices)
+    return partition_sums(ids, functools.partial(_chain, first=reader, then=kernel), schema, by)
 
 
 def with_item_columns(frame: DataFrame, engine: EngineConfig, data_url: str, columns: Sequence[str]) -> DataFrame:
