@@ -10,6 +10,7 @@ import pandas as pd
 from judgecal_dist.io.figures import colours, png, pyplot
 from judgecal_dist.methods.pipeline import CALIBRATORS
 from judgecal_dist.studies.base import interval_note
+from judgecal_dist.studies.report_kit import markdown_table, number, row_interval, section
 
 __all__ = ["report", "figures"]
 
@@ -26,20 +27,19 @@ def report(config: Any, summary: pd.DataFrame, execution: dict[str, Any]) -> str
         f"- calibrator input: {config.calibrator_input}; beta penalty {config.beta_penalty} "
         f"(l1_ratio {config.beta_l1_ratio}); ECE with {config.n_bins} top-label bins",
         f"- intervals: {interval_note(config.ci_level)}",
-        "",
-        "| panel | size | calibrator | NLL | Brier | ECE | accuracy |",
-        "| --- | ---: | --- | --- | --- | --- | --- |",
     ]
-    for row in summary.itertuples(index=False):
-        cells = [_ci(row, m) for m in ("nll", "brier", "ece", "accuracy")]
-        lines.append(f"| {row.panel} | {row.panel_size:.1f} | {row.calibrator} | " + " | ".join(cells) + " |")
-    lines += ["", "![NLL by panel and calibrator](figures/nll_by_panel.png)", ""]
-    return "\n".join(lines)
-
-
-def _ci(row: Any, metric: str) -> str:
-    value, lo, hi = (getattr(row, f"{metric}{suffix}") for suffix in ("", "_ci_low", "_ci_high"))
-    return f"{value:.4f} [{lo:.4f}, {hi:.4f}]"
+    rows = [
+        [row.panel, number(row.panel_size, ".1f"), row.calibrator]
+        + [row_interval(row, m) for m in ("nll", "brier", "ece", "accuracy")]
+        for row in summary.itertuples(index=False)
+    ]
+    header = ["panel", "size", "calibrator", "NLL", "Brier", "ECE", "accuracy"]
+    lines += section(
+        None,
+        rows=markdown_table(header, rows, align=["left", "right", *["left"] * 5]),
+        figure=("NLL by panel and calibrator", "figures/nll_by_panel.png"),
+    )
+    return "\n".join([*lines, ""])
 
 
 def figures(summary: pd.DataFrame, config: Any) -> dict[str, bytes]:
