@@ -64,8 +64,10 @@ from judgecal_dist.settings import (
 )
 from judgecal_dist.stats.inference import summarise_over_splits
 from judgecal_dist.stats.metrics import accuracy
+from judgecal_dist.studies import report_kit
 from judgecal_dist.studies.base import StudyResult, interval_note
 from judgecal_dist.studies.narrowband.recommend import recommend
+from judgecal_dist.studies.report_kit import markdown_table, row_interval
 
 __all__ = [
     "NAME",
@@ -283,10 +285,47 @@ def _generator(config: Config) -> dict[str, Any]:
     }
 
 
-def _report(config: Config, summary: pd.DataFrame) -> str:
-    def cell(row: Any, m: str) -> str:
-        return f"{row[m]:.4f} [{row[m + '_ci_low']:.4f}, {row[m + '_ci_high']:.4f}]"
+#: The headline table's columns: spread, then the accuracies, the gaps with intervals, the exponent gains.
+_HEADLINE = (
+    "accuracy spread",
+    "weighted (estimated)",
+    "top-half vote",
+    "top-third vote",
+    "weighted (true accuracies)",
+    "majority vote (all)",
+    "weighted − majority vote",
+    "weighted − best pruned",
+    "share of panels where weighting beats pruning",
+    "predicted exponent gain",
+    "exponent gain (realised spread)",
+    "exponent gain (exact)",
+)
 
+
+def _headline_rows(summary: pd.DataFrame) -> list[list[str]]:
+    accuracies = ("acc_log_odds", "acc_top_half", "acc_top_third", "acc_oracle", "acc_majority")
+    gains = ("exponent_gap_nominal", "exponent_gap_theorem3", "exponent_gap_exact")
+    return [
+        [report_kit.number(r["spread"], ".2f"), *(report_kit.number(r[k]) for k in accuracies)]
+        + [row_interval(r, "lo_vs_majority"), row_interval(r, "gap"), report_kit.number(r["gap_positive_share"], ".2f")]
+        + [report_kit.number(r[k]) for k in gains]
+        for _, r in summary.iterrows()
+    ]
+
+
+def _bound_rows(summary: pd.DataFrame) -> list[list[str]]:
+    return [
+        [
+            report_kit.number(r["spread"], ".2f"),
+            report_kit.number(1 - r["acc_oracle"]),
+            report_kit.number(r["theorem1_bound"]),
+        ]
+        + ["yes" if 1 - r["acc_oracle"] <= r["theorem1_bound"] else "no"]
+        for _, r in summary.iterrows()
+    ]
+
+
+def _report(config: Config, summary: pd.DataFrame) -> str:
     lines = [
         "# Narrow-band ablation: log-odds weighting vs pruning vs plain majority vote",
         "",
@@ -296,18 +335,8 @@ def _report(config: Config, summary: pd.DataFrame) -> str:
         "",
         f"Intervals: {interval_note(config.ci_level, shared_items=False)}",
         "",
-        "| accuracy spread | weighted (estimated) | top-half vote | top-third vote | weighted (true accuracies) | "
-        "majority vote (all) | weighted − majority vote | weighted − best pruned | share of panels where "
-        "weighting beats pruning | predicted exponent gain | exponent gain (realised spread) | exponent gain (exact) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        *markdown_table(_HEADLINE, _headline_rows(summary)),
     ]
-    for _, r in summary.iterrows():
-        lines.append(
-            f"| {r['spread']:.2f} | {r['acc_log_odds']:.4f} | {r['acc_top_half']:.4f} | {r['acc_top_third']:.4f} | "
-            f"{r['acc_oracle']:.4f} | {r['acc_majority']:.4f} | {cell(r, 'lo_vs_majority')} | {cell(r, 'gap')} | "
-            f"{r['gap_positive_share']:.2f} | {r['exponent_gap_nominal']:.4f} | {r['exponent_gap_theorem3']:.4f} | "
-            f"{r['exponent_gap_exact']:.4f} |"
-        )
     lines += [
         "",
         "Glossary:",
@@ -331,12 +360,8 @@ def _report(config: Config, summary: pd.DataFrame) -> str:
         "D_j = -log(2 sqrt(p_j (1 - p_j))) (each judge's information about the label), for every panel; the bound "
         "is the mean over replicates (docs/methods.md, exponent gain).",
         "",
-        "| accuracy spread | error, weighted (true accuracies) | bound | within bound |",
-        "| --- | --- | --- | --- |",
-        *(
-            f"| {r['spread']:.2f} | {1 - r['acc_oracle']:.4f} | {r['theorem1_bound']:.4f} | "
-            f"{'yes' if 1 - r['acc_oracle'] <= r['theorem1_bound'] else 'no'} |"
-            for _, r in summary.iterrows()
+        *markdown_table(
+            ["accuracy spread", "error, weighted (true accuracies)", "bound", "within bound"], _bound_rows(summary)
         ),
         "",
         "Figure: `figures/gap_vs_spread.png`.",
