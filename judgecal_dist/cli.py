@@ -107,6 +107,10 @@ def ingest(
 
     if fmt not in FORMATS:
         raise Rejected(f"--format: unknown format {fmt!r}; known: {', '.join(FORMATS)}")
+    if register_as is not None:  # a name the catalog would refuse is refused before the dataset is written
+        from judgecal_dist.engine.sql.catalog import check_name
+
+        check_name(register_as, "--register")
     report = run_ingest(fmt, src, dest, dataset=dataset, overwrite=overwrite, strict=strict, labels=labels)
     click.echo(json.dumps(report, indent=2, default=str) if as_json else _ingest_summary(report, dest))
     if register_as is not None:
@@ -598,8 +602,10 @@ def _drift_check(
 ) -> int:
     """Run the drift comparison, write its report, print the flags and the report folder; return the exit code."""
     from judgecal_dist.history.drift import detect_drift
-    from judgecal_dist.history.drift_report import write_drift_report
+    from judgecal_dist.history.drift_report import check_report_folder, write_drift_report
 
+    if report:  # a folder the user named is checked before the history is read (the default one after)
+        check_report_folder(report, storage_options=engine.storage_options)
     comparison = detect_drift(output, study=study, baseline=baseline, current=current, settings=settings, config=engine)
     dest = report or f"{output.rstrip('/')}/drift/{comparison.study}/{comparison.current}"
     write_drift_report(comparison, dest, storage_options=engine.storage_options)

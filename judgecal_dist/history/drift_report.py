@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
+import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,13 +15,26 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 - the backend is chosen first (no display on a scheduler)
 import pandas as pd  # noqa: E402
 
+from judgecal_dist.errors import InputError  # noqa: E402
 from judgecal_dist.history.drift import Comparison  # noqa: E402
 from judgecal_dist.history.judges import MEASURES  # noqa: E402
 from judgecal_dist.history.store import write_bytes_atomic  # noqa: E402
 from judgecal_dist.io.filesystem import open_fs  # noqa: E402
 from judgecal_dist.io.records import to_json  # noqa: E402
 
-__all__ = ["drift_document", "render_markdown", "judge_figure", "write_drift_report"]
+__all__ = [
+    "MARKER",
+    "drift_document",
+    "render_markdown",
+    "judge_figure",
+    "figure_name",
+    "check_report_folder",
+    "write_drift_report",
+]
+
+#: The marker file that makes a report folder drift's own (as ``_JUDGECAL_SCORE`` does for score), and its format.
+MARKER, MARKER_FORMAT = "_JUDGECAL_DRIFT", "judgecal.drift-report/v1"
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 def drift_document(comparison: Comparison) -> dict[str, Any]:
@@ -133,19 +149,80 @@ def judge_figure(
     return buffer.getvalue()
 
 
+def figure_name(judge: str) -> str:
+    """A file name for ``judge``'s figure: a safe slug of the id plus a short hash of it.
+
+    Judge ids come from data (``../../x`` is a legal id), so they never become paths as they are; the hash keeps
+    two ids with the same slug apart.
+    """
+    slug = _UNSAFE.sub("_", judge).strip("._")[:60] or "judge"
+    return f"{slug}-{hashlib.sha256(judge.encode('utf-8')).hexdigest()[:8]}.png"
+
+
+def _claim(fs: Any, root: str, dest: str) -> list[str]:
+    """Refuse a report folder that holds files drift did not write; return the files its marker lists."""
+    if not fs.exists(root):
+        return []
+    files = fs.find(root)
+    marker = f"{root}/{MARKER}"
+    if not files:
+        return []
+    if not fs.isdir(root) or not fs.exists(marker):
+        raise InputError(
+            f"{dest}: holds {len(files)} file(s) that judgecal drift did not write and no {MARKER} marker; drift "
+            "writes its report only into a new or empty folder or one it wrote before (it never overwrites files "
+            "it did not write): choose another --report"
+        )
+    try:
+        content = json.loads(fs.cat_file(marker).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InputError(f"{dest}/{MARKER}: not a drift report marker ({err}); choose another --report") from err
+    listed = content.get("files") if isinstance(content, dict) else None
+    if not isinstance(content, dict) or content.get("format") != MARKER_FORMAT or not isinstance(listed, list):
+        raise InputError(f"{dest}/{MARKER}: not a {MARKER_FORMAT} marker; choose another --report")
+    # Only the figures it lists may be removed on a rewrite: never a path out of the folder.
+    return [f for f in listed if isinstance(f, str) and f.startswith("figures/") and ".." not in f.split("/")]
+
+
+def check_report_folder(dest: str, *, storage_options: Mapping[str, Any] | None = None) -> None:
+    """Refuse ``dest`` unless it is new, empty or a report folder drift wrote (nothing is read or written else)."""
+    fs, root = open_fs(dest, dict(storage_options or {}))
+    _claim(fs, root.rstrip("/"), dest)
+
+
 def write_drift_report(comparison: Comparison, dest: str, *, storage_options: Mapping[str, Any] | None = None) -> str:
-    """Write ``report.md``, ``drift.json`` and ``figures/<judge>.png`` (flagged judges) under ``dest``; return it."""
+    """Write ``report.md``, ``drift.json`` and ``figures/<judge>-<hash>.png`` (flagged judges) under ``dest``.
+
+    ``dest`` must be new, empty or a report folder drift wrote (its ``_JUDGECAL_DRIFT`` marker); anything else is
+    refused before a byte is written. Returns ``dest``.
+    """
     options = dict(storage_options or {})
     fs, root = open_fs(dest, options)
+    root = root.rstrip("/")
+    old_figures = _claim(fs, root, dest)
+    pngs: dict[str, bytes] = {}
     figures: dict[str, str] = {}
     if len(comparison.flagged):
         measures = list(comparison.settings.measures)
         for judge, rows in comparison.flagged.groupby("judge_id", sort=True):
-            png = judge_figure(
+            pngs[f"figures/{figure_name(str(judge))}"] = judge_figure(
                 comparison.series, str(judge), set(rows["measure"]), comparison.current, comparison.baseline, measures
             )
-            write_bytes_atomic(fs, f"{root}/figures/{judge}.png", png)
-            figures[str(judge)] = f"figures/{judge}.png"
+            figures[str(judge)] = f"figures/{figure_name(str(judge))}"
+    files = sorted({*pngs, *old_figures, "drift.json", "report.md"})
+    # The marker first, listing old and new files, so a crash part-way leaves a folder a rerun may rewrite.
+    write_bytes_atomic(
+        fs, f"{root}/{MARKER}", to_json({"format": MARKER_FORMAT, "owner": "judgecal drift", "files": files}).encode()
+    )
+    for name, png in pngs.items():
+        write_bytes_atomic(fs, f"{root}/{name}", png)
     write_bytes_atomic(fs, f"{root}/drift.json", to_json(drift_document(comparison)).encode())
     write_bytes_atomic(fs, f"{root}/report.md", render_markdown(comparison, figures).encode())
+    stale = [f for f in old_figures if f not in pngs and fs.exists(f"{root}/{f}")]
+    if stale:
+        fs.rm([f"{root}/{f}" for f in stale])
+    files = sorted({*pngs, "drift.json", "report.md"})
+    write_bytes_atomic(
+        fs, f"{root}/{MARKER}", to_json({"format": MARKER_FORMAT, "owner": "judgecal drift", "files": files}).encode()
+    )
     return dest

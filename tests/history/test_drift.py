@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from judgecal_dist.cli import cli
 from judgecal_dist.history.drift import DriftSettings, detect_drift
+from judgecal_dist.history.drift_report import figure_name
 from judgecal_dist.history.judges import judge_counts, with_rates
 from judgecal_dist.history.store import record_run
 from judgecal_dist.io.synthetic_drift import generate_drift_sequence, night_url, parse_change
@@ -115,7 +116,7 @@ def test_drift_command_exits_3_on_a_flag_and_writes_its_report(changed, tmp_path
     assert document["raised"] and {f["judge_id"] for f in document["flags"]} == {"judge-002", "judge-006"}
     text = (report / "report.md").read_text()
     assert text.index("judge-002") < text.index("## Method")  # the answer comes first
-    assert (report / "figures" / "judge-002.png").stat().st_size > 0
+    assert (report / "figures" / figure_name("judge-002")).stat().st_size > 0
 
     quiet = CliRunner().invoke(cli, [*argv, "--current", ids[2], "--report", str(tmp_path / "q")])
     assert quiet.exit_code == 0 and "FLAG" not in quiet.output

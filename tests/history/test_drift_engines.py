@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from judgecal_dist.cli import cli
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.history.drift import choose_history_engine, detect_drift
-from judgecal_dist.history.drift_report import drift_document
+from judgecal_dist.history.drift_report import drift_document, figure_name
 from judgecal_dist.history.judges import judge_counts, with_rates
 from judgecal_dist.history.spark_history import read_history_spark
 from judgecal_dist.history.store import read_history, record_run
@@ -94,5 +94,5 @@ def test_the_drift_command_writes_the_same_drift_json_on_both_engines(history, s
         result = CliRunner().invoke(cli, [*argv, "--conf", str(conf), "--report", str(report)])
         assert result.exit_code == 3, result.output
         documents[engine] = (report / "drift.json").read_text()
-        assert (report / "figures" / "judge-001.png").stat().st_size > 0
+        assert (report / "figures" / figure_name("judge-001")).stat().st_size > 0
     assert documents["spark"] == documents["local"]

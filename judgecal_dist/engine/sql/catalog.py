@@ -31,7 +31,15 @@ from judgecal_dist.io.dataset import dataset_root, open_table
 from judgecal_dist.io.filesystem import open_fs
 from judgecal_dist.io.schema import TABLES
 
-__all__ = ["CatalogEntry", "check_entry", "add_to_catalog", "catalog_entries", "drop_from_catalog", "default_name"]
+__all__ = [
+    "CatalogEntry",
+    "check_entry",
+    "add_to_catalog",
+    "catalog_entries",
+    "drop_from_catalog",
+    "default_name",
+    "check_name",
+]
 
 log = logging.getLogger(__name__)
 
@@ -72,10 +80,11 @@ def _quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def _check_name(name: str) -> None:
+def check_name(name: str, option: str = "--name") -> None:
+    """Refuse a database name Spark SQL cannot take unquoted (``option`` names where it came from)."""
     if not _NAME.match(name):
         raise InputError(
-            f"--name {name!r}: a database name is lower-case letters, digits and '_', not starting with a digit"
+            f"{option} {name!r}: a database name is lower-case letters, digits and '_', not starting with a digit"
         )
 
 
@@ -121,7 +130,7 @@ def check_entry(url: str, name: str | None) -> tuple[str, str, str]:
             "backticks); rename or link the folder without one"
         )
     name = name or default_name(url)
-    _check_name(name)
+    check_name(name)
     fs, root = open_fs(url, {})
     kind = "results" if fs.exists(f"{root.rstrip('/')}/history/runs") else "dataset"
     if kind == "dataset":
