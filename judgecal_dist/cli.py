@@ -329,7 +329,14 @@ def status(run_url: str) -> None:
     store = RunStore(run_url)
     if not store.exists("manifest.json"):
         raise Rejected(f"{run_url}: manifest.json: not found (not a run folder)")
-    manifest = store.read_json("manifest.json")
+    try:
+        manifest = store.read_json("manifest.json")
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:  # truncated by a crash or a copy: name the file
+        raise Rejected(
+            f"{store.url_of('manifest.json')}: not a readable manifest ({err}); rerun the same run id"
+        ) from err
+    if not isinstance(manifest, dict):
+        raise Rejected(f"{store.url_of('manifest.json')}: not a manifest (a JSON object); rerun the same run id")
     stamps = store.part_stamps()
     planned = manifest.get("replicates") or manifest.get("config", {}).get("replicates")
     succeeded = store.succeeded

@@ -277,6 +277,17 @@ def _reader(engine: str, output: str, config: EngineConfig, options: Mapping[str
     return functools.partial(read_history_spark, spark, output)
 
 
+def _require_judges(judges: pd.DataFrame, study: str, current: str, before: list[str], where: str) -> None:
+    """Refuse a comparison whose current run, or whole baseline, has no judges file (not every judge "vanished")."""
+    have = set(judges["run_id"])
+    absent = [run for run in [current] if run not in have] or ([] if have & set(before) else before)
+    if absent:
+        raise InputError(
+            f"{where}/judges/study={study}: the judges table of run(s) {', '.join(absent)} is absent (the history "
+            "is incomplete): rerun the same run id to repair it, or compare other runs with --current/--baseline"
+        )
+
+
 def detect_drift(
     output: str,
     *,
@@ -315,6 +326,7 @@ def detect_drift(
     if not before or judges.empty:
         empty = pd.DataFrame(columns=["judge_id", "measure", "flag"]).astype({"flag": bool})
         return Comparison(study, current, before, empty, [], [], pd.DataFrame(), settings)
+    _require_judges(judges, study, current, before, where)
     changes, new, vanished = compare_judges(judges, current, before, settings)
     results = read("results", study=study, run_ids=[current, *before])
     flagged = sorted(set(changes.loc[changes["flag"], "judge_id"])) if not changes.empty else []

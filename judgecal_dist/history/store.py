@@ -25,6 +25,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from judgecal_dist.errors import InputError
 from judgecal_dist.io.filesystem import has_directories, open_fs
 
 __all__ = [
@@ -175,8 +176,13 @@ def read_history(
     for path, study_value, date in history_files(output, table, study=study, storage_options=storage_options):
         if wanted is not None and path.rsplit("/", 1)[-1] not in wanted:
             continue
-        with fs.open(path, "rb") as fh:
-            part = pq.read_table(fh)
+        try:
+            with fs.open(path, "rb") as fh:
+                part = pq.read_table(fh)
+        except (pa.ArrowInvalid, OSError) as err:  # truncated or not Parquet: name the file, not Arrow's words
+            raise InputError(
+                f"{path}: not a readable history file ({err}); move it out of the history (or restore it) and rerun"
+            ) from err
         n = part.num_rows
         parts.append(
             part.append_column("study", pa.array([study_value] * n)).append_column("date", pa.array([date] * n))

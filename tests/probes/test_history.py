@@ -94,3 +94,55 @@ def test_drift_rewrites_its_own_report_folder(hostile, tmp_path):
     assert result.exit_code == 0, result.output
     assert sorted(_tree(report)) == sorted([MARKER, "drift.json", "report.md"])
     assert json.loads((report / "drift.json").read_text())["current"] == "n0"
+
+
+# -- run history: gaps and junk are named, never taken for data ----------------------------------------------------
+def _copy_history(hostile, tmp_path) -> Path:
+    import shutil
+
+    root, _ = hostile
+    out = tmp_path / "out"
+    shutil.copytree(root / "deep" / "out", out)
+    return out
+
+
+def _one_error(result) -> str:
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and "Traceback" not in result.output, result.output
+    return errors[0]
+
+
+def test_a_missing_judges_file_is_named_not_taken_for_every_judge_vanished(hostile, tmp_path):
+    out = _copy_history(hostile, tmp_path)
+    _, current = hostile
+    (part,) = (out / "history" / "judges").rglob(f"{current}.parquet")
+    part.unlink()
+    before = _tree(out)
+    result = CliRunner().invoke(cli, ["drift", "--output", str(out), "--current", current])
+    error = _one_error(result)
+    assert "judges table" in error and current in error and "vanished" not in result.output
+    assert _tree(out) == before
+
+
+@pytest.mark.parametrize("table", ["runs", "judges"])
+@pytest.mark.parametrize("junk", [b"", b"not parquet at all", b"PAR1\x00\x00"])
+def test_a_truncated_or_junk_history_part_is_named(hostile, tmp_path, table, junk):
+    out = _copy_history(hostile, tmp_path)
+    (part,) = (out / "history" / table).rglob("n1.parquet")
+    part.write_bytes(junk)
+    before = _tree(out)
+    error = _one_error(CliRunner().invoke(cli, ["drift", "--output", str(out), "--current", "n2"]))
+    assert str(part) in error and "history file" in error
+    assert _tree(out) == before
+
+
+@pytest.mark.parametrize("junk", [b"", b'{"study": "inclusion", "run_', b"[1, 2]", b"\xff\xfe"])
+def test_status_on_a_truncated_manifest_exits_2_naming_the_file(tmp_path, junk):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "manifest.json").write_bytes(junk)
+    before = _tree(tmp_path)
+    error = _one_error(CliRunner().invoke(cli, ["status", str(run)]))
+    assert "manifest.json" in error and str(run) in error
+    assert _tree(tmp_path) == before
