@@ -12,10 +12,10 @@ import pandas as pd
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.results.store import RunStore
 from judgecal_dist.history.judges import judge_counts, with_rates
-from judgecal_dist.history.store import record_run
+from judgecal_dist.history.store import is_recorded, record_run
 from judgecal_dist.models.files import LEGACY_FILE, MODEL_FILE
 
-__all__ = ["record_study_run", "model_parameters"]
+__all__ = ["record_study_run", "repair_study_run", "model_parameters"]
 
 log = logging.getLogger(__name__)
 #: The exported model (``judgecal.binary-pipeline``) first, then the calibration file of runs made before it.
@@ -66,3 +66,21 @@ def record_study_run(
         record_run(output, manifest, summary=summary, judges=judges, extra=extra, storage_options=options)
     except Exception as err:  # noqa: BLE001 - the run's results are committed; a missing history row is a warning
         log.warning("history: could not record run %s (%s: %s)", manifest.get("run_id"), type(err).__name__, err)
+
+
+def repair_study_run(output: str, run_url: str, *, data_url: str | None, engine: EngineConfig) -> bool:
+    """Record a committed run whose history entry is missing (a kill between ``_SUCCESS`` and the history write).
+
+    Called when a rerun finds the run complete, so the history is repaired by the next run and a rerun of a
+    recorded run writes nothing. Returns whether it recorded; a problem is logged, never raised (the run stands).
+    """
+    try:
+        manifest = RunStore(run_url, storage_options=dict(engine.storage_options)).read_json("manifest.json")
+        if is_recorded(output, manifest, storage_options=engine.storage_options):
+            return False
+    except Exception as err:  # noqa: BLE001 - the run's results are committed; a missing history row is a warning
+        log.warning("history: could not check run %s (%s: %s)", run_url, type(err).__name__, err)
+        return False
+    log.info("history: run %s was committed but not recorded; recording it now", manifest.get("run_id"))
+    record_study_run(output, manifest, run_url=run_url, data_url=data_url, engine=engine)
+    return True

@@ -132,12 +132,25 @@ def record_run(
         frames["judges"] = judges.assign(**key)
     fs, root = open_fs(history_url(output), dict(storage_options or {}))
     written = {}
-    for table, frame in frames.items():
-        path = f"{root}/{table}/study={study}/date={date}/{run_id}.parquet"
-        _write_once(fs, path, frame.drop(columns=["study", "date"], errors="ignore"))
+    # The runs row last: it commits the entry, so a crash before it leaves an entry that is_recorded says is missing.
+    for table in sorted(frames, key=lambda t: t == "runs"):
+        path = _part(root, table, study, date, run_id)
+        _write_once(fs, path, frames[table].drop(columns=["study", "date"], errors="ignore"))
         written[table] = path
     log.info("history: %s %s (%s) recorded in %s", study, run_id, row["status"], history_url(output))
     return written
+
+
+def _part(root: str, table: str, study: str, date: str, run_id: str) -> str:
+    return f"{root}/{table}/study={study}/date={date}/{run_id}.parquet"
+
+
+def is_recorded(output: str, manifest: Mapping[str, Any], *, storage_options: Mapping[str, Any] | None = None) -> bool:
+    """Whether the history holds the entry :func:`record_run` writes for this final ``manifest`` (its runs row)."""
+    row = run_row(manifest)
+    date = str(row["finished"] or row["started"])[:10]
+    fs, root = open_fs(history_url(output), dict(storage_options or {}))
+    return bool(fs.exists(_part(root, "runs", str(manifest["study"]), date, str(row["run_id"]))))
 
 
 def history_files(

@@ -37,7 +37,7 @@ from judgecal_dist.engine.results.manifest import build_manifest, fingerprint_in
 from judgecal_dist.engine.results.store import RunConflict, RunStore, is_remote
 from judgecal_dist.errors import ConfigError
 from judgecal_dist.extras import has_extra, require_extra
-from judgecal_dist.history.recorder import record_study_run
+from judgecal_dist.history.recorder import record_study_run, repair_study_run
 from judgecal_dist.io.filesystem import require_bucket
 from judgecal_dist.studies import STUDIES, get_study
 
@@ -273,6 +273,7 @@ def execute(
     _refuse_other_run(store, run.identity)
     if store.succeeded:
         log.info("run %s already complete at %s", run.run_id, redact_text(store.url))
+        repair_study_run(out, store.url, data_url=next(iter(_input_urls(config)), None), engine=engine)
         return store.url
 
     identity = run.identity

@@ -146,3 +146,40 @@ def test_status_on_a_truncated_manifest_exits_2_naming_the_file(tmp_path, junk):
     error = _one_error(CliRunner().invoke(cli, ["status", str(run)]))
     assert "manifest.json" in error and str(run) in error
     assert _tree(tmp_path) == before
+
+
+# -- run history: a kill between _SUCCESS and the history write is repaired by the rerun ---------------------------
+RUN_CONFIG = str(Path(__file__).resolve().parents[2] / "judgecal_dist" / "studies" / "configs" / "inclusion.yaml")
+RUN_SETS = ["aggregators=[majority]", "calibrators=[none]", "panels=[all]", "permutation_resamples=100", "replicates=2"]
+
+
+def _history(out: Path) -> dict[str, bytes]:
+    return _tree(out / "history") if (out / "history").exists() else {}
+
+
+def test_the_rerun_of_a_complete_run_repairs_its_missing_history_entry_once(tmp_path):
+    data, out = tmp_path / "D", tmp_path / "out"
+    gen = ["generate", "--items", "120", "--judges", "4", "--seed", "3", str(data)]
+    assert CliRunner().invoke(cli, gen).exit_code == 0
+    sets = [arg for item in [f"data={data}", *RUN_SETS] for arg in ("--set", item)]
+    argv = ["run", RUN_CONFIG, *sets, "--output", str(out), "--serial", "--run-id", "r"]
+    first = CliRunner().invoke(cli, argv)
+    assert first.exit_code == 0, first.output
+    recorded = _history(out)
+    assert any(k.startswith("runs/") and k.endswith("r.parquet") for k in recorded)
+    assert any(k.startswith("judges/") for k in recorded)
+    results = {k: v for k, v in _tree(out).items() if not k.startswith("history/")}
+    # the state a kill -9 between _SUCCESS and the history write leaves: the run committed, no history entry
+    import shutil
+
+    shutil.rmtree(out / "history")
+    again = CliRunner().invoke(cli, argv)
+    assert again.exit_code == 0, again.output
+    assert _history(out).keys() == recorded.keys()
+    runs = [k for k in recorded if k.startswith("runs/")]
+    assert all(_history(out)[k] == recorded[k] for k in recorded if not k.startswith("runs/")) and runs
+    assert {k: v for k, v in _tree(out).items() if not k.startswith("history/")} == results  # results untouched
+    # a rerun of a recorded run writes nothing
+    before = _tree(out)
+    assert CliRunner().invoke(cli, argv).exit_code == 0
+    assert _tree(out) == before
