@@ -102,7 +102,7 @@ def ingest(
 ) -> None:
     """Validate SRC and write it as an ingested dataset (Parquet tables) at DEST; warnings go to the log and the
     report's ``warnings``."""
-    from judgecal_dist.io.ingest import FORMATS
+    from judgecal_dist.io.ingest import FORMATS, ingest_summary
     from judgecal_dist.io.ingest import ingest as run_ingest
 
     if fmt not in FORMATS:
@@ -112,27 +112,13 @@ def ingest(
 
         check_name(register_as, "--register")
     report = run_ingest(fmt, src, dest, dataset=dataset, overwrite=overwrite, strict=strict, labels=labels)
-    click.echo(json.dumps(report, indent=2, default=str) if as_json else _ingest_summary(report, dest))
+    click.echo(json.dumps(report, indent=2, default=str) if as_json else ingest_summary(report, dest))
     if register_as is not None:
         from judgecal_dist.cli_sql import register
         from judgecal_dist.config import load_engine_config
 
         click.echo(register(dest, register_as, load_engine_config(conf_path)))
     click.echo(dest)
-
-
-def _ingest_summary(report: dict[str, Any], dest: str) -> str:
-    """Two lines for the console: what was written, and what was odd in the source (counted; listed in the report)."""
-    written = ", ".join(f"{n} {table}" for table, n in report.get("rows_written", {}).items())
-    if report.get("unlabelled"):
-        written += " (no labels: every item unlabelled)"
-    datasets = ", ".join(map(str, report.get("datasets", [])))
-    odd = (
-        f"{report.get('missing_verdicts', 0)} missing and {report.get('unparseable_verdicts', 0)} unparseable "
-        f"verdicts, {report.get('rejected_rows', 0)} rejected rows, {len(report.get('warnings', []))} warnings"
-    )
-    report_url = f"{dest.rstrip('/')}/_ingest.json"
-    return f"datasets {datasets} (format {report.get('format')}): {written}\n{odd}; full report: {report_url}"
 
 
 @cli.command()
@@ -324,19 +310,11 @@ def status(run_url: str) -> None:
     An unfinished run also gets a progress line (last replicate committed, rate, ETA) and its writer (the
     attempt holding the run's lease, or none: rerun the same run id to resume).
     """
+    from judgecal_dist.engine.results.manifest import read_manifest
     from judgecal_dist.engine.results.store import RunStore, progress_line
 
     store = RunStore(run_url)
-    if not store.exists("manifest.json"):
-        raise Rejected(f"{run_url}: manifest.json: not found (not a run folder)")
-    try:
-        manifest = store.read_json("manifest.json")
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:  # truncated by a crash or a copy: name the file
-        raise Rejected(
-            f"{store.url_of('manifest.json')}: not a readable manifest ({err}); rerun the same run id"
-        ) from err
-    if not isinstance(manifest, dict):
-        raise Rejected(f"{store.url_of('manifest.json')}: not a manifest (a JSON object); rerun the same run id")
+    manifest = read_manifest(store)
     stamps = store.part_stamps()
     planned = manifest.get("replicates") or manifest.get("config", {}).get("replicates")
     succeeded = store.succeeded

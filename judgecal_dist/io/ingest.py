@@ -135,3 +135,17 @@ def _null_judge_warnings(silent: Mapping[str, int], source: str) -> list[IngestW
             note="all such judges are under all_null_judges in the report",
         )
     ]
+
+
+def ingest_summary(report: dict[str, Any], dest: str) -> str:
+    """Two lines for the console: what was written, and what was odd in the source (counted; listed in the report)."""
+    written = ", ".join(f"{n} {table}" for table, n in report.get("rows_written", {}).items())
+    if report.get("unlabelled"):
+        written += " (no labels: every item unlabelled)"
+    datasets = ", ".join(map(str, report.get("datasets", [])))
+    odd = (
+        f"{report.get('missing_verdicts', 0)} missing and {report.get('unparseable_verdicts', 0)} unparseable "
+        f"verdicts, {report.get('rejected_rows', 0)} rejected rows, {len(report.get('warnings', []))} warnings"
+    )
+    report_url = f"{dest.rstrip('/')}/_ingest.json"
+    return f"datasets {datasets} (format {report.get('format')}): {written}\n{odd}; full report: {report_url}"

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from judgecal_dist import __version__
+from judgecal_dist.errors import InputError
 from judgecal_dist.io.filesystem import open_fs, require_exists
 
 __all__ = [
@@ -203,3 +204,20 @@ def build_manifest(
     if extra:
         manifest.update(extra)
     return redact(manifest)
+
+
+def read_manifest(store: Any) -> dict[str, Any]:
+    """The run's ``manifest.json`` as a dict, refused naming the file when a crash or a copy left it unreadable.
+
+    ``store`` is the run's :class:`~judgecal_dist.engine.results.store.RunStore`.
+    """
+    url = store.url_of("manifest.json")
+    if not store.exists("manifest.json"):
+        raise InputError(f"{url}: not found (not a run folder)")
+    try:
+        manifest = store.read_json("manifest.json")
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:  # truncated by a crash or a copy: name the file
+        raise InputError(f"{url}: not a readable manifest ({err}); rerun the same run id") from err
+    if not isinstance(manifest, dict):
+        raise InputError(f"{url}: not a manifest (a JSON object); rerun the same run id")
+    return manifest
