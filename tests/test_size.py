@@ -26,11 +26,6 @@ FUNCTIONS = {
     "judgecal_dist/io/adapters/long.py::read_long": 68,
     "judgecal_dist/io/score_collections.py::collection_of": 77,
     "judgecal_dist/scoring/apply.py::score_dataset": 89,
-    "judgecal_dist/studies/continuous/report.py::_extra_sections": 67,
-    "judgecal_dist/studies/continuous/report.py::_findings": 87,
-    "judgecal_dist/studies/continuous/report.py::figures": 74,
-    "judgecal_dist/studies/continuous/report.py::summarise": 75,
-    "judgecal_dist/studies/continuous/study.py::_linear_rows": 84,
     "judgecal_dist/studies/ensemble/study.py::_routing": 98,
     "judgecal_dist/studies/inclusion/controls.py::control_rows": 68,
     "judgecal_dist/studies/inclusion/search.py::run_searches": 65,
@@ -44,7 +39,6 @@ FILES = {
     "judgecal_dist/methods/fcps/select.py": 537,
     "judgecal_dist/models/continuous.py": 719,
     "judgecal_dist/models/documents.py": 725,
-    "judgecal_dist/studies/continuous/report.py": 579,
 }
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -151,6 +151,117 @@ def _row(
     return row
 
 
+@dataclass(frozen=True)
+class _LinearFit:
+    """One seed's linear fit over all rubrics: per rubric (alpha, beta, sigma, canary), the sampler's centred
+    parameter count, the predictive's moments, the fit's diagnostics, and the NUTS model (None for the conjugate)."""
+
+    params: dict[str, tuple[float, float, float, float]]
+    centred: dict[str, int]
+    moments: dict[str, dict[str, Any]]
+    diag: dict[str, Any]
+    nuts: HierarchicalLinear | None
+
+
+def _moments(rubrics: list[str], cov: np.ndarray, sigma2: np.ndarray) -> dict[str, dict[str, Any]]:
+    """The predictive's moments per rubric: with alpha, beta and sigma, the exported model of this fit."""
+    return {
+        r: {"cov_aa": cov[i, 0, 0], "cov_ab": cov[i, 0, 1], "cov_bb": cov[i, 1, 1], "sigma2": sigma2[i]}
+        for i, r in enumerate(rubrics)
+    }
+
+
+def _nuts_fit(config: Config, anchors: pd.DataFrame, rubrics: list[str], seed: int) -> _LinearFit:
+    model = HierarchicalLinear(
+        num_warmup=config.nuts_warmup,
+        num_samples=config.nuts_samples,
+        num_chains=config.nuts_chains,
+        random_state=seed,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceGateWarning)  # recorded as converged=False, reported as failed
+        model.fit(anchors["j"], anchors["y"], anchors["rubric"], rubrics=rubrics)
+    params = {
+        r: (model.alpha_[i], model.beta_[i], model.sigma_[i], model.canary_prob_[i]) for i, r in enumerate(rubrics)
+    }
+    centred = {r: int(model.centred_[:, i].sum()) for i, r in enumerate(rubrics)}  # of (alpha_r, beta_r)
+    diag = {"converged": model.converged_, "rhat_max": max(model.rhat_.values()), "divergences": model.divergences_}
+    diag["ess_min"] = min(min(model.ess_bulk_.values()), min(model.ess_tail_.values()))
+    diag |= {"retried": model.retried_, "leapfrog_steps": model.mean_steps_}
+    return _LinearFit(params, centred, _moments(rubrics, *model.posterior_moments()), diag, model)
+
+
+def _conjugate_fit(anchors: pd.DataFrame, rubrics: list[str]) -> _LinearFit:
+    masks = np.stack([(anchors["rubric"] == r).to_numpy() for r in rubrics])
+    j, y = anchors["j"].to_numpy(), anchors["y"].to_numpy()
+    conj = ConjugateLinear().fit(sufficient_stats(np.where(masks, j, np.nan), np.where(masks, y, np.nan)))
+    params = {r: (*conj.mean_[i], conj.sigma_mean_[i], conj.canary_prob_[i]) for i, r in enumerate(rubrics)}
+    diag = {"converged": True, "rhat_max": np.nan, "divergences": 0, "ess_min": np.nan}
+    diag |= {"retried": False, "leapfrog_steps": np.nan}
+    centred = dict.fromkeys(rubrics, -1)  # no sampler
+    return _LinearFit(params, centred, _moments(rubrics, *conj.posterior_moments()), diag, None)
+
+
+def _linear_rubric_rows(
+    rep: Replicate,
+    seed: int,
+    rubric: str,
+    rows: pd.DataFrame,
+    anchors: pd.DataFrame,
+    tests: pd.DataFrame,
+    fit: _LinearFit,
+    figures: bool,
+) -> list[dict[str, Any]]:
+    """The raw, ot_oracle (smallest budget only), linear_hb, ot and constant rows of one rubric."""
+    config = rep.config
+    out = []
+    t, a = tests[tests["rubric"] == rubric], anchors[anchors["rubric"] == rubric]
+    y, j = t["y"].to_numpy(), t["j"].to_numpy()
+    key = (rep.arm, rubric)
+    # n_items: the rubric's items, of which every seed's test set is a subset (the intervals' overlap).
+    n: dict[str, Any] = {"n_anchors": len(a), "n_test": len(t), "n_items": int((rows["rubric"] == rubric).sum())}
+    if rep.budget == min(config.budgets):  # raw and ot_oracle do not depend on the budget: one row per seed
+        out.append(_row(*key, "raw", rep.budget, seed, y, j, figures, **n, latency_ms_per_item=0.0))
+        # The test marginals' own quantile map (uses the test labels): the floor of the distribution metrics.
+        oracle, ms = _timed(lambda: MarginalOT().fit(j, y).predict(j))
+        out.append(_row(*key, "ot_oracle", rep.budget, seed, y, oracle, figures, **n, latency_ms_per_item=ms))
+    alpha, beta, sigma, canary = fit.params[rubric]
+    if fit.nuts is not None:
+        low, high = fit.nuts.predict_interval(j, [rubric] * len(j), level=config.interval_level, random_state=seed)
+    else:
+        low, high = conjugate_interval(a["j"].to_numpy(), a["y"].to_numpy(), j, config.interval_level)
+    linear, ms = _timed(lambda: alpha + beta * j)
+    out.append(
+        _row(
+            *key,
+            "linear_hb",
+            rep.budget,
+            seed,
+            y,
+            linear,
+            figures,
+            **n,
+            **interval_metrics(y, low, high),
+            latency_ms_per_item=ms,
+            alpha=alpha,
+            beta=beta,
+            sigma=sigma,
+            canary_prob=canary,
+            linear_fit="nuts" if fit.nuts is not None else "conjugate",
+            centred_params=fit.centred[rubric],
+            **fit.moments[rubric],
+            **fit.diag,
+        )
+    )
+    ot = MarginalOT().fit(a["j"], a["y"])
+    mapped, ms = _timed(lambda: ot.predict(j))
+    out.append(_row(*key, "ot", rep.budget, seed, y, mapped, figures, **n, latency_ms_per_item=ms))
+    level = float(a["y"].mean())
+    constant, ms = _timed(lambda: np.full(len(j), level))
+    out.append(_row(*key, "constant", rep.budget, seed, y, constant, figures, **n, latency_ms_per_item=ms))
+    return out
+
+
 def _linear_rows(data: ContinuousInput, rep: Replicate, seed: int) -> list[dict[str, Any]]:
     config = rep.config
     rows = arm_data(data, rep.arm, seed)
@@ -158,86 +269,9 @@ def _linear_rows(data: ContinuousInput, rep: Replicate, seed: int) -> list[dict[
     anchors, tests = draw_anchors(rows, pool, rep.budget), rows.iloc[test]
     figures = config.item_seed_figures and seed == config.seed
     rubrics = list(data.rubrics)
-    out = []
     use_nuts = seed < config.seed + config.nuts_seeds
-    if use_nuts:
-        model = HierarchicalLinear(
-            num_warmup=config.nuts_warmup,
-            num_samples=config.nuts_samples,
-            num_chains=config.nuts_chains,
-            random_state=seed,
-        )
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceGateWarning)  # recorded as converged=False, reported as failed
-            model.fit(anchors["j"], anchors["y"], anchors["rubric"], rubrics=rubrics)
-        params = {
-            r: (model.alpha_[i], model.beta_[i], model.sigma_[i], model.canary_prob_[i]) for i, r in enumerate(rubrics)
-        }
-        centred = {r: int(model.centred_[:, i].sum()) for i, r in enumerate(rubrics)}  # of (alpha_r, beta_r)
-        diag = {"converged": model.converged_, "rhat_max": max(model.rhat_.values()), "divergences": model.divergences_}
-        diag["ess_min"] = min(min(model.ess_bulk_.values()), min(model.ess_tail_.values()))
-        diag |= {"retried": model.retried_, "leapfrog_steps": model.mean_steps_}
-        cov, sigma2 = model.posterior_moments()
-    else:
-        masks = np.stack([(anchors["rubric"] == r).to_numpy() for r in rubrics])
-        j, y = anchors["j"].to_numpy(), anchors["y"].to_numpy()
-        conj = ConjugateLinear().fit(sufficient_stats(np.where(masks, j, np.nan), np.where(masks, y, np.nan)))
-        params = {r: (*conj.mean_[i], conj.sigma_mean_[i], conj.canary_prob_[i]) for i, r in enumerate(rubrics)}
-        diag = {"converged": True, "rhat_max": np.nan, "divergences": 0, "ess_min": np.nan}
-        diag |= {"retried": False, "leapfrog_steps": np.nan}
-        centred = dict.fromkeys(rubrics, -1)  # no sampler
-        cov, sigma2 = conj.posterior_moments()
-    # The predictive's moments per rubric: with alpha, beta and sigma, the exported model of this fit.
-    moments: dict[str, dict[str, Any]] = {
-        r: {"cov_aa": cov[i, 0, 0], "cov_ab": cov[i, 0, 1], "cov_bb": cov[i, 1, 1], "sigma2": sigma2[i]}
-        for i, r in enumerate(rubrics)
-    }
-    for rubric in rubrics:
-        t, a = tests[tests["rubric"] == rubric], anchors[anchors["rubric"] == rubric]
-        y, j = t["y"].to_numpy(), t["j"].to_numpy()
-        key = (rep.arm, rubric)
-        # n_items: the rubric's items, of which every seed's test set is a subset (the intervals' overlap).
-        n: dict[str, Any] = {"n_anchors": len(a), "n_test": len(t), "n_items": int((rows["rubric"] == rubric).sum())}
-        if rep.budget == min(config.budgets):  # raw and ot_oracle do not depend on the budget: one row per seed
-            out.append(_row(*key, "raw", rep.budget, seed, y, j, figures, **n, latency_ms_per_item=0.0))
-            # The test marginals' own quantile map (uses the test labels): the floor of the distribution metrics.
-            oracle, ms = _timed(lambda: MarginalOT().fit(j, y).predict(j))  # noqa: B023 - called at once
-            out.append(_row(*key, "ot_oracle", rep.budget, seed, y, oracle, figures, **n, latency_ms_per_item=ms))
-        alpha, beta, sigma, canary = params[rubric]
-        if use_nuts:
-            low, high = model.predict_interval(j, [rubric] * len(j), level=config.interval_level, random_state=seed)
-        else:
-            low, high = conjugate_interval(a["j"].to_numpy(), a["y"].to_numpy(), j, config.interval_level)
-        linear, ms = _timed(lambda: alpha + beta * j)  # noqa: B023 - called at once
-        out.append(
-            _row(
-                *key,
-                "linear_hb",
-                rep.budget,
-                seed,
-                y,
-                linear,
-                figures,
-                **n,
-                **interval_metrics(y, low, high),
-                latency_ms_per_item=ms,
-                alpha=alpha,
-                beta=beta,
-                sigma=sigma,
-                canary_prob=canary,
-                linear_fit="nuts" if use_nuts else "conjugate",
-                centred_params=centred[rubric],
-                **moments[rubric],
-                **diag,
-            )
-        )
-        ot = MarginalOT().fit(a["j"], a["y"])
-        mapped, ms = _timed(lambda: ot.predict(j))  # noqa: B023 - called at once
-        out.append(_row(*key, "ot", rep.budget, seed, y, mapped, figures, **n, latency_ms_per_item=ms))
-        level = float(a["y"].mean())
-        constant, ms = _timed(lambda: np.full(len(j), level))  # noqa: B023 - called at once
-        out.append(_row(*key, "constant", rep.budget, seed, y, constant, figures, **n, latency_ms_per_item=ms))
-    return out
+    fit = _nuts_fit(config, anchors, rubrics, seed) if use_nuts else _conjugate_fit(anchors, rubrics)
+    return [r for rubric in rubrics for r in _linear_rubric_rows(rep, seed, rubric, rows, anchors, tests, fit, figures)]
 
 
 def _pad(columns: list[np.ndarray], fill: float) -> np.ndarray:
