@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -15,7 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 - the backend is chosen first (no display on a scheduler)
 import pandas as pd  # noqa: E402
 
-from judgecal_dist.errors import InputError  # noqa: E402
+from judgecal_dist.engine.results.ownership import Ownership  # noqa: E402
 from judgecal_dist.history.drift import Comparison  # noqa: E402
 from judgecal_dist.history.judges import MEASURES  # noqa: E402
 from judgecal_dist.history.store import write_bytes_atomic  # noqa: E402
@@ -34,6 +33,7 @@ __all__ = [
 
 #: The marker file that makes a report folder drift's own (as ``_JUDGECAL_SCORE`` does for score), and its format.
 MARKER, MARKER_FORMAT = "_JUDGECAL_DRIFT", "judgecal.drift-report/v1"
+OWNER = Ownership(MARKER, MARKER_FORMAT, "drift", "--report", ("figures/", "drift.json", "report.md"))
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -163,25 +163,10 @@ def _claim(fs: Any, root: str, dest: str) -> list[str]:
     """Refuse a report folder that holds files drift did not write; return the files its marker lists."""
     if not fs.exists(root):
         return []
-    files = fs.find(root)
-    marker = f"{root}/{MARKER}"
-    if not files:
-        return []
-    if not fs.isdir(root) or not fs.exists(marker):
-        raise InputError(
-            f"{dest}: holds {len(files)} file(s) that judgecal drift did not write and no {MARKER} marker; drift "
-            "writes its report only into a new or empty folder or one it wrote before (it never overwrites files "
-            "it did not write): choose another --report"
-        )
-    try:
-        content = json.loads(fs.cat_file(marker).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise InputError(f"{dest}/{MARKER}: not a drift report marker ({err}); choose another --report") from err
-    listed = content.get("files") if isinstance(content, dict) else None
-    if not isinstance(content, dict) or content.get("format") != MARKER_FORMAT or not isinstance(listed, list):
-        raise InputError(f"{dest}/{MARKER}: not a {MARKER_FORMAT} marker; choose another --report")
-    # Only the figures it lists may be removed on a rewrite: never a path out of the folder.
-    return [f for f in listed if isinstance(f, str) and f.startswith("figures/") and ".." not in f.split("/")]
+    files = [f[len(root) + 1 :] for f in fs.find(root)] if fs.isdir(root) else [root.rsplit("/", 1)[-1]]
+    marker = OWNER.read(dest.rstrip("/"), files, lambda name: bytes(fs.cat_file(f"{root}/{name}")))
+    # Only the figures it lists are removed on a rewrite (the marker read refused any path out of the folder).
+    return [f for f in marker["files"] if f.startswith("figures/")] if marker else []
 
 
 def check_report_folder(dest: str, *, storage_options: Mapping[str, Any] | None = None) -> None:
@@ -211,9 +196,7 @@ def write_drift_report(comparison: Comparison, dest: str, *, storage_options: Ma
             figures[str(judge)] = f"figures/{figure_name(str(judge))}"
     files = sorted({*pngs, *old_figures, "drift.json", "report.md"})
     # The marker first, listing old and new files, so a crash part-way leaves a folder a rerun may rewrite.
-    write_bytes_atomic(
-        fs, f"{root}/{MARKER}", to_json({"format": MARKER_FORMAT, "owner": "judgecal drift", "files": files}).encode()
-    )
+    write_bytes_atomic(fs, f"{root}/{MARKER}", to_json(OWNER.document(files)).encode())
     for name, png in pngs.items():
         write_bytes_atomic(fs, f"{root}/{name}", png)
     write_bytes_atomic(fs, f"{root}/drift.json", to_json(drift_document(comparison)).encode())
@@ -222,7 +205,5 @@ def write_drift_report(comparison: Comparison, dest: str, *, storage_options: Ma
     if stale:
         fs.rm([f"{root}/{f}" for f in stale])
     files = sorted({*pngs, "drift.json", "report.md"})
-    write_bytes_atomic(
-        fs, f"{root}/{MARKER}", to_json({"format": MARKER_FORMAT, "owner": "judgecal drift", "files": files}).encode()
-    )
+    write_bytes_atomic(fs, f"{root}/{MARKER}", to_json(OWNER.document(files)).encode())
     return dest

@@ -7,11 +7,11 @@ functions, so a folder is score's by one marker and one rule (layout and ownersh
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from judgecal_dist.engine.results.ownership import Ownership
 from judgecal_dist.engine.results.store import LEASE, SUCCESS, RunStore
 from judgecal_dist.errors import InputError
 
@@ -34,6 +34,7 @@ OUTPUT_FORMAT = "judgecal.scores/v1"
 MARKER, MARKER_FORMAT = "_JUDGECAL_SCORE", "judgecal.score-output/v1"
 #: Top-level names score writes; a marked folder's foreign files under them are refused, elsewhere left alone.
 OWN_NAMES = ("items/", "summary/", "figures/", "summary.json", SUCCESS)
+OWNER = Ownership(MARKER, MARKER_FORMAT, "score", "--output", OWN_NAMES)
 
 
 # -- -----------------------------------------------------------------------------------------
@@ -81,31 +82,15 @@ class Output:
 
 def ownership_marker(inputs: dict[str, Any] | None, files: list[str]) -> dict[str, Any]:
     # inputs None = a score is being written (or failed): no rerun takes it for committed.
-    return {"format": MARKER_FORMAT, "owner": "judgecal score", "inputs": inputs, "files": files}
+    return OWNER.document(files, inputs=inputs)
 
 
 def inspect_output(store: RunStore) -> Output:
     """The output folder's state; refuses a folder holding files score did not write (nothing is touched)."""
     files = [f for f in store.list_files() if f != LEASE]  # the lease is the store's own (a live one conflicts)
-    if MARKER not in files:
-        if files:
-            raise InputError(
-                f"{store.url}: holds {len(files)} file(s) that judgecal score did not write (e.g. {files[:3]}) and "
-                f"no {MARKER} marker; score writes only into a new or empty folder, or one it marked as its own "
-                "(it never deletes files it did not write): choose another --output"
-            )
+    marker = OWNER.read(store.url, files, store.read_bytes)
+    if marker is None:
         return Output(new=not store.fs.exists(store.path), marker=None)
-    try:
-        marker = json.loads(store.read_bytes(MARKER).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise InputError(f"{store.url_of(MARKER)}: not a score marker ({err}); choose another --output") from err
-    listed = marker.get("files") if isinstance(marker, dict) else None
-    # The files it lists are the ones a rerun removes: only score's own names, never a path out of the folder.
-    own = isinstance(listed, list) and all(
-        isinstance(f, str) and f.startswith(OWN_NAMES) and ".." not in f.split("/") for f in listed
-    )
-    if not own or marker.get("format") != MARKER_FORMAT:
-        raise InputError(f"{store.url_of(MARKER)}: not a {MARKER_FORMAT} marker; choose another --output")
     mine = set(marker["files"]) | {MARKER, SUCCESS}
     foreign = [f for f in files if f not in mine and not f.startswith("_tmp/") and f.startswith(OWN_NAMES)]
     if foreign:
