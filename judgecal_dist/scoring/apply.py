@@ -439,7 +439,7 @@ class _LocalSums:
     """The in-process runner of the summary kernels: over the whole scored table, with the items' metadata."""
 
     def __init__(self, model: Calibration, data_url: str, engine: EngineConfig, meta: list[str], table: pa.Table):
-        self.model, self.frame = model, table.to_pandas()
+        self.model, self.frame = model, summ.frame_of(table)
         wanted = [c for c in ("subset", "model_a", "model_b") if c in meta]
         if wanted:
             extra_cols = read_dataset_table(
