@@ -25,11 +25,15 @@ Examples
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
     "MISSING",
+    "Claim",
+    "Here",
+    "PaperClaims",
     "bracket",
     "interval",
     "level_text",
@@ -37,6 +41,7 @@ __all__ = [
     "mean_se",
     "number",
     "p_value",
+    "paper_and_here",
     "percent",
     "row_interval",
     "section",
@@ -253,3 +258,96 @@ def section(
     if figure is not None:
         out += ["", f"![{figure[0]}]({figure[1]})"]
     return out
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One headline claim of a study's source paper, as the study declares it.
+
+    Parameters
+    ----------
+    claim : str
+        The claim in our words (plain: no section, table or theorem numbers a reader lacks).
+    paper : str
+        The paper's number or verdict, as text.
+    key : str or None
+        The key of our measurement in the mapping given to :func:`paper_and_here`; None: the data the claim needs
+        is not ours, so it is listed as not reproducible.
+    differs : str
+        One line: why our number can differ from the paper's (the judge pool, absent data, the procedure).
+    """
+
+    claim: str
+    paper: str
+    key: str | None
+    differs: str = ""
+
+
+@dataclass(frozen=True)
+class PaperClaims:
+    """A study's declaration: the paper (by title) and its headline claims."""
+
+    paper: str
+    claims: tuple[Claim, ...]
+
+    def keys(self) -> list[str]:
+        """The measurement keys the claims read (the reproducible claims')."""
+        return [c.key for c in self.claims if c.key is not None]
+
+
+@dataclass(frozen=True)
+class Here:
+    """Our measurement for one claim: its text (a number with its interval, from :func:`interval`) and whether it
+    agrees with the paper's claim (None: no verdict, e.g. the paper's number was lost).
+
+    ``why`` replaces the claim's declared ``differs`` line where this run knows a more specific reason.
+    """
+
+    text: str
+    agrees: bool | None = None
+    why: str = ""
+
+
+#: What a claim prints when this run did not measure it (its arm or its data was not in the run).
+NOT_MEASURED = "not measured in this run"
+
+
+def paper_and_here(declared: PaperClaims, measured: Mapping[str, Here], *, depth: int = 2) -> list[str]:
+    """The "The paper and here" section: each headline claim of the paper, our number beside it and, where they
+    differ, why in one line; the claims whose data we lack listed by name as not reproducible.
+
+    Examples
+    --------
+    >>> claims = PaperClaims("A paper", (Claim("x is small", "0.10", "x", "a smaller pool"), Claim("y", "3", None, "no y")))
+    >>> print("\\n".join(paper_and_here(claims, {"x": Here(interval(0.2, 0.1, 0.3, ".2f"), agrees=False)})))
+    <BLANKLINE>
+    ## The paper and here
+    <BLANKLINE>
+    Each headline claim of *A paper* that the data here can test, the paper's number and ours beside it (with its interval), and where they differ, why.
+    <BLANKLINE>
+    | claim | the paper | here | agrees | where they differ, why |
+    | --- | --- | --- | --- | --- |
+    | x is small | 0.10 | 0.20 [0.10, 0.30] | no | a smaller pool |
+    <BLANKLINE>
+    Not reproducible here (the data they need is absent):
+    - y (the paper: 3): no y.
+    """
+    rows = []
+    for c in declared.claims:
+        if c.key is None:
+            continue
+        here = measured.get(c.key)
+        if here is None:
+            rows.append([c.claim, c.paper, NOT_MEASURED, "n/a", c.differs])
+            continue
+        agrees = {True: "yes", False: "no", None: "n/a"}[here.agrees]
+        rows.append([c.claim, c.paper, here.text, agrees, "" if here.agrees else here.why or c.differs])
+    absent = [f"- {c.claim} (the paper: {c.paper}): {c.differs}." for c in declared.claims if c.key is None]
+    return section(
+        "The paper and here",
+        f"Each headline claim of *{declared.paper}* that the data here can test, the paper's number and ours beside "
+        "it (with its interval), and where they differ, why.",
+        rows=markdown_table(["claim", "the paper", "here", "agrees", "where they differ, why"], rows) if rows else None,
+        after=["Not reproducible here (the data they need is absent):\n" + "\n".join(absent)] if absent else (),
+        depth=depth,
+    )

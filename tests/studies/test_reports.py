@@ -312,3 +312,59 @@ def test_every_figure_has_titles_labels_and_readable_ticks(rendered, study):
             assert ax["xlabel"] and ax["ylabel"], f"{where}: axis label missing ({ax['xlabel']!r}, {ax['ylabel']!r})"
             for text in (ax["title"], ax["suptitle"], ax["xlabel"], ax["ylabel"]):
                 assert not PATH.search(text), f"{where}: a machine path in {text!r}"
+
+
+def test_budget_report_gives_one_verdict_on_the_joint_and_per_budget_tests(rendered):
+    """Beside the max-t result and the per-budget intervals, one sentence says which the report relies on; its
+    reading of the per-budget intervals is the one the table's printed bounds give."""
+    result, _ = _result(rendered, "budget")
+    block = result.report.split("## Joint test across budgets", 1)[1].split("\n## ", 1)[0]
+    bounds = [re.search(r"\[([-+]\d\.\d+), ([-+]\d\.\d+)\]", line) for line in block.splitlines() if line[:2] == "| "]
+    printed = [(float(m.group(1)), float(m.group(2))) for m in bounds if m]
+    assert printed and len(printed) == result.extra["max_t"]["K"]
+    verdict = [line for line in block.splitlines() if line.startswith("One verdict:")]
+    assert len(verdict) == 1 and "relies on the corrected per-budget intervals" in verdict[0]
+    if all(low <= 0 <= high for low, high in printed):
+        assert f"every one of the {len(printed)} corrected per-budget intervals contains 0" in verdict[0]
+    rejected = "joint null rejected" in block
+    assert ("rejects the joint null" in verdict[0]) == rejected
+    assert ("they disagree" in verdict[0]) == (rejected == all(low <= 0 <= high for low, high in printed))
+
+
+#: Where each study declares its paper's headline claims (mode-specific reports have their own declaration).
+PAPER_CLAIMS = {
+    "inclusion": "judgecal_dist.studies.inclusion.report:PAPER",
+    "budget": "judgecal_dist.studies.budget.report:PAPER",
+    "budget_fraction": "judgecal_dist.studies.budget.report:PAPER_FRACTIONS",
+}
+
+
+@pytest.mark.parametrize("study", sorted(PAPER_CLAIMS))
+def test_report_sets_each_paper_claim_beside_ours(rendered, study):
+    """The "The paper and here" section is in the report once, with every declared claim: a reproducible one as a
+    table row with the paper's number, ours (or "not measured in this run") and a yes/no/n/a verdict; one whose data
+    is absent listed by name as not reproducible."""
+    import importlib
+
+    from judgecal_dist.studies.report_kit import NOT_MEASURED
+
+    result, _ = _result(rendered, study)
+    module, _, name = PAPER_CLAIMS[study].partition(":")
+    declared = getattr(importlib.import_module(module), name)
+    assert result.report.count("\n## The paper and here\n") == 1, f"{study}: no (or two) paper-and-here sections"
+    block = result.report.split("\n## The paper and here\n", 1)[1].split("\n## ", 1)[0]
+    rows = {
+        line.split(" | ")[0].removeprefix("| "): line.split(" | ") for line in block.splitlines() if line[:2] == "| "
+    }
+    absent = block.split("Not reproducible here", 1)[1] if "Not reproducible here" in block else ""
+    for claim in declared.claims:
+        if claim.key is None:
+            assert f"- {claim.claim} (the paper: {claim.paper}): {claim.differs}." in absent, claim.claim
+            continue
+        cells = rows.get(claim.claim)
+        assert cells is not None and len(cells) == 5, f"{study}: claim missing from the table: {claim.claim}"
+        assert cells[1] == claim.paper and cells[3] in {"yes", "no", "n/a"}
+        if cells[2] == NOT_MEASURED:  # an arm this run left out has no verdict
+            assert cells[3] == "n/a", cells
+        if cells[3] == "no":  # a difference always carries its one-line reason
+            assert cells[4].strip(" |"), f"{study}: no reason beside a differing claim: {claim.claim}"

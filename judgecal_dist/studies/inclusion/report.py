@@ -12,9 +12,81 @@ from judgecal_dist.engine.jobs.panel import Panel
 from judgecal_dist.studies.inclusion.model import DEFAULT_AGGREGATOR, DEFAULT_CALIBRATOR
 from judgecal_dist.studies.inclusion.summary import METRICS
 from judgecal_dist.studies.recommendation import words
-from judgecal_dist.studies.report_kit import bracket, markdown_table, number, percent, row_interval, section
+from judgecal_dist.studies.report_kit import (
+    Claim,
+    Here,
+    PaperClaims,
+    bracket,
+    interval,
+    markdown_table,
+    number,
+    paper_and_here,
+    percent,
+    row_interval,
+    section,
+)
 
-__all__ = ["item_bootstrap_lines", "platt_feature_lines", "report"]
+__all__ = ["PAPER", "dawid_skene_verdict", "item_bootstrap_lines", "platt_feature_lines", "report"]
+
+#: The inclusion study's headline claims of its paper.
+PAPER = PaperClaims(
+    "Calibrate, Don't Curate: Label-Efficient Estimation from Noisy LLM Judges",
+    (
+        Claim(
+            "After beta calibration all judges beat the top 3 and the top 5 (one-coin, ΔNLL = top k minus all)",
+            "all judges better, p < 0.001 on all four datasets",
+            "top3_top5",
+            "procedure: the paper's p-values are per-split permutation tests over items (median over 100 splits), "
+            "which take one split's items as independent; across splits that share the items (corrected resampled "
+            "t, used here) the same mean difference is not significant",
+        ),
+        Claim(
+            "After beta the top 10 is level with all judges (LLMBar: slightly ahead, not significantly)",
+            "ΔNLL slightly below 0, interval contains 0",
+            "top10",
+            "pool: this panel is not the paper's (the shared LLMBar release has its native evaluators only, no API or "
+            "GPU judges)",
+        ),
+        Claim(
+            "One-coin + beta beats majority vote + beta (item bootstrap of the paired difference)",
+            "interval excludes 0 on all four datasets",
+            "vs_majority",
+            "pool: this panel is not the paper's (on LLMBar: native evaluators only)",
+        ),
+        Claim(
+            "One-coin + beta and Dawid-Skene + beta are level (item bootstrap of the paired difference)",
+            "interval contains 0 on all four datasets",
+            "vs_dawid_skene",
+            "pool: Dawid-Skene learns its classes without labels, and on this panel they can follow the majority "
+            "rather than the label (see its accuracy in the item bootstrap section)",
+        ),
+        Claim(
+            "2PL IRT: the judge share of the logit variance dominates the item share",
+            "judge share dominant on all four datasets (values lost)",
+            "irt",
+            "pool: the shared LLMBar evaluators are a few backbones under many prompting strategies on adversarial "
+            "items, so which item it is explains more than which judge",
+        ),
+        Claim(
+            "RewardBench 2, beta-calibrated one-coin: all judges NLL 0.006 against 0.013 for the top 5",
+            "0.006 vs 0.013",
+            None,
+            "the paper's RewardBench 2 reward-model panel is not in the shared data",
+        ),
+        Claim(
+            "Family de-duplication on JudgeBench (38 judges in 9 families): all judges better than one per family",
+            "significant (numbers lost)",
+            None,
+            "the JudgeBench panel is not in the shared data",
+        ),
+        Claim(
+            "Null results on six preference datasets (exogenous signals add nothing, equivalence tests)",
+            "equivalent to 0 on four, worse on two",
+            None,
+            "those datasets and their judges are not in the shared data",
+        ),
+    ),
+)
 
 #: Agreement terciles of the evaluation items, hardest first.
 STRATA = ("hard", "middle", "easy")
@@ -29,7 +101,33 @@ def _curated_verdict(r: Any) -> str:
     return f"{leader} ahead on average, not significant across splits (interval includes 0)"
 
 
-def _findings(summary: pd.DataFrame) -> list[str]:
+def dawid_skene_verdict(summary: pd.DataFrame, item_pairs: pd.DataFrame | None) -> str | None:
+    """The one verdict on one-coin vs Dawid-Skene (both + beta, all judges): the paired item bootstrap when it was
+    run, else whether the two intervals across splits overlap; None when either pipeline is absent.
+
+    Where both exist the sentence says that the report relies on the paired bootstrap and why, so the Findings and
+    the item bootstrap section print the same verdict.
+    """
+    full = summary[summary["panel"] == "all"].set_index(["aggregator", "calibrator"])
+    if ("one_coin", "beta") not in full.index or ("dawid_skene", "beta") not in full.index:
+        return None
+    oc, ds = full.loc[("one_coin", "beta")], full.loc[("dawid_skene", "beta")]
+    overlap = oc["nll_ci_low"] <= ds["nll_ci_high"] and ds["nll_ci_low"] <= oc["nll_ci_high"]
+    head = f"One-coin vs Dawid-Skene after beta: NLL {number(oc['nll'])} vs {number(ds['nll'])}"
+    pairs = None if item_pairs is None or item_pairs.empty else item_pairs[item_pairs["aggregator"] == "dawid_skene"]
+    if pairs is None or pairs.empty:
+        return f"{head} ({'intervals across splits overlap: comparable' if overlap else 'intervals across splits separate'})."
+    r = pairs.iloc[0]
+    return (
+        f"{head}; the paired item bootstrap of their difference, "
+        f"{interval(r['delta_nll'], r['ci_low'], r['ci_high'], '+.4f')}, {_interval_reading(r['ci_low'], r['ci_high'])}"
+        f" (the two intervals across splits {'overlap' if overlap else 'separate'}). One verdict: this report relies on "
+        "the paired bootstrap, because it compares both pipelines on the same items, while overlapping intervals of "
+        "two separate means are no test of their difference."
+    )
+
+
+def _findings(summary: pd.DataFrame, item_pairs: pd.DataFrame | None = None) -> list[str]:
     """The paper's qualitative claims, checked on this data (spec 000 §1, §6)."""
     lines = []
     full = summary[summary["panel"] == "all"].set_index(["aggregator", "calibrator"])
@@ -52,14 +150,47 @@ def _findings(summary: pd.DataFrame) -> list[str]:
         if cals:
             order = ", ".join(f"{c} {number(v)}" for c, v in sorted(cals.items(), key=lambda kv: kv[1]))
             lines.append(f"- Calibrators on the full one-coin panel (raw NLL {number(raw)}): {order}.")
-    if ("one_coin", "beta") in full.index and ("dawid_skene", "beta") in full.index:
-        oc, ds = full.loc[("one_coin", "beta")], full.loc[("dawid_skene", "beta")]
-        overlap = oc["nll_ci_low"] <= ds["nll_ci_high"] and ds["nll_ci_low"] <= oc["nll_ci_high"]
-        lines.append(
-            f"- One-coin vs Dawid-Skene after beta: {number(oc['nll'])} vs {number(ds['nll'])} "
-            f"({'intervals overlap: comparable' if overlap else 'intervals separate'})."
-        )
+    verdict = dawid_skene_verdict(summary, item_pairs)
+    if verdict is not None:
+        lines.append(f"- {verdict}")
     return lines
+
+
+def _paper_here(summary: pd.DataFrame, item_pairs: pd.DataFrame | None, diagnostics: dict[str, Any]) -> dict[str, Here]:
+    """Our measurements for :data:`PAPER` (absent arms are left out: the section says they were not measured)."""
+    out: dict[str, Here] = {}
+    beta = summary[(summary["aggregator"] == "one_coin") & (summary["calibrator"] == "beta")].set_index("panel")
+    if "delta_nll" in beta:
+        shown = [k for k in ("top3", "top5") if k in beta.index]
+        if shown:
+            out["top3_top5"] = Here(
+                "; ".join(f"{k} {row_interval(beta.loc[k], 'delta_nll', '+.4f')}" for k in shown),
+                agrees=bool(all(beta.loc[k, "delta_nll_ci_low"] > 0 for k in shown)),
+            )
+        if "top10" in beta.index:
+            r = beta.loc["top10"]
+            out["top10"] = Here(
+                f"top10 {row_interval(r, 'delta_nll', '+.4f')}",
+                agrees=bool(r["delta_nll_ci_low"] <= 0 <= r["delta_nll_ci_high"]),
+            )
+    pairs = pd.DataFrame() if item_pairs is None else item_pairs.set_index("aggregator")
+    for agg, key, wanted in (("majority", "vs_majority", "below"), ("dawid_skene", "vs_dawid_skene", "contains")):
+        if agg in pairs.index:
+            r = pairs.loc[agg]
+            reading = _interval_reading(r["ci_low"], r["ci_high"])
+            agrees = r["ci_high"] < 0 if wanted == "below" else r["ci_low"] <= 0 <= r["ci_high"]
+            out[key] = Here(
+                f"{interval(r['delta_nll'], r['ci_low'], r['ci_high'], '+.4f')}: {reading}", agrees=bool(agrees)
+            )
+    by_config = diagnostics.get("irt_configuration")
+    shares = by_config["variance_shares"] if by_config else diagnostics.get("irt_variance_shares") or {}
+    if {"judge", "item"} <= set(shares):
+        grain = "configurations" if by_config else "judges"
+        out["irt"] = Here(
+            f"judge share {number(shares['judge'], '.3f')}, item share {number(shares['item'], '.3f')} (over {grain})",
+            agrees=bool(shares["judge"] > shares["item"]),
+        )
+    return out
 
 
 def _full_panel_lines(full: pd.DataFrame) -> list[str]:
@@ -244,6 +375,7 @@ def report(
     *,
     terciles: pd.DataFrame | None = None,
     search: pd.DataFrame | None = None,
+    item_pairs: pd.DataFrame | None = None,
 ) -> str:
     """``report.md``: full-panel grid, curated and searched panels vs all, difficulty terciles, conformal sets,
     judges, and the choices made."""
@@ -257,7 +389,8 @@ def report(
         f"trained on `{config.calib_scores}` scores; "
         f"calibrator input: `{config.calibrator_input}` (see the choices below).",
         *section(None, f"> **Warning:** {choices['warning']}" if "warning" in choices else ""),
-        *section("Findings", "\n".join(_findings(summary))),
+        *section("Findings", "\n".join(_findings(summary, item_pairs))),
+        *paper_and_here(PAPER, _paper_here(summary, item_pairs, diagnostics)),
         *_full_panel_lines(full),
         *_curated_lines(curated),
         *_equivalence_lines(config, curated),
@@ -306,7 +439,7 @@ def _interval_reading(low: float, high: float) -> str:
     return "contains 0" if low <= 0 <= high else "excludes 0 against one-coin"
 
 
-def _paper_bullets(table_: pd.DataFrame, metrics: pd.DataFrame | None) -> list[str]:
+def _paper_bullets(table_: pd.DataFrame, metrics: pd.DataFrame | None, verdict: str | None = None) -> list[str]:
     """The paper's reading of each comparison beside ours; Dawid-Skene's accuracy where it falls short."""
     lines = []
     paper = {"majority": "excludes 0 in favour of one-coin", "dawid_skene": "contains 0"}
@@ -315,6 +448,8 @@ def _paper_bullets(table_: pd.DataFrame, metrics: pd.DataFrame | None) -> list[s
         if not row.empty:
             low, high = float(row["ci_low"].iloc[0]), float(row["ci_high"].iloc[0])
             lines.append(f"- vs {agg}: the paper's interval {claim}; here it {_interval_reading(low, high)}.")
+            if agg == "dawid_skene" and verdict is not None:
+                lines.append(f"  {verdict}")
             if agg == "dawid_skene" and high < 0 and metrics is not None:
                 lines += _dawid_skene_accuracy(metrics)
     stacking = table_[table_["aggregator"] == "stacking"]
@@ -334,7 +469,9 @@ def _paper_bullets(table_: pd.DataFrame, metrics: pd.DataFrame | None) -> list[s
     return lines
 
 
-def item_bootstrap_lines(table_: pd.DataFrame, config: Any, metrics: pd.DataFrame | None = None) -> str:
+def item_bootstrap_lines(
+    table_: pd.DataFrame, config: Any, metrics: pd.DataFrame | None = None, verdict: str | None = None
+) -> str:
     """Report section: the item-level paired bootstrap (H.9) and TOST (H.13) against the default pipeline; where
     Dawid-Skene falls short of the paper's tie, its per-split accuracy beside one-coin's (from ``metrics``)."""
     if table_.empty:
@@ -354,7 +491,7 @@ def item_bootstrap_lines(table_: pd.DataFrame, config: Any, metrics: pd.DataFram
         rows=markdown_table(
             ["other aggregator", "ΔNLL", f"{config.ci_level:.0%} interval", "TOST p", "equivalent"], rows
         ),
-        after=["\n".join(_paper_bullets(table_, metrics))],
+        after=["\n".join(_paper_bullets(table_, metrics, verdict))],
     )
     return "\n".join(lines) + "\n"
 

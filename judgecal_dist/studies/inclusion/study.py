@@ -402,6 +402,7 @@ def _report_text(
         notes["diagnostics"],
         terciles=sides["terciles"],
         search=sides["search"],
+        item_pairs=sides["item_bootstrap"],
     )
     title, _, body = text.partition("\n")
     exported = notes["exported"]
@@ -413,7 +414,12 @@ def _report_text(
     return (
         f"{title}\n\n{note}\n{body}"
         + inclusion_report.platt_feature_lines(sides["platt_item_features"], config)
-        + inclusion_report.item_bootstrap_lines(sides["item_bootstrap"], config, notes["metrics"])
+        + inclusion_report.item_bootstrap_lines(
+            sides["item_bootstrap"],
+            config,
+            notes["metrics"],
+            inclusion_report.dawid_skene_verdict(summary, sides["item_bootstrap"]),
+        )
         + grain_lines(notes["diagnostics"], config.judge_grain, panel, summary)
         + scope_lines(summary, sides["scope"], config)
         + control_lines(sides["controls"], config)

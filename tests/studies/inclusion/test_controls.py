@@ -167,6 +167,15 @@ def test_item_level_paired_bootstrap_equals_a_plain_resampling_loop(run):
     z = (row["delta_nll"] - cfg.tost_margin) / row["se"], (row["delta_nll"] + cfg.tost_margin) / row["se"]
     assert row["tost_p"] == pytest.approx(max(sps.norm.cdf(z[0]), sps.norm.sf(z[1])), abs=1e-12)
     assert "## Item-level paired bootstrap" in result.report
+    # One verdict per comparison: the Findings and the bootstrap section print the same sentence, which relies on
+    # the paired bootstrap and reads the interval as the loop above does (unless that interval's end is within
+    # the loop's own noise of 0).
+    verdicts = [line.strip(" -") for line in result.report.splitlines() if "One-coin vs Dawid-Skene after" in line]
+    assert len(verdicts) == 2 and verdicts[0] == verdicts[1], verdicts
+    assert "this report relies on the paired bootstrap" in verdicts[0]
+    if min(abs(low), abs(high)) > 0.25 * row["se"]:
+        reading = "contains 0" if low < 0 < high else "in favour of one-coin" if high < 0 else "against one-coin"
+        assert reading in verdicts[0], verdicts[0]
 
 
 def test_p3_rule_reads_paired_differences_and_their_intervals():
