@@ -11,7 +11,7 @@
    the JVM started inside the timing): wall seconds and the driver's peak RSS (VmHWM of the Python process).
 3. **Recording cost** (``--count-items N``, 0 to skip): ``history.judges.judge_counts`` on one real generated
    night of N items x 50 judges (in memory), wall seconds and peak RSS, in a child process. Keep N x judges near
-   the in-memory limit (``local_max_rows``, 5M rows): above it ``auto`` counts through Spark, and the in-memory
+   the in-memory limit (``stats.local_row_limit``): above it ``auto`` counts through Spark, and the in-memory
    path on 50M rows (1M items) peaked above 18 GB here before it was stopped.
 4. **Power**: for an accuracy drop of 0.1 to 5 points of one judge among 50 at 1M items, the share of
    ``--reps`` simulated nights on which drift flags that judge's accuracy (all 250 judge x measure tests drawn,

@@ -19,7 +19,7 @@ import yaml
 from pydantic import Field, model_validator
 
 from judgecal_dist.errors import ConfigError
-from judgecal_dist.settings import TypedSettings, integer, one_of
+from judgecal_dist.settings import TypedSettings, integer, number, one_of
 
 __all__ = [
     "MAX_YAML_NODES",
@@ -159,9 +159,21 @@ class EngineConfig(TypedSettings):
     ray_num_cpus: Annotated[int, integer(1, description="CPUs of a local Ray instance (null: all)")] | None = None
     output: str = Field(default="./results", min_length=1, description="results root URL")
     stats_engine: Annotated[str, one_of(("auto", "spark", "local"))] = "auto"
-    local_max_rows: Annotated[int, integer(0, description="verdict rows below which statistics run in memory")] = (
-        5_000_000
-    )
+    # auto: a table runs in memory when its verdict rows fit the memory budget (local_memory_gb at
+    # LOCAL_BYTES_PER_ROW, the in-memory jobs' worst peak per row), on Spark above it; local_max_rows caps the rows.
+    local_memory_gb: (
+        Annotated[
+            float,
+            number(gt=0.0, description="memory the in-memory engine may fill, in GB (null: a quarter of the RAM)"),
+        ]
+        | None
+    ) = None
+    local_max_rows: (
+        Annotated[
+            int, integer(0, description="verdict rows below which statistics run in memory (null: by local_memory_gb)")
+        ]
+        | None
+    ) = None
     # judgecal drift reads a history of up to this many recorded runs in memory, a larger one through Spark. In
     # memory it reads one small file per run (the runs table) plus the compared runs: 12 s at 2,000 runs on two
     # cores against Spark's 130 s (benchmarks/drift_scale.py), so Spark pays off only for very long histories

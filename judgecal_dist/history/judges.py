@@ -3,7 +3,7 @@ r"""Per-judge statistics of one verdict table, the rows ``history/judges`` keeps
 The counts are written once, as a kernel over coded verdict rows that hold every row of their items
 (:func:`_kernel`: integer item, judge and verdict codes of the vote codec, bincounts over (item, judge) cells), and
 summed per judge. In memory the kernel runs over the whole table (one read and a few numpy passes, seconds for 20M
-rows); on Spark (tables above ``EngineConfig.local_max_rows`` rows) over each partition of whole items, and the
+rows); on Spark (tables above the in-memory budget) over each partition of whole items, and the
 engine sums the per-judge partials (:func:`judgecal_dist.engine.jobs.scorer.item_partition_sums`), never returning
 item-level rows. Both are equal exactly.
 

@@ -6,7 +6,7 @@ model was fitted) go through the rebuilt one-coin aggregator, beta calibrator an
 Spark (:func:`judgecal_dist.engine.votes.spark.item_votes_spark`: tasks read the verdict parts with pyarrow
 and pack each item's votes with the vote codec, a ``groupBy`` merges items split across row groups, then one
 ``mapInArrow`` of :func:`judgecal_dist.scoring.kernel.score_partition` scores the items and the tasks write them
-through fsspec, :func:`judgecal_dist.engine.jobs.scorer.write_partitions`); tables below ``EngineConfig.local_max_rows`` run in this process with pyarrow + numpy
+through fsspec, :func:`judgecal_dist.engine.jobs.scorer.write_partitions`); tables within the in-memory budget run in this process with pyarrow + numpy
 (:func:`judgecal_dist.engine.jobs.stats.choose_engine` decides); both write the same rows. On Spark the judge, sample
 and coverage checks read what the scan tasks tallied while scoring (no pre-pass over the table). The summaries are
 the same kernels on both engines (:mod:`judgecal_dist.scoring.summary`): over the whole table in process, over each
@@ -125,7 +125,7 @@ def score_dataset(
     output_url : str
         Output folder (layout in the module docstring): new, empty, or one this command marked as its own.
     engine : EngineConfig, optional
-        Engine choice (``stats_engine``: auto / spark / local; ``local_max_rows``), Spark settings, storage options.
+        Engine choice (``stats_engine``: auto / spark / local; the in-memory budget), Spark settings, storage options.
     sample : int, default 0
         The verdict sample to score (the study's ``sample`` setting).
     unknown_judges : {"error", "ignore"}, default "error"

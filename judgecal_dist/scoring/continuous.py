@@ -17,7 +17,7 @@ and commit: :mod:`judgecal_dist.scoring.output`)::
     <output>/summary.json, <output>/_SUCCESS
 
 Both engines run :func:`correct_batch` on Arrow batches of the same rows: in this process on the whole table
-(below ``local_max_rows``), on Spark in a ``mapInArrow`` whose tasks write their rows through fsspec, as the binary
+(within the in-memory budget), on Spark in a ``mapInArrow`` whose tasks write their rows through fsspec, as the binary
 scorer's do. A flow solves each distinct (score, rubric) pair once with per-pass dropout masks, so its results do
 not depend on the batch (:mod:`judgecal_dist.models.continuous`). Every check (judges, sample, score range,
 rubrics) runs before the first write, from one tally kernel (:func:`tally_rows`) over the whole table in process
@@ -431,8 +431,8 @@ def score_corrector(
 def read_back(folder_url: str, files: list[str], options: Mapping[str, Any]) -> pd.DataFrame:
     """The scored rows (the columns the summary reads) from the promoted files, for the in-process summary.
 
-    These columns of every row come to the driver (5 numbers a row, ~40 MB per million rows): fine below
-    ``local_max_rows``; a Spark score aggregates on Spark instead (:func:`summarise_spark`)."""
+    These columns of every row come to the driver (5 numbers a row, ~40 MB per million rows): fine within the
+    in-memory budget; a Spark score aggregates on Spark instead (:func:`summarise_spark`)."""
     import pyarrow.parquet as pq
 
     from judgecal_dist.io.filesystem import open_fs

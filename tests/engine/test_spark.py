@@ -398,11 +398,15 @@ def test_unknown_category_is_an_input_error(spark, tmp_path, engine):
 
 
 def test_auto_engine_uses_the_row_threshold(spark, hand_root, caplog):
+    stats._SAID.clear()  # the choice is logged once per source and limit in a process
     with caplog.at_level(logging.INFO, logger="judgecal_dist.engine.jobs.stats"):
         assert stats.choose_engine(hand_root) == "local"
         assert stats.choose_engine(hand_root, config=EngineConfig(local_max_rows=10)) == "spark"
-    assert "auto: 17 verdict rows, local below 5000000" in caplog.text
-    assert "auto: 17 verdict rows, local below 10" in caplog.text
+        # 17 rows at LOCAL_BYTES_PER_ROW: 4352 bytes fit 4.4e-6 GB, not 4.3e-6
+        assert stats.choose_engine(hand_root, config=EngineConfig(local_memory_gb=4.4e-6)) == "local"
+        assert stats.choose_engine(hand_root, config=EngineConfig(local_memory_gb=4.3e-6)) == "spark"
+    assert "auto: 17 verdict rows; in memory up to 10 = local_max_rows 10" in caplog.text
+    assert "GB (a quarter of the RAM) at 256 B/row" in caplog.text
     with pytest.raises(ConfigError, match=r"engine: must be one of"):
         stats.choose_engine(hand_root, engine="dask")
     with pytest.raises(ConfigError, match=r"'local' needs a dataset URL"):

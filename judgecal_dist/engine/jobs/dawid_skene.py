@@ -5,8 +5,8 @@ r"""Dawid-Skene over a whole verdict table: in memory when the votes fit, one Sp
 summed counts, stopping rule and label-switch rule; the Spark path calls them per batch of items in
 :mod:`judgecal_dist.engine.jobs.ds_spark`), so they give the same iterations and the same parameters up to the order
 of floating-point sums. Which engine runs is :func:`judgecal_dist.engine.jobs.stats.choose_engine`'s rule for every
-job on a table: ``auto`` counts the verdict rows from the Parquet footers and stays in memory below
-``EngineConfig.local_max_rows``.
+job on a table: ``auto`` counts the verdict rows from the Parquet footers and stays in memory while
+they fit the in-memory budget (:func:`judgecal_dist.engine.jobs.stats.local_row_limit`).
 
 The in-memory path reads the table once with the io reader and codes it with the vote codec
 (:func:`judgecal_dist.engine.votes.codec.item_votes`); the Spark path builds the same item x judge votes in Spark
@@ -178,10 +178,10 @@ def fit_dawid_skene(
         Clamp the labelled items' posteriors to their labels (the labels anchor EM, and the classes never
         switch); False ignores the labels.
     engine : {"auto", "local", "spark"}, default "auto"
-        ``auto``: :func:`~judgecal_dist.engine.jobs.stats.choose_engine` (in memory below
-        ``config.local_max_rows`` verdict rows). A vote matrix or ``ItemVotes`` is always in memory.
+        ``auto``: :func:`~judgecal_dist.engine.jobs.stats.choose_engine` (in memory up to
+        :func:`~judgecal_dist.engine.jobs.stats.local_row_limit` verdict rows). A vote matrix or ``ItemVotes`` is always in memory.
     config : EngineConfig, optional
-        Spark master and settings, ``local_max_rows``, storage options.
+        Spark master and settings, the in-memory budget, storage options.
     sample : int, default 0
         The verdict sample of a table; ``tie``, null and unparseable verdicts are missing votes.
     judge_ids : sequence of str, optional

@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.jobs import local, spark
 from judgecal_dist.engine.jobs.scorer import partition_sums
-from judgecal_dist.engine.jobs.stats import choose_engine
+from judgecal_dist.engine.jobs.stats import choose_engine, local_row_limit
 from judgecal_dist.errors import ConfigError
 from judgecal_dist.io.dataset import read_dataset_table
 
@@ -166,7 +166,7 @@ def accuracy_by_k(
     k_max : int, optional
         Largest prefix (default: the largest sample index + 1).
     engine : {"auto", "spark", "local"}, optional
-        Default ``config.stats_engine``; ``auto`` runs tables below ``config.local_max_rows`` rows in memory.
+        Default ``config.stats_engine``; ``auto`` runs tables that fit the in-memory budget in memory.
     config : EngineConfig, optional
 
     Returns
@@ -207,7 +207,7 @@ def budget_vote_counts(
     ----------
     source : str or pyarrow.Table
         Dataset root URL, or verdict rows in memory (columns ``dataset, item_id, judge_id, sample, verdict,
-        score``; ``auto`` counts them in memory below ``config.local_max_rows`` rows).
+        score``; ``auto`` counts them in memory when they fit the in-memory budget).
     budgets : sequence of int
         Sample budgets (positive).
     engine : {"auto", "spark", "local"}, optional
@@ -227,9 +227,9 @@ def budget_vote_counts(
     frames = []
     if isinstance(source, pa.Table):
         table = source
-        # In-memory verdicts (e.g. derived pairs): "auto" keeps them in memory below local_max_rows rows.
+        # In-memory verdicts (e.g. derived pairs): "auto" keeps them in memory up to the in-memory row limit.
         chosen = engine or config.stats_engine
-        on_spark = chosen == "spark" or (chosen == "auto" and source.num_rows >= config.local_max_rows)
+        on_spark = chosen == "spark" or (chosen == "auto" and source.num_rows > local_row_limit(config)[0])
         log.info("vote counts of %d in-memory rows on %s", source.num_rows, "spark" if on_spark else "local")
         if on_spark:
             session = spark.get_session(config.spark_master, conf=dict(config.spark_conf))

@@ -1,6 +1,6 @@
 """The in-memory engine: stored tables read with pyarrow, statistics computed by the shared numpy kernels.
 
-For tables that fit in memory (below ``EngineConfig.local_max_rows``, 5M rows by default) this path avoids
+For tables that fit in memory (within the in-memory budget of :func:`judgecal_dist.engine.jobs.stats.local_row_limit`) this path avoids
 starting a JVM; its results equal the Spark path's exactly, because both feed the same integer codes to the
 kernels of :mod:`judgecal_dist.engine.jobs.counts`, coded by the one vote codec (:mod:`judgecal_dist.engine.votes`).
 Tables are read by the io layer's reader (:mod:`judgecal_dist.io.dataset`), the contract both engines apply.

@@ -4,13 +4,15 @@ Each job has two implementations that are equal exactly (:mod:`judgecal_dist.eng
 :mod:`judgecal_dist.engine.jobs.local`, sharing the kernels of :mod:`judgecal_dist.engine.jobs.counts`). A job's
 ``source`` is a dataset root URL, or a SparkSession whose temp views ``verdicts`` and ``labels`` hold the tables
 (:func:`judgecal_dist.engine.jobs.spark.register_views`). With a URL and ``engine="auto"`` (the default of
-:class:`judgecal_dist.config.EngineConfig`), tables below ``local_max_rows`` verdict rows (5M by default) run in
-memory and larger ones on Spark; the choice and its reason are logged.
+:class:`judgecal_dist.config.EngineConfig`), tables whose verdict rows fit the in-memory budget (:func:`local_row_limit`:
+``local_memory_gb``, by default a quarter of the RAM) run in memory and larger ones on Spark; the choice and its
+reason are logged once.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -36,6 +38,8 @@ if TYPE_CHECKING:  # pyspark is the spark extra: the in-memory path never import
 __all__ = [
     "ENGINES",
     "choose_engine",
+    "local_row_limit",
+    "LOCAL_BYTES_PER_ROW",
     "judge_cells",
     "judge_summary",
     "item_vote_counts",
@@ -64,11 +68,32 @@ def _spark() -> ModuleType:
     return spark
 
 
+#: Peak memory of the in-memory jobs per verdict row, in bytes: per-judge counts 220, a Dawid-Skene fit and
+#: ``score`` 130 (peak RSS less the imports, 10M verdict rows of 200k items x 50 judges), with a margin.
+LOCAL_BYTES_PER_ROW = 256
+
+
+def local_row_limit(config: EngineConfig) -> tuple[int, str]:
+    """The verdict rows up to which ``auto`` runs in memory, and why (for the log line).
+
+    ``config.local_max_rows`` when set; else the rows whose in-memory peak (:data:`LOCAL_BYTES_PER_ROW` each) fits
+    ``config.local_memory_gb``, by default a quarter of this machine's RAM (the driver's, on a cluster).
+    """
+    if config.local_max_rows is not None:
+        return config.local_max_rows, f"local_max_rows {config.local_max_rows}"
+    if config.local_memory_gb is not None:
+        budget, source = config.local_memory_gb * 1e9, "local_memory_gb"
+    else:
+        budget, source = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 4, "a quarter of the RAM"
+    rows = int(budget // LOCAL_BYTES_PER_ROW)
+    return rows, f"{budget / 1e9:.1f} GB ({source}) at {LOCAL_BYTES_PER_ROW} B/row"
+
+
 def choose_engine(source: str | SparkSession, engine: str | None = None, config: EngineConfig | None = None) -> str:
-    """``"spark"`` or ``"local"`` for a job on ``source``; logs the choice and why.
+    """``"spark"`` or ``"local"`` for a job on ``source``; logs the choice and why, once per source and process.
 
     A SparkSession source always runs on Spark. ``engine`` (default ``config.stats_engine``) forces a choice;
-    ``"auto"`` counts the verdict rows from the Parquet footers and runs locally below ``config.local_max_rows``.
+    ``"auto"`` counts the verdict rows from the Parquet footers and runs in memory up to :func:`local_row_limit`.
 
     Raises
     ------
@@ -91,11 +116,18 @@ def choose_engine(source: str | SparkSession, engine: str | None = None, config:
         return engine
     assert isinstance(source, str)  # a SparkSession returned above
     rows = count_rows(source, "verdicts", storage_options=config.storage_options)
-    chosen = "local" if rows < config.local_max_rows else "spark"
+    limit, why = local_row_limit(config)
+    chosen = "local" if rows <= limit else "spark"
     if chosen == "spark":
-        require_extra("spark", f"{source}: {rows} verdict rows (local_max_rows is {config.local_max_rows})")
-    log.info("stats engine: %s (auto: %d verdict rows, local below %d)", chosen, rows, config.local_max_rows)
+        require_extra("spark", f"{source}: {rows} verdict rows (in memory up to {limit}: {why})")
+    said = (source, chosen, limit)
+    if said not in _SAID:  # a command asks once per job; the reader needs the choice once
+        _SAID.add(said)
+        log.info("engine: %s (auto: %d verdict rows; in memory up to %d = %s)", chosen, rows, limit, why)
     return chosen
+
+
+_SAID: set[tuple[str, str, int]] = set()
 
 
 def _spark_tables(source: str | SparkSession, config: EngineConfig) -> tuple[DataFrame, DataFrame]:

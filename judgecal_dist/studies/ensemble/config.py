@@ -60,7 +60,7 @@ class Config(StudyFields):
     )
     engine_curve: bool = Field(
         default=True,
-        description="also count accuracy vs k with the engine's one-pass job (Spark on tables above local_max_rows) "
+        description="also count accuracy vs k with the engine's one-pass job (Spark on tables above the in-memory budget) "
         "and check it against the study's curve",
     )
 
