@@ -471,6 +471,7 @@ def fit(
     default=None,
     help="Spark or in memory (default: auto, by table size).",
 )
+@click.option("--overwrite", is_flag=True, help="Replace a committed score of other inputs at --output.")
 @conf_option
 @guarded
 def score(
@@ -481,13 +482,15 @@ def score(
     ignore_unknown_judges: bool,
     min_judge_coverage: float,
     stats_engine: str | None,
+    overwrite: bool,
     conf_path: Path | None,
 ) -> None:
     """Apply the model exported by a run (judgecal fit, a study) to every item of --data; print counts and the
     output URL.
 
-    --output must be new, empty, or a folder an earlier score wrote (marked by _JUDGECAL_SCORE): score never
-    writes among or deletes files it did not write.
+    --output must be new, empty, or a folder an earlier score wrote (marked by _JUDGECAL_SCORE), outside --data:
+    score never writes among or deletes files it did not write. A committed score of the same inputs is left as
+    it is ("already complete"); one of other inputs is refused unless --overwrite.
     """
     from judgecal_dist.config import load_engine_config
     from judgecal_dist.scoring.apply import score_dataset
@@ -502,6 +505,7 @@ def score(
         sample=sample,
         unknown_judges=unknown,
         min_judge_coverage=min_judge_coverage,
+        overwrite=overwrite,
     )
     click.echo(json.dumps(_brief_counts(result["counts"]) | {"engine": result["engine"]}, default=str))
     click.echo(output_url)
@@ -542,6 +546,7 @@ def _brief_counts(counts: dict[str, Any], most: int = 5) -> dict[str, Any]:
     help="Read the history in memory or through Spark (default: auto, Spark above history_local_max_runs runs); "
     "the comparison is the same.",
 )
+@click.option("--overwrite", is_flag=True, help="Replace a report of another comparison at the report folder.")
 @drift_conf_option
 @conf_option
 @guarded
@@ -555,6 +560,7 @@ def drift(
     min_change: float | None,
     report_url: str | None,
     history_engine: str | None,
+    overwrite: bool,
     drift_conf: Path | None,
     conf_path: Path | None,
 ) -> None:
@@ -563,6 +569,8 @@ def drift(
     \b
     Prints one line per flag, then the report folder. Exit codes: 0 no flag (or no baseline yet), 3 a flag
     was raised (a judge changed, is new or vanished), 2 a rejected setting or history, 1 a failure.
+    A report folder holding the same comparison is left as it is ("already complete"); one holding another
+    comparison is refused unless --overwrite; one holding files drift did not write is refused.
     """
     from judgecal_dist.config import load_engine_config
     from judgecal_dist.history.drift_config import load_drift_config
@@ -570,7 +578,9 @@ def drift(
     overrides = {"baseline": baseline, "alpha": alpha, "method": method, "min_change": min_change}
     chosen, settings = load_drift_config(drift_conf, overrides)  # before anything is read
     engine = load_engine_config(conf_path, {"stats_engine": history_engine})
-    code = _drift_check(output, engine, settings, baseline=chosen, study=study, current=current, report=report_url)
+    code = _drift_check(
+        output, engine, settings, baseline=chosen, study=study, current=current, report=report_url, overwrite=overwrite
+    )
     if code:
         sys.exit(code)
 
@@ -584,16 +594,19 @@ def _drift_check(
     study: str | None = None,
     current: str | None = None,
     report: str | None = None,
+    overwrite: bool = False,
 ) -> int:
     """Run the drift comparison, write its report, print the flags and the report folder; return the exit code."""
     from judgecal_dist.history.drift import detect_drift
     from judgecal_dist.history.drift_report import check_report_folder, write_drift_report
+    from judgecal_dist.io.ownership import refuse_output_inside
 
     if report:  # a folder the user named is checked before the history is read (the default one after)
+        refuse_output_inside(report, "--report", {"the history": f"{output.rstrip('/')}/history"})
         check_report_folder(report, storage_options=engine.storage_options)
     comparison = detect_drift(output, study=study, baseline=baseline, current=current, settings=settings, config=engine)
     dest = report or f"{output.rstrip('/')}/drift/{comparison.study}/{comparison.current}"
-    write_drift_report(comparison, dest, storage_options=engine.storage_options)
+    write_drift_report(comparison, dest, storage_options=engine.storage_options, overwrite=overwrite)
     for row in comparison.flagged.to_dict("records"):
         click.echo(
             f"FLAG {row['judge_id']} {row['measure']}: {row['kind']} ({row['baseline']:.3f} -> {row['current']:.3f})"

@@ -14,11 +14,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 - the backend is chosen first (no display on a scheduler)
 import pandas as pd  # noqa: E402
 
-from judgecal_dist.engine.results.ownership import Ownership  # noqa: E402
 from judgecal_dist.history.drift import Comparison  # noqa: E402
 from judgecal_dist.history.judges import MEASURES  # noqa: E402
 from judgecal_dist.history.store import write_bytes_atomic  # noqa: E402
 from judgecal_dist.io.filesystem import open_fs  # noqa: E402
+from judgecal_dist.io.ownership import Ownership  # noqa: E402
 from judgecal_dist.io.records import to_json  # noqa: E402
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "judge_figure",
     "figure_name",
     "check_report_folder",
+    "report_inputs",
     "write_drift_report",
 ]
 
@@ -159,14 +160,25 @@ def figure_name(judge: str) -> str:
     return f"{slug}-{hashlib.sha256(judge.encode('utf-8')).hexdigest()[:8]}.png"
 
 
-def _claim(fs: Any, root: str, dest: str) -> list[str]:
-    """Refuse a report folder that holds files drift did not write; return the files its marker lists."""
+def _claim(fs: Any, root: str, dest: str) -> dict[str, Any] | None:
+    """Refuse a report folder that holds files drift did not write; return its marker (None when new or empty)."""
     if not fs.exists(root):
-        return []
+        return None
     files = [f[len(root) + 1 :] for f in fs.find(root)] if fs.isdir(root) else [root.rsplit("/", 1)[-1]]
-    marker = OWNER.read(dest.rstrip("/"), files, lambda name: bytes(fs.cat_file(f"{root}/{name}")))
-    # Only the figures it lists are removed on a rewrite (the marker read refused any path out of the folder).
-    return [f for f in marker["files"] if f.startswith("figures/")] if marker else []
+    return OWNER.read(dest.rstrip("/"), files, lambda name: bytes(fs.cat_file(f"{root}/{name}")))
+
+
+def report_inputs(comparison: Comparison, document: bytes) -> dict[str, Any]:
+    """What a report is of: the study, the runs compared, the settings, and a fingerprint of the compared counts
+    (``drift.json``'s bytes: every judge x measure count of the current and baseline runs)."""
+    settings = {k: list(v) if isinstance(v, tuple) else v for k, v in vars(comparison.settings).items()}
+    return {
+        "study": comparison.study,
+        "current": comparison.current,
+        "baseline": list(comparison.baseline),
+        "settings": settings,
+        "compared_sha256": hashlib.sha256(document).hexdigest(),
+    }
 
 
 def check_report_folder(dest: str, *, storage_options: Mapping[str, Any] | None = None) -> None:
@@ -175,16 +187,31 @@ def check_report_folder(dest: str, *, storage_options: Mapping[str, Any] | None 
     _claim(fs, root.rstrip("/"), dest)
 
 
-def write_drift_report(comparison: Comparison, dest: str, *, storage_options: Mapping[str, Any] | None = None) -> str:
+def write_drift_report(
+    comparison: Comparison,
+    dest: str,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    overwrite: bool = False,
+) -> str:
     """Write ``report.md``, ``drift.json`` and ``figures/<judge>-<hash>.png`` (flagged judges) under ``dest``.
 
     ``dest`` must be new, empty or a report folder drift wrote (its ``_JUDGECAL_DRIFT`` marker); anything else is
-    refused before a byte is written. Returns ``dest``.
+    refused before a byte is written. A finished report of the same comparison (:func:`report_inputs`) is left
+    as it is ("already complete"); one of another comparison is refused unless ``overwrite``, which replaces only
+    the files its marker lists (the rule of :mod:`judgecal_dist.io.ownership`). Returns ``dest``.
     """
     options = dict(storage_options or {})
     fs, root = open_fs(dest, options)
     root = root.rstrip("/")
-    old_figures = _claim(fs, root, dest)
+    marker = _claim(fs, root, dest)
+    document = to_json(drift_document(comparison)).encode()
+    inputs = report_inputs(comparison, document)
+    found = marker.get("inputs") if marker else None  # None: a report being written (or an older judgecal's)
+    if OWNER.reuse(dest.rstrip("/"), found, inputs, committed=True, overwrite=overwrite):
+        return dest
+    # Only the figures it lists are removed on a rewrite (the marker read refused any path out of the folder).
+    old_figures = [f for f in marker["files"] if f.startswith("figures/")] if marker else []
     pngs: dict[str, bytes] = {}
     figures: dict[str, str] = {}
     if len(comparison.flagged):
@@ -199,11 +226,12 @@ def write_drift_report(comparison: Comparison, dest: str, *, storage_options: Ma
     write_bytes_atomic(fs, f"{root}/{MARKER}", to_json(OWNER.document(files)).encode())
     for name, png in pngs.items():
         write_bytes_atomic(fs, f"{root}/{name}", png)
-    write_bytes_atomic(fs, f"{root}/drift.json", to_json(drift_document(comparison)).encode())
+    write_bytes_atomic(fs, f"{root}/drift.json", document)
     write_bytes_atomic(fs, f"{root}/report.md", render_markdown(comparison, figures).encode())
     stale = [f for f in old_figures if f not in pngs and fs.exists(f"{root}/{f}")]
     if stale:
         fs.rm([f"{root}/{f}" for f in stale])
     files = sorted({*pngs, "drift.json", "report.md"})
-    write_bytes_atomic(fs, f"{root}/{MARKER}", to_json(OWNER.document(files)).encode())
+    # Finished: the marker records what the report is of, so a rerun of the same comparison writes nothing.
+    write_bytes_atomic(fs, f"{root}/{MARKER}", to_json(OWNER.document(files, inputs=inputs)).encode())
     return dest

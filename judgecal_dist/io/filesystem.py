@@ -13,6 +13,7 @@ other error (missing object, access denied, bad request) is raised at once.
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import logging
 import random
@@ -29,6 +30,7 @@ from judgecal_dist.errors import InputError
 from judgecal_dist.extras import require_extra
 
 __all__ = [
+    "fingerprint_inputs",
     "open_fs",
     "require_exists",
     "require_bucket",
@@ -252,3 +254,24 @@ def retry_transient(
             )
             time.sleep(delay)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def fingerprint_inputs(url: str, storage_options: dict | None = None) -> dict[str, Any]:
+    """A digest of every file under ``url`` (name, size, mtime/ETag): equal digests mean unchanged input.
+
+    Raises
+    ------
+    InputError
+        ``url`` does not exist or cannot be reached.
+    """
+    fs, path = open_fs(url, storage_options)
+    require_exists(fs, path, url)
+    files = sorted(fs.find(path, detail=True).items())
+    digest = hashlib.sha256()
+    total = 0
+    for name, meta in files:
+        stamp = meta.get("ETag") or meta.get("mtime") or meta.get("LastModified") or ""
+        size = int(meta.get("size") or 0)
+        total += size
+        digest.update(f"{name[len(path) :]}|{size}|{stamp}\n".encode())
+    return {"url": url, "files": len(files), "bytes": total, "sha256": digest.hexdigest()}

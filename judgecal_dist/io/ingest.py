@@ -14,12 +14,17 @@ from judgecal_dist.io.adapters.long import read_long
 from judgecal_dist.io.adapters.rb2k8 import read_rb2k8
 from judgecal_dist.io.adapters.report import MAX_LISTED, AdapterResult, IngestWarning
 from judgecal_dist.io.dataset import read_report, write_dataset
+from judgecal_dist.io.filesystem import fingerprint_inputs, open_fs
+from judgecal_dist.io.ownership import Ownership, refuse_output_inside
 from judgecal_dist.io.validate import all_null_judges
+from judgecal_dist.io.writer import REPORT, is_committed
 
 __all__ = ["FORMATS", "ingest"]
 
 log = logging.getLogger(__name__)
 
+#: A dataset is ingest's by its report, which records what it was ingested from (its ``inputs``).
+OWNER = Ownership(REPORT, "", "ingest", "DEST", ())
 #: Input formats ``judgecal ingest --format`` accepts.
 FORMATS: tuple[str, ...] = ("llmbar", "rb2-k8", "long")
 
@@ -84,7 +89,7 @@ def ingest(
     >>> src = pathlib.Path(tempfile.mkdtemp())
     >>> _ = (src / "verdicts.csv").write_text("dataset,item_id,judge_id,verdict\\nd,i1,j1,A\\nd,i2,j1,\\n")
     >>> _ = (src / "labels.csv").write_text("dataset,item_id,label\\nd,i1,A\\nd,i2,B\\n")
-    >>> report = ingest("long", str(src), str(src / "out"))
+    >>> report = ingest("long", str(src), str(src.parent / (src.name + "-dataset")))
     >>> report["rows_written"], report["missing_verdicts"]
     ({'verdicts': 2, 'labels': 2}, 1)
     """
@@ -92,6 +97,13 @@ def ingest(
         raise InputError(f"--format: {fmt!r}: unknown format, expected one of {list(FORMATS)}")
     if labels is not None and fmt != "long":
         raise InputError(f"--labels: {labels}: a separate labels file is read with --format long only")
+    # The rule of every committed result (io.ownership): DEST outside SRC, decided before reading it;
+    # a dataset ingested from the same source files and settings is returned as it is.
+    refuse_output_inside(dest, "DEST", {"SRC": src, "--labels": labels})
+    inputs = _ingest_inputs(fmt, src, labels, dataset, strict, storage_options)
+    found = _committed_inputs(dest, storage_options)
+    if OWNER.reuse(dest, found[0], inputs, committed=found[1], overwrite=overwrite):
+        return read_report(dest, storage_options=storage_options)
     extra = {"labels": labels} if labels is not None else {}
     result = _ADAPTERS[fmt](src, dataset=dataset, storage_options=storage_options, **extra)
     source = result.sources.get("verdicts", src)
@@ -109,7 +121,7 @@ def ingest(
     write_dataset(
         dest,
         result.tables,
-        result.report,
+        {**result.report, "inputs": inputs},
         storage_options=storage_options,
         overwrite=overwrite,
         sources=result.sources,
@@ -119,6 +131,31 @@ def ingest(
     report = read_report(dest, storage_options=storage_options)
     log.info("ingested %s (%s) into %s: %s", src, fmt, dest, report["rows_written"])
     return report
+
+
+def _ingest_inputs(
+    fmt: str, src: str, labels: str | None, dataset: str | None, strict: bool, options: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """What a dataset is ingested from: the format, settings and content fingerprints of the source files (the
+    fingerprints run manifests record: names, sizes, modification stamps or ETags)."""
+    options = dict(options or {})
+    inputs: dict[str, Any] = {"format": fmt, "source": src, "source_sha256": fingerprint_inputs(src, options)["sha256"]}
+    if labels is not None:
+        inputs |= {"labels": labels, "labels_sha256": fingerprint_inputs(labels, options)["sha256"]}
+    return inputs | {"dataset": dataset, "strict": strict}
+
+
+def _committed_inputs(dest: str, options: Mapping[str, Any] | None) -> tuple[dict[str, Any] | None, bool]:
+    """The inputs a committed dataset at ``dest`` records (None: none recorded, e.g. an older or generated one),
+    and whether one is committed there."""
+    fs, root = open_fs(dest, dict(options or {}))
+    if not is_committed(fs, root.rstrip("/")):
+        return None, False
+    try:
+        found = read_report(dest, storage_options=options).get("inputs")
+    except (OSError, ValueError):  # an unreadable report records nothing: the writer's own rule decides
+        return None, True
+    return (found if isinstance(found, dict) else None), True
 
 
 def _null_judge_warnings(silent: Mapping[str, int], source: str) -> list[IngestWarning]:

@@ -26,8 +26,10 @@ Ownership: score writes only into a new or empty folder, or one holding its mark
 and no marker is refused before anything is written. Model, data and output are checked before the first write.
 Item rows are written into a staging folder of the output (:meth:`~judgecal_dist.engine.results.store.RunStore.stage`)
 and promoted file by file only after every check passed; a refused table leaves the output as it was. A rerun
-with the same inputs (model and data fingerprints, settings) returns the committed summary; other inputs replace
-exactly the files the marker lists, with ``_SUCCESS`` withdrawn first and written last.
+with the same inputs (model and data fingerprints, settings) returns the committed summary; other inputs are
+refused unless ``overwrite`` (``--overwrite``), which replaces exactly the files the marker lists, with
+``_SUCCESS`` withdrawn first and written last. An output inside ``--data`` is refused before anything is read
+(the rule: :mod:`judgecal_dist.io.ownership`).
 
 Coverage: an item without a vote from any of the model's judges gets null ``score``, ``p``, ``verdict`` and sets,
 and is counted (``items_without_votes``), never given the class prior as a verdict. A table holding verdicts of
@@ -47,12 +49,12 @@ import pyarrow as pa
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.jobs.stats import choose_engine
-from judgecal_dist.engine.results.manifest import fingerprint_inputs
 from judgecal_dist.engine.results.store import RunStore
 from judgecal_dist.engine.votes.codec import VERDICT_COLUMNS, ItemVotes, encode
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.dataset import dataset_files, dataset_tables, open_table, read_dataset_table
-from judgecal_dist.io.filesystem import require_bucket
+from judgecal_dist.io.filesystem import fingerprint_inputs, require_bucket
+from judgecal_dist.io.ownership import refuse_output_inside
 from judgecal_dist.io.records import json_records
 from judgecal_dist.io.schema import VERDICT_CATEGORIES
 from judgecal_dist.models.interface import TableModel
@@ -72,6 +74,7 @@ from judgecal_dist.scoring.kernel import (
 from judgecal_dist.scoring.output import (
     MARKER,
     OUTPUT_FORMAT,
+    OWNER,
     Output,
     inspect_output,
     ownership_marker,
@@ -112,6 +115,7 @@ def score_dataset(
     sample: int = 0,
     unknown_judges: str = "error",
     min_judge_coverage: float = MIN_JUDGE_COVERAGE,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Score every item of ``data_url`` with the calibration of ``model_url`` and commit it at ``output_url``.
 
@@ -134,6 +138,9 @@ def score_dataset(
     min_judge_coverage : float, default 0.5
         Least share of the model's judges that must have verdicts at ``sample`` in the table; 0 scores any table
         (items without a vote from a model judge are then left unscored and counted).
+    overwrite : bool, default False
+        Replace a committed score of other inputs (only the files its marker lists); without it such a folder is
+        refused. A committed score of the same inputs is returned as it is unless ``overwrite``.
 
     Returns
     -------
@@ -146,7 +153,8 @@ def score_dataset(
     InputError
         Missing or invalid model, data without ``_SUCCESS`` or verdicts at ``sample``, unknown judges (with
         ``"error"``), too few of the model's judges in the table, an ``s3://`` output whose bucket does not exist,
-        or an output folder holding files score did not write. Nothing is written or removed then.
+        an output folder holding files score did not write, a committed score of other inputs (without
+        ``overwrite``), or an output inside ``data_url``. Nothing is written or removed then.
     """
     engine = engine or EngineConfig()
     if unknown_judges not in UNKNOWN_JUDGES:
@@ -157,6 +165,7 @@ def score_dataset(
     # Every input is checked before the first write: the output's bucket (before anything is read, as `run`
     # does; never created), the model, the data, then the output folder.
     require_bucket(output_url, options)
+    refuse_output_inside(output_url, "--output", {"--data": data_url})
     model: Any = load_calibration(model_url, storage_options=options)  # a binary pipeline or a corrector
     dataset_files(data_url, "verdicts", storage_options=options)
     inputs = {
@@ -170,8 +179,8 @@ def score_dataset(
     }
     store = RunStore(output_url, storage_options=options)
     output = inspect_output(store)
-    if output.marker is not None and output.marker.get("inputs") == inputs and store.succeeded:
-        log.info("score: %s is committed for the same inputs; nothing to do", output_url)
+    found = output.marker.get("inputs") if output.marker is not None else None
+    if OWNER.reuse(output_url, found, inputs, committed=store.succeeded, overwrite=overwrite):
         return store.read_json("summary.json") | {"skipped": True}
     started = time.perf_counter()
     chosen = choose_engine(data_url, None, engine)

@@ -11,15 +11,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from judgecal_dist.engine.results.ownership import Ownership
 from judgecal_dist.engine.results.store import LEASE, SUCCESS, RunStore
 from judgecal_dist.errors import InputError
+from judgecal_dist.io.ownership import Ownership
 
 __all__ = [
     "OUTPUT_FORMAT",
     "MARKER",
     "MARKER_FORMAT",
     "OWN_NAMES",
+    "OWNER",
     "Output",
     "inspect_output",
     "ownership_marker",

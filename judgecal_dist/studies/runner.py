@@ -8,7 +8,9 @@ Order of work (each step's failure leaves nothing misleading behind):
    is written) and fingerprint it. The run's identity is its config digest plus its input digest
    (:func:`identify`); the default run id is made of both, so a changed config or changed data is a new run.
 3. Open ``<output>/<study>/<run_id>``. A folder whose manifest records another identity is refused (never returned
-   or mixed); a run with ``_SUCCESS`` is returned as is (runs are idempotent).
+   or mixed), and so is one without a manifest holding files the run did not write; a run with ``_SUCCESS`` is
+   returned as is (runs are idempotent). An ``--output`` inside the input data is refused before the data is read
+   (the rule of :mod:`judgecal_dist.io.ownership`).
 4. Write ``manifest.json`` (status ``running``), keep the committed parts that pass verification (their seed and
    the run's identity are in their Parquet metadata; others are set aside), fan the rest out on Ray and commit each
    replicate as it finishes.
@@ -33,12 +35,13 @@ from typing import Any
 
 from judgecal_dist import __version__
 from judgecal_dist.config import EngineConfig, apply_overrides, config_digest, config_from_mapping, load_yaml
-from judgecal_dist.engine.results.manifest import build_manifest, fingerprint_inputs, input_digest, redact_text, utc_now
-from judgecal_dist.engine.results.store import RunConflict, RunStore, is_remote
+from judgecal_dist.engine.results.manifest import build_manifest, input_digest, redact_text, utc_now
+from judgecal_dist.engine.results.store import LEASE, RunConflict, RunStore, is_remote
 from judgecal_dist.errors import ConfigError
 from judgecal_dist.extras import has_extra, require_extra
 from judgecal_dist.history.recorder import record_study_run, repair_study_run
-from judgecal_dist.io.filesystem import require_bucket
+from judgecal_dist.io.filesystem import fingerprint_inputs, require_bucket
+from judgecal_dist.io.ownership import Ownership, refuse_output_inside
 from judgecal_dist.studies import STUDIES, get_study
 
 __all__ = [
@@ -263,6 +266,7 @@ def execute(
     if not is_remote(out):
         out = str(Path(out.removeprefix("file://")).expanduser().resolve())
     require_bucket(out, options)  # a missing bucket is rejected, never created
+    refuse_output_inside(out, "--output", {"data": next(iter(_input_urls(config)), None)})  # before reading
     started = utc_now()
     t0 = time.perf_counter()
     data = module.load(config, engine)  # validates input before anything is written
@@ -271,6 +275,7 @@ def execute(
     assert run.identity is not None and run.run_id is not None
     store = RunStore(f"{out}/{module.NAME}/{run.run_id}", storage_options=options, identity=run.identity.digests())
     _refuse_other_run(store, run.identity)
+    _refuse_foreign_files(store, module.NAME)
     if store.succeeded:
         log.info("run %s already complete at %s", run.run_id, redact_text(store.url))
         repair_study_run(out, store.url, data_url=next(iter(_input_urls(config)), None), engine=engine)
@@ -342,6 +347,16 @@ def _refuse_other_run(store: RunStore, identity: RunIdentity) -> None:
             f"config {have[0] or 'unknown'} inputs {have[1] or 'unknown'}, wanted config {want[0]} inputs {want[1]}; "
             "choose another --run-id (e.g. with {date} or {time} in it: one run per night)"
         )
+
+
+def _refuse_foreign_files(store: RunStore, study: str) -> None:
+    """Refuse a run folder without a manifest that holds files the run did not write (the ownership rule, with the
+    manifest as the run's marker); the store's own lease and temporaries are its own."""
+    if store.exists("manifest.json"):
+        return
+    files = [f for f in store.list_files() if f != LEASE and not f.startswith("_tmp/")]
+    command = "fit" if study == "fit" else "run"
+    Ownership("manifest.json", "", command, "--run-id", ()).refuse_unmarked(redact_text(store.url), files)
 
 
 def _run_replicates(

@@ -8,9 +8,10 @@ import os
 import pandas as pd
 import pytest
 
-from judgecal_dist.engine.results.manifest import REDACTED, build_manifest, fingerprint_inputs, redact
+from judgecal_dist.engine.results.manifest import REDACTED, build_manifest, redact
 from judgecal_dist.engine.results.store import SUCCESS, RunStore
 from judgecal_dist.errors import InputError
+from judgecal_dist.io.filesystem import fingerprint_inputs
 
 
 def _exercise(store: RunStore) -> None:

@@ -89,8 +89,11 @@ def test_drift_rewrites_its_own_report_folder(hostile, tmp_path):
     assert CliRunner().invoke(cli, [*argv, "--current", current]).exit_code == 3
     marker = json.loads((report / MARKER).read_text())
     assert sorted(marker["files"]) == sorted(k for k in _tree(report) if k != MARKER)
-    # the first night (no baseline, no flag) into the same folder: the report is replaced, stale figures go
-    result = CliRunner().invoke(cli, [*argv, "--current", "n0"])
+    # the first night (no baseline, no flag) into the same folder: another comparison, refused without
+    # --overwrite; with it the report is replaced and stale figures go
+    refused = CliRunner().invoke(cli, [*argv, "--current", "n0"])
+    assert refused.exit_code == 2 and "other inputs" in refused.output and "--overwrite" in refused.output
+    result = CliRunner().invoke(cli, [*argv, "--current", "n0", "--overwrite"])
     assert result.exit_code == 0, result.output
     assert sorted(_tree(report)) == sorted([MARKER, "drift.json", "report.md"])
     assert json.loads((report / "drift.json").read_text())["current"] == "n0"

@@ -71,7 +71,7 @@ def test_s3_output_commits_reruns_and_replaces_only_its_files(engine, arena, tmp
     fs.invalidate_cache()
     fs.pipe(f"{out}/NOTES.txt", b"mine")  # a user's file beside score's: left alone
     other = write_run(tmp_path / "other", model_json(OTHER))
-    score_dataset(other, arena, out, engine=config)
+    score_dataset(other, arena, out, engine=config, overwrite=True)
     np.testing.assert_allclose(_items_p(out, options), expected_p(OTHER).sort_index(), rtol=0, atol=1e-12)
     fs.invalidate_cache()
     assert fs.cat_file(f"{out}/NOTES.txt") == b"mine"
@@ -144,7 +144,7 @@ def test_foreign_file_among_score_results_is_refused(arena, tmp_path):
     (out / "items" / "dataset=arena" / "extra.parquet").write_bytes(b"someone else's")
     other = write_run(tmp_path / "other", model_json(OTHER))
     with pytest.raises(InputError, match=r"1 file\(s\) among score's results were not written by it"):
-        score_dataset(other, arena, str(out), engine=engine)
+        score_dataset(other, arena, str(out), engine=engine, overwrite=True)
     assert (out / "_SUCCESS").exists() and (out / "items" / "dataset=arena" / "extra.parquet").exists()
 
 
@@ -160,7 +160,7 @@ def test_refused_table_leaves_no_new_folder_and_keeps_an_old_one(arena, tmp_path
     score_dataset(write_run(tmp_path / "run", model_json()), arena, str(out), engine=engine)
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     with pytest.raises(InputError, match="not in the model"):
-        score_dataset(two, arena, str(out), engine=engine)
+        score_dataset(two, arena, str(out), engine=engine, overwrite=True)
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 
 

@@ -135,10 +135,13 @@ def test_output_commits_atomically_and_reruns(arena, tmp_path, monkeypatch):
     again = score_dataset(run, arena, out, engine=engine)
     assert again["skipped"] and again["datasets"] == first["datasets"]
     assert Path(out, "_SUCCESS").stat().st_mtime_ns == stamp  # a no-op: nothing rewritten
-    # Other inputs at the same output replace score's own files (and only those), _SUCCESS last.
+    # Other inputs at the same output are refused; with --overwrite they replace score's own files (only those).
     Path(out, "NOTES.txt").write_text("mine")
     other = write_run(tmp_path / "other", model_json({"j1": 2.0, "j2": 0.5, "j3": 0.0}))
-    result = invoke("score", "--model", other, "--data", arena, "--output", out)
+    refused = invoke("score", "--model", other, "--data", arena, "--output", out)
+    assert refused.exit_code == 2 and "other inputs" in refused.output and "--overwrite" in refused.output
+    assert Path(out, "_SUCCESS").stat().st_mtime_ns == stamp
+    result = invoke("score", "--model", other, "--data", arena, "--output", out, "--overwrite")
     assert result.exit_code == 0, result.output
     items = pd.read_parquet(Path(out) / "items").set_index("item_id").sort_index()
     np.testing.assert_allclose(items["p"], expected_p({"j1": 2.0, "j2": 0.5, "j3": 0.0}).sort_index(), atol=1e-12)

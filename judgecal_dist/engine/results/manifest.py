@@ -25,12 +25,10 @@ from typing import Any
 
 from judgecal_dist import __version__
 from judgecal_dist.errors import InputError
-from judgecal_dist.io.filesystem import open_fs, require_exists
 
 __all__ = [
     "build_manifest",
     "credential_paths",
-    "fingerprint_inputs",
     "input_digest",
     "is_credential_key",
     "redact",
@@ -138,27 +136,6 @@ def _versions() -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             continue
     return found
-
-
-def fingerprint_inputs(url: str, storage_options: dict | None = None) -> dict[str, Any]:
-    """A digest of every file under ``url`` (name, size, mtime/ETag): equal digests mean unchanged input.
-
-    Raises
-    ------
-    InputError
-        ``url`` does not exist or cannot be reached.
-    """
-    fs, path = open_fs(url, storage_options)
-    require_exists(fs, path, url)
-    files = sorted(fs.find(path, detail=True).items())
-    digest = hashlib.sha256()
-    total = 0
-    for name, meta in files:
-        stamp = meta.get("ETag") or meta.get("mtime") or meta.get("LastModified") or ""
-        size = int(meta.get("size") or 0)
-        total += size
-        digest.update(f"{name[len(path) :]}|{size}|{stamp}\n".encode())
-    return {"url": url, "files": len(files), "bytes": total, "sha256": digest.hexdigest()}
 
 
 def input_digest(inputs: list[dict[str, Any]]) -> str:
