@@ -40,7 +40,18 @@ def _conf(tmp: Path, text: str) -> str:
     return str(path)
 
 
+def _other_comparison(tmp: Path) -> list[str]:
+    from click.testing import CliRunner
+
+    from judgecal_dist.cli import cli
+
+    assert CliRunner().invoke(cli, _drift(tmp)).exit_code in (0, 3)  # a report, then another alpha into it
+    return _drift(tmp, "--alpha", "0.01", output=str(tmp / "out"))
+
+
 CASES: dict[str, Callable[[Path], list[str]]] = {
+    "drift-report-other-comparison": _other_comparison,
+    "drift-report-inside-history": lambda t: [*_drift(t)[:4], str(t / "out" / "history" / "report")],
     "drift-no-history": lambda t: _drift(t, output=str(t / "empty")),
     "drift-no-succeeded-run": lambda t: _drift(t, output=_history(t, status="failed")),
     "drift-several-studies": lambda t: _drift(t, output=_history(t, studies=("inclusion", "budget"))),

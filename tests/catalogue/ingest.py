@@ -97,7 +97,17 @@ def _labels_twice(tmp: Path) -> list[str]:
     return [*argv, "--labels", str(tmp / "gt.csv")]
 
 
+def _other_source(tmp: Path) -> list[str]:
+    """A committed ingest of SRC, then SRC changed and ingested again into the same DEST."""
+    argv = _long(tmp)
+    assert CliRunner().invoke(cli, argv).exit_code == 0
+    (tmp / "src" / "verdicts.csv").write_text(VERDICTS.replace("d,i2,j2,0,", "d,i2,j2,0,A"))
+    return argv
+
+
 CASES: dict[str, Callable[[Path], list[str]]] = {
+    "ingest-dest-inside-src": lambda t: [*_long(t)[:-1], str(t / "src" / "dataset")],
+    "ingest-dest-other-source": _other_source,
     "ingest-llmbar-absent-judge": _llmbar_absent,
     "ingest-llmbar-absent-judge-strict": lambda t: _llmbar_absent(t, "--strict"),
     "ingest-all-null-judge": lambda t: _long(t, _NULL_JUDGE),

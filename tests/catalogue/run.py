@@ -41,6 +41,12 @@ def _reused_run_id(tmp: Path, *, change: str) -> list[str]:
     return _run(tmp, data, "--run-id", "nightly")
 
 
+def _foreign_run_folder(tmp: Path) -> list[str]:
+    (tmp / "out" / "inclusion" / "mine").mkdir(parents=True)
+    (tmp / "out" / "inclusion" / "mine" / "notes.txt").write_text("a user's notes\n")
+    return _run(tmp, _generate(tmp / "D", 1), "--run-id", "mine")
+
+
 def _moto_endpoint() -> str:
     if not _MOTO:
         from moto.server import ThreadedMotoServer
@@ -77,6 +83,8 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
     "run-id-other-config": lambda t: _reused_run_id(t, change="config"),
     "run-id-other-inputs": lambda t: _reused_run_id(t, change="inputs"),
     "run-missing-bucket": _missing_bucket,
+    "run-output-inside-data": lambda t: _run(t, _generate(t / "D", 1), output=str(t / "D" / "results")),
+    "run-folder-foreign": _foreign_run_folder,
     "run-judge-grain-no-orders": lambda t: _run(t, _generate(t / "D", 1), "--set", "judge_grain=one_order"),
     "submit-run-id-invalid": lambda t: _submit(t, "--set", "data=x", run_id="a/b"),
     "submit-credentials-in-spark-conf": _spark_secret,

@@ -86,7 +86,20 @@ def _uncommitted_data(tmp: Path) -> list[str]:
     return _score(tmp, None, str(tmp / "half"))
 
 
+def _other_inputs(tmp: Path) -> list[str]:
+    assert CliRunner().invoke(cli, _score(tmp)).exit_code == 0  # a committed score, then another model into it
+    other = write_run(tmp / "other", model_json({"j1": 2.0, "j2": 0.5, "j3": -0.25}))
+    return _score(tmp, other, str(tmp / "arena"))
+
+
+def _inside_data(tmp: Path) -> list[str]:
+    argv = _score(tmp)
+    return [*argv[:6], str(tmp / "arena" / "scores"), *argv[7:]]
+
+
 CASES: dict[str, Callable[[Path], list[str]]] = {
+    "score-output-other-inputs": _other_inputs,
+    "score-output-inside-data": _inside_data,
     "score-output-foreign": _foreign_output,
     "score-output-foreign-in-results": _foreign_in_results,
     "score-output-bad-marker": _bad_marker,

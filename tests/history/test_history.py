@@ -104,17 +104,30 @@ def _run(data: str, out: Path, *extra: str):
     return CliRunner().invoke(cli, ["run", CONFIG, *sets, "--output", str(out), "--serial", *extra])
 
 
-def test_the_runner_records_a_failed_run_as_failed_then_its_resume_once(panel, tmp_path):
+def _fail_figures(monkeypatch) -> None:
+    """A fault at the run's figures (a full disk), after its replicates were committed."""
+    from judgecal_dist.engine.results.store import RunStore
+
+    real = RunStore.write_bytes
+
+    def write_bytes(self: RunStore, name: str, data: bytes) -> None:
+        if name.startswith("figures/"):
+            raise OSError(f"{self.url_of(name)}: figures: no space left on device")
+        real(self, name, data)
+
+    monkeypatch.setattr(RunStore, "write_bytes", write_bytes)
+
+
+def test_the_runner_records_a_failed_run_as_failed_then_its_resume_once(panel, tmp_path, monkeypatch):
     out = tmp_path / "out"
     run_dir = out / "inclusion" / "fails"
-    run_dir.mkdir(parents=True)
-    (run_dir / "figures").write_text("a file where the run's figures folder goes")  # the run fails at its figures
+    _fail_figures(monkeypatch)  # the run fails at its figures
     assert _run(panel, out, "--run-id", "fails").exit_code == 1
     runs = read_history(str(out), "runs")
     assert runs["status"].tolist() == ["failed"] and "figures" in runs["error"].iloc[0]
     assert read_history(str(out), "judges").empty
 
-    (run_dir / "figures").unlink()
+    monkeypatch.undo()  # the disk has room again
     for _ in range(2):  # resumed, then returned as complete: its rows appear once
         assert _run(panel, out, "--run-id", "fails").exit_code == 0
     runs = read_history(str(out), "runs")

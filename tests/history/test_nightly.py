@@ -64,5 +64,11 @@ def test_run_then_drift_checks_the_run_just_made_and_exits_with_drifts_code(tmp_
 
     lenient = tmp_path / "lenient.yaml"
     lenient.write_text("min_change: 0.9\n")
+    before = (report / "drift.json").read_bytes()
     again = _run(night_url(nights, 1), out, "nightly-b", "--drift-conf", str(lenient))  # complete: only the check
+    # ... whose report of other settings would replace the committed one: refused, the fix named
+    assert again.exit_code == 2 and "other inputs" in again.output and "--overwrite" in again.output, again.output
+    assert (report / "drift.json").read_bytes() == before
+    argv = ["drift", "--output", str(out), "--current", "nightly-b", "--drift-conf", str(lenient), "--overwrite"]
+    again = CliRunner().invoke(cli, argv)
     assert again.exit_code == 0 and "FLAG" not in again.output, again.output

@@ -170,11 +170,10 @@ def test_a_killed_run_is_reported_stopped_and_a_rerun_resumes_it(data, tmp_path)
     assert (run_dir / "summary.json").read_text() == (fresh / "summary.json").read_text()
 
 
-def test_a_failed_run_is_recorded_as_failed_and_a_rerun_resumes_it(data, tmp_path):
+def test_a_failed_run_is_recorded_as_failed_and_a_rerun_resumes_it(data, tmp_path, monkeypatch):
     out = tmp_path / "out"
     run_dir = out / "inclusion" / "fails"
-    run_dir.mkdir(parents=True)
-    (run_dir / "figures").write_text("a file where the run's figures folder goes")  # the run fails at its figures
+    _fail_figures(monkeypatch)  # the run fails at its figures
     failed = _run(data, out, "--run-id", "fails")
     assert failed.exit_code == 1 and "figures" in failed.output, failed.output
     manifest = _manifest(run_dir)
@@ -185,12 +184,26 @@ def test_a_failed_run_is_recorded_as_failed_and_a_rerun_resumes_it(data, tmp_pat
     parts = _tree(run_dir / "replicates")
     assert len(parts) == 3
 
-    (run_dir / "figures").unlink()  # the obstacle (ours) is gone: the same run id resumes
+    monkeypatch.undo()  # the disk has room again: the same run id resumes
     assert _ok(_run(data, out, "--run-id", "fails")) == run_dir
     assert _manifest(run_dir)["status"] == "succeeded" and _manifest(run_dir)["resumed_replicates"] == 3
     assert _tree(run_dir / "replicates") == parts
     fresh = _ok(_run(data, out, "--run-id", "fresh"))
     assert (run_dir / "summary.json").read_text() == (fresh / "summary.json").read_text()
+
+
+def _fail_figures(monkeypatch) -> None:
+    """A fault at the run's figures (a full disk), after its replicates were committed."""
+    from judgecal_dist.engine.results.store import RunStore
+
+    real = RunStore.write_bytes
+
+    def write_bytes(self: RunStore, name: str, data: bytes) -> None:
+        if name.startswith("figures/"):
+            raise OSError(f"{self.url_of(name)}: figures: no space left on device")
+        real(self, name, data)
+
+    monkeypatch.setattr(RunStore, "write_bytes", write_bytes)
 
 
 # -- parts verified on resume --------------------------------------------------------------------------------------
