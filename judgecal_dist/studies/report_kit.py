@@ -338,7 +338,7 @@ def paper_and_here(declared: PaperClaims, measured: Mapping[str, Here], *, depth
             continue
         here = measured.get(c.key)
         if here is None:
-            rows.append([c.claim, c.paper, NOT_MEASURED, "n/a", c.differs])
+            rows.append([c.claim, c.paper, NOT_MEASURED, "n/a", ""])
             continue
         agrees = {True: "yes", False: "no", None: "n/a"}[here.agrees]
         rows.append([c.claim, c.paper, here.text, agrees, "" if here.agrees else here.why or c.differs])

@@ -49,13 +49,13 @@ PAPER = PaperClaims(
         ),
         Claim(
             "One-coin + beta beats majority vote + beta (item bootstrap of the paired difference)",
-            "interval excludes 0 on all four datasets",
+            "one-coin better on all four datasets (interval below 0)",
             "vs_majority",
             "pool: this panel is not the paper's (on LLMBar: native evaluators only)",
         ),
         Claim(
             "One-coin + beta and Dawid-Skene + beta are level (item bootstrap of the paired difference)",
-            "interval contains 0 on all four datasets",
+            "level on all four datasets (interval contains 0)",
             "vs_dawid_skene",
             "pool: Dawid-Skene learns its classes without labels, and on this panel they can follow the majority "
             "rather than the label (see its accuracy in the item bootstrap section)",
@@ -173,7 +173,8 @@ def _paper_here(summary: pd.DataFrame, item_pairs: pd.DataFrame | None, diagnost
                 f"top10 {row_interval(r, 'delta_nll', '+.4f')}",
                 agrees=bool(r["delta_nll_ci_low"] <= 0 <= r["delta_nll_ci_high"]),
             )
-    pairs = pd.DataFrame() if item_pairs is None else item_pairs.set_index("aggregator")
+    empty = item_pairs is None or item_pairs.empty
+    pairs = pd.DataFrame() if empty else item_pairs.set_index("aggregator")
     for agg, key, wanted in (("majority", "vs_majority", "below"), ("dawid_skene", "vs_dawid_skene", "contains")):
         if agg in pairs.index:
             r = pairs.loc[agg]

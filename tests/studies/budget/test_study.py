@@ -1,4 +1,9 @@
-"""The label-budget and calibration-fraction sweeps (spec 000 §5.3-§5.5(d)) against direct fits made here."""
+"""The label-budget and calibration-fraction sweeps (spec 000 §5.3-§5.5(d)) against direct fits made here.
+
+The reference fits use none of the package's models: the one-coin log-odds in closed form from the judges' counts,
+beta calibration as the minimiser of its penalised objective written out here and solved by SLSQP (the package
+uses L-BFGS-B), NLL by scikit-learn's ``log_loss``.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.optimize import minimize
+from scipy.special import expit, log_expit
 from sklearn.metrics import log_loss
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.errors import ConfigError, InputError
-from judgecal_dist.methods.aggregation.aggregate import OneCoin
-from judgecal_dist.methods.calibration import BetaCalibration
 from judgecal_dist.splits import calibration_mask, split_uniforms
 from judgecal_dist.stats.inference import corrected_resampled_t
 from judgecal_dist.stats.resampling import multiplier_max_t
@@ -52,17 +57,49 @@ def _engine() -> EngineConfig:
     return EngineConfig(ray_num_cpus=2)
 
 
+def _one_coin_weights(votes, labels) -> np.ndarray:
+    """psi_j = log((c_j + 1) / (n_j - c_j + 1)) from each judge's votes and correct votes (uniform Beta prior); a judge
+    without a vote weighs 0."""
+    voted = votes >= 0
+    n, c = voted.sum(axis=0), (voted & (votes == labels[:, None])).sum(axis=0)
+    return np.where(n > 0, np.log((c + 1.0) / (n - c + 1.0)), 0.0)
+
+
+def _log_odds(votes, psi) -> np.ndarray:
+    """The one-coin posterior log-odds at class prior 1/2: sum over the judges who voted of (2 v - 1) psi_j."""
+    return np.where(votes < 0, 0.0, 2.0 * votes - 1.0) @ psi
+
+
+def _beta_map(t, y, penalty=0.01, l1_ratio=0.5):
+    """Beta calibration of log-odds ``t``: sigma(a log sigma(t) - b log sigma(-t) + c) minimising the mean log-loss
+    plus penalty * (l1_ratio |u|_1 + (1 - l1_ratio) / 2 |u|^2), u = (a - 1, b - 1, c), a, b >= 0. The L1 term is
+    made smooth by u = u+ - u- with u+, u- >= 0 (u-_a, u-_b <= 1 keeps a, b >= 0)."""
+    x1, x2 = log_expit(t), -log_expit(-t)
+
+    def objective(x):
+        u = x[:3] - x[3:]
+        eta = (1 + u[0]) * x1 + (1 + u[1]) * x2 + u[2]
+        g = np.array([np.mean((expit(eta) - y) * f) for f in (x1, x2, np.ones_like(t))])
+        value = np.mean(np.logaddexp(0.0, eta) - y * eta) + penalty * (l1_ratio * x.sum() + (1 - l1_ratio) / 2 * u @ u)
+        ridge = penalty * (1 - l1_ratio) * u
+        return value, np.concatenate([g + penalty * l1_ratio + ridge, -g + penalty * l1_ratio - ridge])
+
+    bounds = [(0, None)] * 3 + [(0, 1), (0, 1), (0, None)]
+    fit = minimize(objective, np.zeros(6), jac=True, method="SLSQP", bounds=bounds, options={"ftol": 1e-15})
+    u = fit.x[:3] - fit.x[3:]
+    return lambda s: expit((1 + u[0]) * log_expit(s) - (1 + u[1]) * log_expit(-s) + u[2])
+
+
 def _reference_nll(votes, labels, fit_items, eval_items, columns=slice(None)) -> tuple[float, float]:
     """One-coin + beta fitted here on ``fit_items``; raw and calibrated NLL on ``eval_items`` by sklearn's log_loss."""
     v_fit, y_fit = votes[fit_items][:, columns], labels[fit_items]
-    agg = OneCoin().fit(v_fit, y_fit)
-    s_eval = agg.predict_proba(votes[eval_items][:, columns])[:, 1]
+    psi = _one_coin_weights(v_fit, y_fit)
     # calibrator_input: logit (the default): beta reads the unclipped one-coin log-odds
-    t_fit, t_eval = agg.decision_function(v_fit), agg.decision_function(votes[eval_items][:, columns])
-    p = BetaCalibration(penalty=0.01, l1_ratio=0.5, score_input="logit").fit(t_fit, y_fit).predict_proba(t_eval)[:, 1]
+    t_fit, t_eval = _log_odds(v_fit, psi), _log_odds(votes[eval_items][:, columns], psi)
+    p = _beta_map(t_fit, y_fit)(t_eval)
     y_eval = labels[eval_items]
     return (
-        log_loss(y_eval, np.clip(s_eval, EPS, 1 - EPS), labels=[0, 1]),
+        log_loss(y_eval, np.clip(expit(t_eval), EPS, 1 - EPS), labels=[0, 1]),
         log_loss(y_eval, np.clip(p, EPS, 1 - EPS), labels=[0, 1]),
     )
 
@@ -193,8 +230,8 @@ def test_fraction_mode_through_the_runner(panel_url, tmp_path, ray_local):
     best = summary["recommendation"]["support"][0]
     assert model.name == f"one_coin + {best['calibrator']} @ {best['panel']}" and best["panel"] == "all"
     assert summary["recommendation"]["exported"].startswith(f"`{model.name}` as `model/model.json`")
-    direct = OneCoin().fit(panel.votes, panel.labels)
-    np.testing.assert_allclose(model.aggregator.weights_, direct.weights_, rtol=0, atol=1e-12)
+    direct = _one_coin_weights(panel.votes, panel.labels)
+    np.testing.assert_allclose(model.aggregator.weights_, direct, rtol=0, atol=1e-12)
     assert model.fitted_items is not None and len(model.fitted_items) == panel.n_items
 
 

@@ -54,7 +54,6 @@ def test_ot_oracle_and_constant_baselines_match_their_formulas():
         assert got.loc["constant", "mae"] == pytest.approx(np.mean(np.abs(t["y"] - level)))
         assert got.loc["constant", "mean_error"] == pytest.approx(t["y"].mean() - level)
         assert np.isnan(got.loc["constant", "kl"]) and np.isnan(got.loc["constant", "pearson"])
-        assert got.loc["linear_hb", "latency_ms_per_item"] >= 0  # reported, never compared
 
 
 def test_kl_crossover_is_read_like_the_mae_crossover():
