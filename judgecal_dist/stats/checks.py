@@ -27,6 +27,7 @@ __all__ = [
     "check_param",
     "check_labels_and_probabilities",
     "check_rng",
+    "check_values",
 ]
 
 #: Probability clipping floor of spec 000 §3.4 (Lemma 1): every probability entering a log or a logit is
@@ -220,3 +221,28 @@ def check_rng(rng: np.random.Generator, *, where: str) -> np.random.Generator:
             f"got {type(rng).__name__}"
         )
     return rng
+
+
+def check_values(values: npt.ArrayLike, where: str) -> npt.NDArray[np.float64]:
+    """``values`` as a 1-D float array of at least one finite number (a metric over splits or replicates).
+
+    Raises
+    ------
+    InputError
+        If it is not 1-D, is empty or holds NaN or infinity.
+    """
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise InputError(f"{where}: values: expected numbers ({err})") from err
+    if arr.ndim != 1:
+        raise InputError(f"{where}: values: expected a 1-D array, got shape {arr.shape}")
+    if arr.size == 0:
+        raise InputError(f"{where}: values: no values (0 splits)")
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        raise InputError(
+            f"{where}: values: must be finite ({int(bad.sum())} values, e.g. positions "
+            f"{np.flatnonzero(bad)[:3].tolist()})"
+        )
+    return arr

@@ -27,10 +27,11 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 from scipy.stats import bootstrap
-from scipy.stats import t as student_t
 
 from judgecal_dist.errors import ConfigError, InputError
-from judgecal_dist.stats.checks import check_confidence, check_param, check_rng
+from judgecal_dist.stats.checks import check_confidence, check_param, check_rng, check_values
+from judgecal_dist.stats.intervals import CorrectedT, corrected_resampled_t, mean_interval
+from judgecal_dist.stats.ranges import MetricRange, metric_range
 
 __all__ = ["BootstrapCI", "CorrectedT", "bootstrap_ci", "corrected_resampled_t", "summarise_over_splits"]
 
@@ -40,36 +41,6 @@ class BootstrapCI(NamedTuple):
 
     low: float
     high: float
-
-
-class CorrectedT(NamedTuple):
-    """Outcome of :func:`corrected_resampled_t`: the mean over splits, its interval and the test of mean 0."""
-
-    estimate: float
-    low: float
-    high: float
-    standard_error: float
-    statistic: float
-    pvalue: float
-    df: int
-
-
-def _check_values(values: npt.ArrayLike, where: str) -> npt.NDArray[np.float64]:
-    try:
-        arr = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError) as err:
-        raise InputError(f"{where}: values: expected numbers ({err})") from err
-    if arr.ndim != 1:
-        raise InputError(f"{where}: values: expected a 1-D array, got shape {arr.shape}")
-    if arr.size == 0:
-        raise InputError(f"{where}: values: no values (0 splits)")
-    bad = ~np.isfinite(arr)
-    if bad.any():
-        raise InputError(
-            f"{where}: values: must be finite ({int(bad.sum())} values, e.g. positions "
-            f"{np.flatnonzero(bad)[:3].tolist()})"
-        )
-    return arr
 
 
 def bootstrap_ci(
@@ -135,7 +106,7 @@ def bootstrap_ci(
     >>> bootstrap_ci([0.5, 0.5, 0.5], rng=rng)
     BootstrapCI(low=0.5, high=0.5)
     """
-    arr = _check_values(values, "bootstrap_ci")
+    arr = check_values(values, "bootstrap_ci")
     confidence = check_confidence(confidence, where="bootstrap_ci")
     n_resamples = int(
         check_param(n_resamples, where="bootstrap_ci", name="n_resamples", target_type=numbers.Integral, min_val=1)
@@ -156,101 +127,6 @@ def bootstrap_ci(
     return BootstrapCI(float(res.confidence_interval.low), float(res.confidence_interval.high))
 
 
-def corrected_resampled_t(
-    values: npt.ArrayLike,
-    *,
-    test_train_ratio: float,
-    confidence: float = 0.95,
-) -> CorrectedT:
-    r"""Mean over :math:`R` random splits of one dataset, with the corrected resampled :math:`t` interval and test.
-
-    ``values`` are per-split estimates :math:`d_1,\dots,d_R` (e.g. the mean loss difference of two pipelines on
-    each split's evaluation part). The splits share items, so the :math:`d_r` are positively correlated and
-    :math:`s^2/R` underestimates the variance of :math:`\bar d`. Nadeau and Bengio [1]_ take the correlation
-    between two splits to be :math:`\rho = n_2/(n_1 + n_2)` (:math:`n_1` training, :math:`n_2` test items per
-    split), which inflates the variance to
-
-    .. math::
-
-        \widehat{\mathrm{Var}}(\bar d) = \Big(\frac1R + \frac{n_2}{n_1}\Big)\, s^2,\qquad
-        t = \frac{\bar d}{\sqrt{\widehat{\mathrm{Var}}(\bar d)}},\qquad
-        \mathrm{CI} = \bar d \pm t_{1-a/2,\,R-1}\sqrt{\widehat{\mathrm{Var}}(\bar d)},
-
-    with :math:`s^2` the sample variance of the :math:`d_r` and :math:`p = 2\,P(T_{R-1} > |t|)`. The
-    :math:`n_2/n_1` term does not vanish as :math:`R` grows, so the interval width tends to that of the data,
-    not to 0. With ``test_train_ratio=0`` (independent replicates) this is the one-sample :math:`t` interval.
-
-    Parameters
-    ----------
-    values : array-like of shape (R,)
-        Finite per-split estimates, :math:`R \ge 2`.
-    test_train_ratio : float
-        :math:`n_2/n_1`, evaluation items over the other items of a split (1 for half splits), >= 0.
-    confidence : float, default 0.95
-        Confidence level, in (0, 1).
-
-    Returns
-    -------
-    CorrectedT
-        ``(estimate, low, high, standard_error, statistic, pvalue, df)``. If every :math:`d_r` is equal the
-        interval is the point :math:`\bar d`, with :math:`t = 0, p = 1` when it is 0 and
-        :math:`t = \pm\infty, p = 0` otherwise.
-
-    Raises
-    ------
-    InputError
-        If ``values`` is not 1-D, has fewer than 2 values or holds NaN or infinity.
-    ConfigError
-        If ``test_train_ratio`` is negative or ``confidence`` is outside (0, 1).
-
-    Notes
-    -----
-    The correction is a heuristic: exact for estimates that are plain means over the evaluation items (no
-    training effect; the variance of a random half's mean about the full-data mean is :math:`s^2 \approx
-    \sigma^2 n_1/(n n_2)`, so :math:`(n_2/n_1) s^2 = \sigma^2/n`), and found conservative by [1]_ when the
-    training part matters. :math:`R \ge 2` needed; cost :math:`O(R)`.
-
-    References
-    ----------
-    .. [1] C. Nadeau, Y. Bengio. Inference for the Generalization Error. Machine Learning 52(3):239-281, 2003,
-       doi:10.1023/A:1024068626366, §4.
-    .. [2] R. R. Bouckaert, E. Frank. Evaluating the Replicability of Significance Tests for Comparing Learning
-       Algorithms. PAKDD 2004, doi:10.1007/978-3-540-24775-3_3.
-
-    Examples
-    --------
-    Ten half splits (:math:`n_2/n_1 = 1`): the interval is about :math:`\sqrt{1 + R}` times the naive one.
-
-    >>> d = [0.04, 0.01, 0.06, 0.03, 0.02, 0.05, 0.00, 0.04, 0.03, 0.02]
-    >>> res = corrected_resampled_t(d, test_train_ratio=1.0)
-    >>> round(res.estimate, 3), round(res.statistic, 2), round(res.pvalue, 3), res.df
-    (0.03, 1.57, 0.152, 9)
-    >>> bool(res.low < 0 < res.high)
-    True
-    >>> round(corrected_resampled_t(d, test_train_ratio=0.0).statistic, 2)  # the one-sample t
-    5.2
-    """
-    where = "corrected_resampled_t"
-    arr = _check_values(values, where)
-    if arr.size < 2:
-        raise InputError(f"{where}: values: need >= 2 splits for a variance across splits, got {arr.size}")
-    ratio = float(
-        check_param(test_train_ratio, where=where, name="test_train_ratio", target_type=numbers.Real, min_val=0.0)
-    )
-    confidence = check_confidence(confidence, where=where)
-    n_splits = arr.size
-    mean = float(arr.mean())
-    se = float(np.sqrt((1.0 / n_splits + ratio) * arr.var(ddof=1)))
-    df = n_splits - 1
-    if se == 0.0:
-        statistic = 0.0 if mean == 0.0 else float(np.copysign(np.inf, mean))
-        return CorrectedT(mean, mean, mean, 0.0, statistic, 1.0 if mean == 0.0 else 0.0, df)
-    statistic = mean / se
-    half = float(student_t.ppf(0.5 + confidence / 2.0, df)) * se
-    pvalue = float(2.0 * student_t.sf(abs(statistic), df))
-    return CorrectedT(mean, mean - half, mean + half, se, statistic, pvalue, df)
-
-
 def summarise_over_splits(
     results: pd.DataFrame,
     *,
@@ -261,12 +137,14 @@ def summarise_over_splits(
     rng: np.random.Generator,
     split_sizes: tuple[str, str] | float | None = None,
     tested: Sequence[str] = (),
+    study: str | None = None,
 ) -> pd.DataFrame:
     """Mean and confidence interval of each metric over the splits of each group.
 
     Without ``split_sizes`` the interval is the percentile bootstrap of :func:`bootstrap_ci` (spec 000 §5.5(b)),
-    right for independent replicates. With ``split_sizes`` (splits of one dataset, which share items) it is the
-    corrected resampled :math:`t` of :func:`corrected_resampled_t`.
+    right for independent replicates (its ends are means of in-range values, so in range). With ``split_sizes``
+    (splits of one dataset, which share items) it is the corrected resampled :math:`t` built on the scale of each
+    metric's declared range (:func:`judgecal_dist.stats.intervals.mean_interval`), so it never leaves the range.
 
     Parameters
     ----------
@@ -286,6 +164,9 @@ def summarise_over_splits(
     tested : sequence of str
         Metrics (differences, with ``split_sizes``) that also get ``m_t`` and ``m_p``: the corrected resampled
         :math:`t` statistic and two-sided p-value of a mean of 0.
+    study : str, optional
+        The study, for metrics whose range it declares under its own name
+        (:func:`judgecal_dist.stats.ranges.metric_range`).
 
     Returns
     -------
@@ -343,7 +224,9 @@ def summarise_over_splits(
         for m in metrics:
             values = group[m].to_numpy(dtype=np.float64)
             try:
-                low, high, t_stat, p_value = _split_interval(values, ratio, confidence, n_resamples, seed, where)
+                low, high, t_stat, p_value = _split_interval(
+                    values, ratio, confidence, n_resamples, seed, metric_range(m, study=study)
+                )
             except InputError as err:
                 raise InputError(f"{where}: {m}: group {group_key or 'all rows'}: {err}") from err
             row[f"{m}_mean"] = float(values.mean())
@@ -389,17 +272,19 @@ def _split_interval(
     confidence: float,
     n_resamples: int,
     seed: int,
-    where: str,
+    bounds: MetricRange | None,
 ) -> tuple[float, float, float, float]:
     """Interval of a metric's mean over splits, with the corrected resampled t test where the split sizes are known
     (a bootstrap interval and no test without them; no interval below two splits)."""
+
     if ratio is None:
         low, high = bootstrap_ci(
             values, confidence=confidence, n_resamples=n_resamples, rng=np.random.default_rng(seed)
         )
         return low, high, np.nan, np.nan
     if values.size < 2:
-        _check_values(values, where)
+        check_values(values, "summarise_over_splits")
         return np.nan, np.nan, np.nan, np.nan
     res = corrected_resampled_t(values, test_train_ratio=ratio, confidence=confidence)
-    return res.low, res.high, res.statistic, res.pvalue
+    ranged = mean_interval(values, bounds, test_train_ratio=ratio, confidence=confidence)
+    return ranged.low, ranged.high, res.statistic, res.pvalue

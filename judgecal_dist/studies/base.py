@@ -23,6 +23,7 @@ import pandas as pd
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.settings import StudyFields
 from judgecal_dist.studies.recommendation import Recommendation
+from judgecal_dist.studies.report_kit import interval_note  # re-exported: studies import it from here
 
 __all__ = ["StudyResult", "StudyModule", "interval_note"]
 
@@ -65,48 +66,6 @@ class StudyResult:
         if self.recommendation is not None:
             self.report = self.recommendation.insert_into(self.report)
             self.extra = {"recommendation": self.recommendation.record()} | self.extra
-
-
-def interval_note(
-    confidence: float, *, shared_items: bool = True, bootstrap_over: str | None = None, resamples: int | None = None
-) -> str:
-    """The one sentence a report gives on its intervals, and why they are what they are.
-
-    Parameters
-    ----------
-    confidence : float
-        The intervals' level.
-    shared_items : bool, default True
-        Replicates are splits of one dataset (corrected resampled t) or, False, independent draws of fresh data
-        (t over the replicates).
-    bootstrap_over : str, optional
-        The intervals are instead a percentile bootstrap that redraws these units (e.g. ``"examples"``, ``"groups
-        of linked items"``) of one evaluation; ``resamples`` is its number of resamples.
-
-    Examples
-    --------
-    >>> interval_note(0.95, shared_items=False)
-    '95% intervals are t intervals over the replicates: each replicate draws fresh data, so replicates are independent.'
-    >>> interval_note(0.9, bootstrap_over="examples", resamples=2000)[:74]
-    '90% intervals are percentile bootstraps over the examples (2000 resamples)'
-    """
-    level = f"{confidence * 100:g}%"
-    if bootstrap_over is not None:
-        count = f" ({resamples} resamples)" if resamples else ""
-        return (
-            f"{level} intervals are percentile bootstraps over the {bootstrap_over}{count}: each resample redraws the "
-            f"{bootstrap_over} the estimate averages over, so the width is that of the data, not of a replicate count."
-        )
-    if not shared_items:
-        return (
-            f"{level} intervals are t intervals over the replicates: each replicate draws fresh data, so replicates "
-            "are independent."
-        )
-    return (
-        f"{level} intervals are corrected resampled t intervals over the splits (Nadeau and Bengio 2003): every split "
-        "re-uses the same items, so a bootstrap over split means would narrow as splits are added whatever the data; "
-        "the correction widens the variance by n_eval/n_cal and the width stays that of the data."
-    )
 
 
 class StudyModule(Protocol):

@@ -29,6 +29,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from judgecal_dist.stats.intervals import method_sentence
+
 __all__ = [
     "MISSING",
     "Claim",
@@ -36,6 +38,7 @@ __all__ = [
     "PaperClaims",
     "bracket",
     "interval",
+    "interval_note",
     "level_text",
     "markdown_table",
     "mean_se",
@@ -136,6 +139,66 @@ def interval(
     '+0.100 [-0.020, +0.200]'
     """
     return f"{number(value, spec, missing=missing)} {bracket(low, high, spec, level=level, missing=missing)}"
+
+
+def interval_note(
+    confidence: float,
+    *,
+    shared_items: bool = True,
+    bootstrap_over: str | None = None,
+    resamples: int | None = None,
+    spread_over_splits: bool = False,
+) -> str:
+    """The one sentence a report gives on its intervals: which method, why, and how it stays in the metric's range.
+
+    Every interval a study prints comes from :mod:`judgecal_dist.stats.intervals`; this names its method.
+
+    Parameters
+    ----------
+    confidence : float
+        The intervals' level.
+    shared_items : bool, default True
+        Replicates are splits of one dataset (corrected resampled t) or, False, independent draws of fresh data
+        (t over the replicates).
+    bootstrap_over : str, optional
+        The intervals are instead a percentile bootstrap that redraws these units (e.g. ``"examples"``, ``"groups
+        of linked items"``) of one evaluation; ``resamples`` is its number of resamples.
+    spread_over_splits : bool, default False
+        The intervals are the mean +- 1.96 SD/sqrt(S) over the splits that a method's paper prints as error bars
+        (the itc study): they describe the spread over splits, not the uncertainty of the data.
+
+    Examples
+    --------
+    >>> interval_note(0.95, shared_items=False)[:104]
+    '95% intervals are t intervals over the replicates: each replicate draws fresh data, so replicates are in'
+    >>> interval_note(0.9, bootstrap_over="examples", resamples=2000)[:74]
+    '90% intervals are percentile bootstraps over the examples (2000 resamples)'
+    """
+    level = f"{confidence * 100:g}%"
+    if bootstrap_over is not None:
+        count = f" ({resamples} resamples)" if resamples else ""
+        return (
+            f"{level} intervals are percentile bootstraps over the {bootstrap_over}{count}: each resample redraws the "
+            f"{bootstrap_over} the estimate averages over, so the width is that of the data, not of a replicate "
+            "count, and the ends, means of values in the metric's range, stay in it."
+        )
+    if spread_over_splits:
+        return (
+            f"{level} intervals are the mean ± 1.96 SD/√S over the S splits, the error bars the method's paper "
+            "prints: the splits re-use the same items, so they show the spread over splits rather than the "
+            f"uncertainty of the data; {method_sentence(critical='normal')}."
+        )
+    if not shared_items:
+        return (
+            f"{level} intervals are t intervals over the replicates: each replicate draws fresh data, so replicates "
+            f"are independent; {method_sentence()}."
+        )
+    return (
+        f"{level} intervals are corrected resampled t intervals over the splits (Nadeau and Bengio 2003): every split "
+        "re-uses the same items, so a bootstrap over split means would narrow as splits are added whatever the data; "
+        "the correction widens the variance by n_eval/n_cal and the width stays that of the data; "
+        f"{method_sentence()}."
+    )
 
 
 def mean_se(value: Any, se: Any, spec: str = ".4f", *, se_spec: str | None = None, missing: str = MISSING) -> str:

@@ -216,7 +216,7 @@ INTERVALS = {
     "budget_fraction": {},
     "narrowband": {"shared_items": False},
     "regime_map": {"shared_items": False},  # generated data here; real data: splits (tests/studies/regime_map)
-    "itc": {},
+    "itc": {"spread_over_splits": True},
     "ensemble": {"bootstrap_over": "examples", "resamples": 5},
     "continuous": {},
 }

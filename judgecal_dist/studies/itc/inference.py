@@ -1,14 +1,15 @@
-"""Inference of the itc study: means over splits, paired tests and top clusters.
+"""Inference of the itc study: means over splits, paired tests and top clusters, as spec 003 section 5 sets them.
 
-The splits are random calibration/evaluation partitions of one dataset, so they share items: intervals over the S
-splits and the test that decides the top cluster are corrected resampled t (Nadeau and Bengio 2003, with
-n_eval / n_cal of the task), whose width does not shrink as splits are added. The paired sign-flip test of two
-methods a, b (spec 003 §5) stays a test within one split: each of R resamples flips the sign of every evaluation
-item's loss difference (the replicates store, per method, the flipped mean losses under shared flips);
-p = (1 + #{|T*| >= |T|}) / (R + 1). It is reported per split (share of splits where it rejects), never pooled over
-splits, which would treat the same items as new evidence in every split. Top cluster (Freitag et al. 2023):
-methods sorted by mean (MAE ascending, PA descending) join rank 1 until the first that differs significantly from
-a member.
+Error bars over the S splits are the mean +- 1.96 SD/sqrt(S) (the paper's), built by the interval service on the
+logit scale of each metric's range (MAE of labels in {-1, 0, +1} in [0, 2], pairwise accuracy in [0, 1]) so no end
+leaves it. The splits are random calibration/evaluation partitions of one dataset and share items, so these bars
+show the spread over splits, not the uncertainty of the data; the report says so. The paired sign-flip test of two
+methods a, b: every one of R joint resamples flips the sign of each item's loss difference, the same sign in every
+split the item is evaluated in (the replicates store, per method, the flipped mean losses under these shared
+flips), so items that every split re-uses count once, as in the data; T = mean over splits of the
+mean difference, p = (1 + #{|T*| >= |T|}) / (R + 1). The share of splits whose own sign-flip test rejects is
+reported beside it. Top cluster (Freitag et al. 2023): methods sorted by mean (MAE ascending, PA descending) join
+rank 1 until the first that differs significantly from a member.
 """
 
 from __future__ import annotations
@@ -18,22 +19,23 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from judgecal_dist.stats.inference import corrected_resampled_t
+from judgecal_dist.stats.intervals import mean_interval
+from judgecal_dist.stats.ranges import metric_range
 
 if TYPE_CHECKING:
     from judgecal_dist.studies.itc.config import Config
 
-__all__ = ["KEYS", "method_summary", "paired_pvalue", "permutation_pvalue", "top_cluster", "top_clusters"]
+__all__ = ["KEYS", "method_summary", "permutation_pvalue", "top_cluster", "top_clusters"]
 
 #: The cell of a comparison: methods are compared within one (dataset, judge, budget).
 KEYS = ["dataset", "judge_id", "n"]
 
 
 def permutation_pvalue(loss_a: np.ndarray, loss_b: np.ndarray, flipped_a: np.ndarray, flipped_b: np.ndarray) -> float:
-    """p-value of the paired sign-flip test from mean losses ``(S,)`` and flipped means ``(S, R)``.
+    """p-value of the paired sign-flip test from mean losses ``(S,)`` and flipped means ``(S, R)`` under joint flips.
 
-    A valid test within one split (``S = 1``): the flips are the null over that split's evaluation items. Over
-    several splits of one dataset it is not (the splits share items); use :func:`paired_pvalue` there.
+    T is the mean over the S splits of the mean loss difference; each of the R resamples gave every item one sign,
+    the same in every split, so column r of the flipped means is one joint resample (spec 003 section 5).
 
     Examples
     --------
@@ -43,30 +45,6 @@ def permutation_pvalue(loss_a: np.ndarray, loss_b: np.ndarray, flipped_a: np.nda
     t = float(np.mean(loss_a - loss_b))
     t_star = np.mean(flipped_a - flipped_b, axis=0)
     return float((1 + np.sum(np.abs(t_star) >= abs(t) - 1e-12)) / (len(t_star) + 1))
-
-
-def paired_pvalue(
-    loss_a: np.ndarray, loss_b: np.ndarray, flipped_a: np.ndarray, flipped_b: np.ndarray, test_train_ratio: float
-) -> float:
-    """p-value that methods a and b have the same mean loss, from their per-split losses ``(S,)`` on shared splits.
-
-    With two or more splits: the corrected resampled t of the per-split differences (the splits share items, so
-    their differences are correlated; ``test_train_ratio`` = n_eval / n_cal). With one split: the sign-flip test
-    within it (:func:`permutation_pvalue`), exact for that split.
-
-    Examples
-    --------
-    Ten half splits of one dataset whose differences average 0.01: the splits re-use the same items, so their
-    agreement is not ten times the evidence of one split.
-
-    >>> d = np.array([0.03, 0.01, -0.01, 0.02, 0.00, 0.02, 0.01, 0.00, 0.03, -0.01])
-    >>> flips = np.zeros((10, 9))
-    >>> round(paired_pvalue(d, np.zeros(10), flips, flips, test_train_ratio=1.0), 2)
-    0.54
-    """
-    if len(loss_a) < 2:
-        return permutation_pvalue(loss_a, loss_b, flipped_a, flipped_b)
-    return corrected_resampled_t(np.asarray(loss_a) - np.asarray(loss_b), test_train_ratio=test_train_ratio).pvalue
 
 
 def _split_rejections(la: np.ndarray, lb: np.ndarray, fa: np.ndarray, fb: np.ndarray, alpha: float) -> float:
@@ -93,13 +71,8 @@ def top_cluster(means: dict[str, float], pvalue: Any, *, lower_is_better: bool, 
     return cluster
 
 
-def _ratio(group: pd.DataFrame) -> float:
-    # n_2 / n_1 of the corrected t: the task's evaluation items over its calibration items.
-    return float(group["n_eval"].mean() / max(group["n_cal"].mean(), 1.0))
-
-
 def method_summary(config: Config, parts: pd.DataFrame) -> pd.DataFrame:
-    """One row per (dataset, judge, n, method): means over splits, corrected t intervals of MAE and PA."""
+    """One row per (dataset, judge, n, method): means over splits, mean +- 1.96 SD/sqrt(S) intervals of MAE and PA."""
     rows = []
     for (dataset, judge, n, method), g in parts.groupby([*KEYS, "method"], sort=True):
         row: dict[str, Any] = {
@@ -117,7 +90,13 @@ def method_summary(config: Config, parts: pd.DataFrame) -> pd.DataFrame:
             row[m] = float(g[m].mean())
             if m in ("mae", "pa"):
                 ci = (
-                    corrected_resampled_t(g[m].to_numpy(), test_train_ratio=_ratio(g), confidence=config.ci_level)
+                    mean_interval(
+                        g[m].to_numpy(),
+                        metric_range(m, study="itc"),
+                        test_train_ratio=0.0,  # SD/sqrt(S), the paper's error bars
+                        confidence=config.ci_level,
+                        critical="normal",
+                    )
                     if len(g) > 1
                     else None
                 )
@@ -134,9 +113,9 @@ def method_summary(config: Config, parts: pd.DataFrame) -> pd.DataFrame:
 def top_clusters(config: Config, parts: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
     """Top-cluster membership for MAE and PA per (dataset, judge, n), with the p-values against the best.
 
-    ``p_vs_best_<metric>`` is the corrected resampled t across splits (:func:`paired_pvalue`), which decides the
+    ``p_vs_best_<metric>`` is the sign-flip test over all splits (:func:`permutation_pvalue`), which decides the
     cluster; ``split_reject_share_<metric>`` is the share of splits whose own sign-flip test rejects against the
-    best, reported as what it is.
+    best.
     """
     summary = summary.copy()
     for metric, lower in (("mae", True), ("pa", False)):
@@ -147,16 +126,15 @@ def top_clusters(config: Config, parts: pd.DataFrame, summary: pd.DataFrame) -> 
             by_method = {m: g.sort_values("seed") for m, g in cell.groupby("method")}
             if len({tuple(g["seed"]) for g in by_method.values()}) != 1:
                 continue  # methods must share the splits to be compared
-            ratio = _ratio(cell)
 
             def losses(a: str, metric: str = metric, by_method: dict = by_method) -> tuple[np.ndarray, np.ndarray]:
                 value = by_method[a][metric].to_numpy()
                 flipped = np.stack(by_method[a][f"perm_{metric}"].to_numpy()).astype(np.float64)
                 return (value if metric == "mae" else 1 - value), flipped
 
-            def pvalue(a: str, b: str, losses: Any = losses, ratio: float = ratio) -> float:
+            def pvalue(a: str, b: str, losses: Any = losses) -> float:
                 (la, fa), (lb, fb) = losses(a), losses(b)
-                return paired_pvalue(la, lb, fa, fb, ratio)
+                return permutation_pvalue(la, lb, fa, fb)
 
             means = {m: float(g[metric].mean()) for m, g in by_method.items()}
             cluster = top_cluster(means, pvalue, lower_is_better=lower, alpha=config.significance)

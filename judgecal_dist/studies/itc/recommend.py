@@ -79,7 +79,7 @@ def recommend(config: Any, summary: pd.DataFrame) -> Recommendation:
         runner_up=f"{second} (top cluster in {int(rank.loc[second, 'cells'])} of {int(rank.loc[second, 'of'])} cells): "
         + _cells(summary, second, hi),
         changes=changes,
-        interval=interval_note(config.ci_level),
+        interval=interval_note(config.ci_level, spread_over_splits=True),
         support=support,
         keys=keys,
         metrics=("mae", "pa", "pred_tie_rate"),

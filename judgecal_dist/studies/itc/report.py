@@ -143,9 +143,11 @@ def _choices(config: Config, data: ItcInput) -> dict[str, Any]:
         "sc_tie_break": config.sc_tie_break,
         "soft_sc": "mean is the default column; min and product are variants; ties toward 0",
         "not_reproducible": "GD/FS/USC/GSA need new LLM calls (temperature-0 two-order votes, aggregation calls)",
-        "intervals": interval_note(config.ci_level),
-        "top_cluster_test": f"corrected resampled t of the paired per-split differences, alpha {config.significance}",
-        "permutation_test": f"{config.permutations} sign-flip resamples within each split (reported per split)",
+        "intervals": interval_note(config.ci_level, spread_over_splits=True),
+        "top_cluster_test": f"sign-flip test of the paired differences over all splits (joint flips), alpha "
+        f"{config.significance}",
+        "permutation_test": f"{config.permutations} joint sign-flip resamples (every split flipped at once); each "
+        "split's own test is reported as the share of splits where it rejects",
         "orientation": f"seeded coin per (subset, id, a, b), seed {config.orientation_seed}",
     }
 
@@ -221,7 +223,7 @@ def _report(config: Config, summary: pd.DataFrame, extra: dict[str, Any]) -> str
         f"{config.calib_fraction}. Each cell: MAE (pairwise accuracy) on the evaluation part; n = sampled verdicts "
         "per item. MAE is the mean absolute error of the predicted preference in {-1, 0, +1} (0 = tie); pairwise "
         "accuracy (PA) the share of pairs predicted exactly. * = in the top cluster (no method significantly "
-        "better: corrected resampled t of the paired differences over splits); † = predicts a tie for "
+        "better: sign-flip test of the paired differences over all splits); † = predicts a tie for "
         f"{DEGENERATE_TIE_RATE:.0%} or more of the pairs, so its MAE reflects how often the labels are ties and it is "
         "never starred.",
         *_judge_sections(config, summary),

@@ -5,8 +5,8 @@ calibration part C holds ``round_half_up(calib_fraction * N)`` items (those with
 of their item key, or of their group with ``split: group``), the same for every budget and method; the Davidson
 model is fitted on C's vote counts and labels, and every method is scored on E = D \\ C with ordinal MAE, pairwise
 accuracy and the reversal rate. Each replicate also returns, per method, the means of its per-item losses under
-``permutations`` joint sign flips (the same flips for every method), from which ``summarise`` computes each split's
-paired sign-flip test; the top cluster is decided across splits by the corrected resampled t (spec 003 §5).
+``permutations`` joint sign flips (one sign per item, the same in every split and for every method), from which ``summarise`` computes the paired
+sign-flip test over all splits (joint flips) that decides the top cluster, and each split's own (spec 003 §5).
 
 References
 ----------
@@ -172,8 +172,13 @@ def run_replicate(data: ItcInput, rep: Replicate) -> pd.DataFrame:
     for t, task in enumerate(data.tasks):
         cal = calibration_part(task, rep.seed, config.calib_fraction, config.split)
         y = task.labels[~cal]
-        # One set of sign flips per (split, task), shared by every method and budget: paired tests (spec 003 §5).
-        flips = np.random.default_rng([rep.seed, t]).choice(np.array([-1.0, 1.0]), size=(config.permutations, len(y)))
+        # One sign per (resample, item) of the task, shared by every split, method and budget: a split evaluates
+        # the items other splits evaluate too, and a joint resample must flip an item the same way wherever it
+        # appears, or averaging over splits would shrink the null as if re-used items were new ones.
+        signs = np.random.default_rng([config.seed, t]).choice(
+            np.array([-1.0, 1.0]), size=(config.permutations, len(cal))
+        )
+        flips = signs[:, ~cal]
         order = sample_order(task, rep.seed, t) if config.budget_samples == "random" else None
         for b, n in enumerate(task.budgets):
             preds, fits, no_verdict = _predictions(task, b, cal, rep, order)

@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.stats import t as student_t
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.errors import ConfigError
@@ -191,20 +190,18 @@ def test_synthetic_g2_study(tmp_path):
     assert summary["findings"]["davidson_below_sc_for_n_ge_4"]["holds"] == bool((below["davidson"] < below["sc"]).all())
     assert (below["davidson"] < below["sc"]).all()  # G2 at 2,000 items: the finding itself, not just its flag
     # Top cluster recomputed from the per-split losses: rank by mean MAE, keep methods until the first that the
-    # corrected resampled t of the paired per-split differences separates at 5% from a kept one.
+    # sign-flip test over all splits (spec 003 section 5: joint flips, T = mean over splits) separates at 5%.
     parts = pd.read_parquet(Path(url, "replicates"))
     flagged = rows.set_index(["judge_id", "n", "method"])["top_cluster_mae"]
     for (judge, n), cell in parts.groupby(["judge_id", "n"]):
         by = {m: g.sort_values("seed") for m, g in cell.groupby("method")}
 
         def p(a: str, b: str, by: dict = by) -> float:
-            # Corrected resampled t by hand: Var = (1/S + n_eval/n_cal) s^2 of the paired per-split differences.
-            d = by[a]["mae"].to_numpy() - by[b]["mae"].to_numpy()
-            ratio = by[a]["n_eval"].mean() / by[a]["n_cal"].mean()
-            if d.var() == 0:
-                return 1.0 if d.mean() == 0 else 0.0
-            t = d.mean() / np.sqrt((1 / len(d) + ratio) * d.var(ddof=1))
-            return 2 * student_t.sf(abs(t), len(d) - 1)
+            # By hand: column r of every split's flipped means is one joint resample; p = (1 + #|T*| >= |T|)/(R + 1).
+            t = np.mean(by[a]["mae"].to_numpy() - by[b]["mae"].to_numpy())
+            flipped = [np.stack(by[m]["perm_mae"].to_numpy()).astype(np.float64) for m in (a, b)]
+            t_star = (flipped[0] - flipped[1]).mean(axis=0)
+            return (1 + np.sum(np.abs(t_star) >= abs(t) - 1e-12)) / (len(t_star) + 1)
 
         ranked = sorted(by, key=lambda m, by=by: by[m]["mae"].mean())
         cluster = ranked[:1]
@@ -215,7 +212,7 @@ def test_synthetic_g2_study(tmp_path):
         assert {m for m in by if flagged[(judge, n, m)]} == set(cluster), (judge, n)
         assert "decisive_majority" not in cluster  # clearly worst at 2000 items: the flag must discriminate
     assert not flagged.all()
-    assert interval_note(0.95) in Path(url, "report.md").read_text()
+    assert interval_note(0.95, spread_over_splits=True) in Path(url, "report.md").read_text()
     again = execute(prepare(CONFIG, args), _engine(), output=str(tmp_path), serial=True)
     assert again == url
 
@@ -280,11 +277,12 @@ def test_permutation_pvalue_and_top_cluster():
     assert top_cluster({"a": 0.7, "b": 0.6, "c": 0.2}, lambda x, y: 0.01, lower_is_better=False, alpha=0.05) == ["a"]
 
 
-def _fixed_data_splits(n_splits: int, shift_in_se: float, seed: int = 0) -> pd.DataFrame:
+def _fixed_data_splits(n_splits: int, shift_in_se: float, seed: int = 0, shared_flips: bool = True) -> pd.DataFrame:
     """Parts of two methods on ``n_splits`` random half splits of ONE fixed set of 400 items (one itc cell).
 
     The items' loss differences have a sample mean of ``shift_in_se`` standard errors: on this data no test can
-    know more than that, however many splits re-use the items.
+    know more than that, however many splits re-use the items. ``shared_flips``: each resample gives an item one
+    sign in every split (the study's joint flips); False: every split draws its own signs.
     """
     rng = np.random.default_rng(seed)
     n, perms = 400, 199
@@ -293,9 +291,10 @@ def _fixed_data_splits(n_splits: int, shift_in_se: float, seed: int = 0) -> pd.D
     diff += shift_in_se * diff.std(ddof=1) / np.sqrt(n) - diff.mean()
     loss = {"a": base, "b": base + diff}
     rows = []
+    signs = rng.choice([-1.0, 1.0], size=(perms, n))
     for s in range(n_splits):
         ev = rng.permutation(n)[: n // 2]
-        flips = rng.choice([-1.0, 1.0], size=(perms, ev.size))
+        flips = signs[:, ev] if shared_flips else rng.choice([-1.0, 1.0], size=(perms, ev.size))
         for method, x in loss.items():
             rows.append(
                 {"seed": s, "dataset": "d", "judge_id": "j", "n": 4, "method": method, "n_cal": n - ev.size}
@@ -306,30 +305,43 @@ def _fixed_data_splits(n_splits: int, shift_in_se: float, seed: int = 0) -> pd.D
 
 
 def test_top_cluster_is_not_fooled_by_splits_that_share_items():
-    """A difference of 1.5 standard errors on fixed data stays undecided at 100 splits; pooling every split's
-    sign flips as independent evidence (the old test) calls it significant."""
+    """A difference of 1.5 standard errors on fixed data stays undecided at 100 splits under joint flips that give
+    an item one sign in every split; flipping each split on its own (re-used items as new evidence) calls it
+    significant."""
     config = itc.Config(data="synthetic:g2")
     parts = _fixed_data_splits(100, shift_in_se=1.5)
     summary = top_clusters(config, parts, method_summary(config, parts)).set_index("method")
     assert summary["top_cluster_mae"].all()  # both methods: the data cannot separate them
     assert 0.05 < summary.at["b", "p_vs_best_mae"] < 0.5
-    by = {m: g.sort_values("seed") for m, g in parts.groupby("method")}
+    naive = _fixed_data_splits(100, shift_in_se=1.5, shared_flips=False)
+    by = {m: g.sort_values("seed") for m, g in naive.groupby("method")}
     pooled = permutation_pvalue(*(by[m]["mae"].to_numpy() for m in "ab"), *(np.stack(by[m]["perm_mae"]) for m in "ab"))
-    assert pooled < 0.01  # the old procedure: overconfident on the same data
+    assert pooled < 0.01  # flips drawn per split: overconfident on the same data
     # A real difference (5 standard errors) is still found.
     strong = _fixed_data_splits(100, shift_in_se=5.0)
     clusters = top_clusters(config, strong, method_summary(config, strong)).set_index("method")
     assert clusters["top_cluster_mae"].to_dict() == {"a": True, "b": False}
 
 
-def test_itc_intervals_keep_the_width_of_the_data_as_splits_grow():
+def test_itc_intervals_are_the_papers_error_bars_inside_the_range():
+    """Mean +- 1.96 SD/sqrt(S) over splits (spec 003 section 5), by hand on the logit scale of MAE's [0, 2] and
+    PA's [0, 1]: the ends stay inside, and the bars narrow as 1/sqrt(S) (they show the spread over splits)."""
     config = itc.Config(data="synthetic:g2")
     parts = _fixed_data_splits(400, shift_in_se=1.0)
     width = {}
     for s in (25, 400):
+        group = parts[(parts["seed"] < s) & (parts["method"] == "a")]
         row = method_summary(config, parts[parts["seed"] < s]).set_index("method").loc["a"]
+        for metric, top in (("mae", 2.0), ("pa", 1.0)):
+            x = group[metric].to_numpy()
+            u = x.mean() / top
+            step = 1.959964 * x.std(ddof=1) / np.sqrt(s) / (top * u * (1 - u))
+            expected = top / (1 + np.exp(-(np.log(u / (1 - u)) + np.array([-step, step]))))
+            got = np.array([row[f"{metric}_ci_low"], row[f"{metric}_ci_high"]])
+            np.testing.assert_allclose(got, expected, rtol=1e-6)
+            assert 0 < got[0] < x.mean() < got[1] < top
         width[s] = row["mae_ci_high"] - row["mae_ci_low"]
-    assert width[400] / width[25] > 0.7  # a bootstrap over split means would give 0.25
+    assert width[400] / width[25] == pytest.approx(0.25, rel=0.15)
 
 
 def test_config_errors():
