@@ -173,8 +173,7 @@ def _paper_here(summary: pd.DataFrame, item_pairs: pd.DataFrame | None, diagnost
                 f"top10 {row_interval(r, 'delta_nll', '+.4f')}",
                 agrees=bool(r["delta_nll_ci_low"] <= 0 <= r["delta_nll_ci_high"]),
             )
-    empty = item_pairs is None or item_pairs.empty
-    pairs = pd.DataFrame() if empty else item_pairs.set_index("aggregator")
+    pairs = pd.DataFrame() if item_pairs is None or item_pairs.empty else item_pairs.set_index("aggregator")
     for agg, key, wanted in (("majority", "vs_majority", "below"), ("dawid_skene", "vs_dawid_skene", "contains")):
         if agg in pairs.index:
             r = pairs.loc[agg]
