@@ -48,6 +48,8 @@ class FlowOutput:
     seconds: float
     #: Of ``seconds``, the MC-dropout prediction of every test item (per-item latency = this / items).
     predict_seconds: float = float("nan")
+    #: Training loss of every member at every epoch run, shape (epochs run, members).
+    loss_history: npt.NDArray[np.float64] | None = None
 
 
 def gpu_available() -> bool:
@@ -82,7 +84,8 @@ def _run(job: FlowJob) -> FlowOutput:
             if device == "cuda":
                 torch.cuda.synchronize()
             t2 = time.perf_counter()
-            return FlowOutput(mean, sd, stack.loss_history[-1], device, t2 - t0, t2 - t1)
+            history = stack.loss_history
+            return FlowOutput(mean, sd, history[-1], device, t2 - t0, t2 - t1, loss_history=history)
     finally:
         torch.set_num_threads(previous)
 

@@ -12,6 +12,7 @@ from judgecal_dist.methods.continuous.score_flow import MASK_POLICIES
 from judgecal_dist.settings import (
     CiLevel,
     Count,
+    NonNegative,
     Positive,
     Probability,
     Replicates,
@@ -56,6 +57,11 @@ class Config(SplitFields):
     flow_lr: Positive = 0.003
     flow_passes: Annotated[int, integer(2, 10_000, description="MC-dropout passes (>= 2 for an MC s.d.)")] = 40
     flow_embed_dim: Annotated[int, integer(1, 4_096)] = 8
+    flow_hidden: Annotated[int, integer(1, 4_096, description="hidden units of the drift MLP (spec: 64)")] = 64
+    #: Early stop: training ends once every flow's mean loss over ``flow_window`` epochs moves by less than this
+    #: fraction from the window before (``flow_epochs`` is then the cap); 0 trains all ``flow_epochs`` steps.
+    flow_tol: NonNegative = 0.0
+    flow_window: Annotated[int, integer(1, 100_000)] = 50
     flow_batch: Annotated[int, integer(1, 1_000)] = 5
     linear_batch: Annotated[int, integer(1, 10_000, description="conjugate (non-NUTS) seeds per linear task")] = 25
     flow_rubrics: Annotated[tuple[Annotated[str, one_of(FLOW_RUBRICS)], ...], listed(min_length=1)] = ("shared",)

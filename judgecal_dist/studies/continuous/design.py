@@ -52,6 +52,9 @@ def flow_settings(config: Config) -> dict[str, Any]:
         "epochs": config.flow_epochs,
         "lr": config.flow_lr,
         "embed_dim": config.flow_embed_dim,
+        "hidden": config.flow_hidden,
+        "tol": config.flow_tol or None,
+        "window": config.flow_window,
         "mask_policy": config.flow_mask_policy,
         "solver": config.flow_solver,
     }

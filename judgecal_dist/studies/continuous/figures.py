@@ -16,7 +16,7 @@ from judgecal_dist.studies.continuous.summary import BUDGET_FREE, ORDER
 if TYPE_CHECKING:
     from judgecal_dist.studies.continuous.config import Config, ContinuousInput
 
-__all__ = ["figure_one", "figures"]
+__all__ = ["figure_one", "figures", "training_figure"]
 
 _METRIC_NAMES = {"mae": "MAE", "kl": "KL divergence"}
 
@@ -145,6 +145,52 @@ def _metric_vs_budget(config: Config, table: pd.DataFrame, data: ContinuousInput
     return png(fig, dpi=90, tight_layout=True)
 
 
+def training_figure(config: Config, parts: pd.DataFrame) -> bytes | None:
+    """Every flow fit's training loss against the epoch, one panel per arm, a colour per budget, a line style per
+    flow variant, one line per seed (None without flow rows)."""
+    fits = parts[parts["corrector"].str.startswith("flow")] if "loss_curve" in parts else parts.iloc[:0]
+    fits = fits[fits["loss_curve"].notna()]
+    if fits.empty:
+        return None
+    plt = pyplot()
+    arms = sorted(fits["judge"].unique())
+    budgets = sorted(int(b) for b in fits["budget"].unique())
+    colors = colours([str(b) for b in budgets])
+    fig, axes = plt.subplots(1, len(arms), figsize=(5.4 * len(arms), 4.4), squeeze=False)
+    stop = (
+        f"stop when the {config.flow_window}-epoch mean moves < {config.flow_tol:g}"
+        if config.flow_tol
+        else "no early stop"
+    )
+    fig.suptitle(
+        f"Flow training loss by epoch (H={config.flow_hidden}, lr {config.flow_lr:g}, cap {config.flow_epochs} "
+        f"epochs, {stop})",
+        fontsize=10,
+    )
+    for ax, arm in zip(axes[0], arms, strict=True):
+        for (corrector, budget), g in fits[fits["judge"] == arm].groupby(["corrector", "budget"], sort=True):
+            epochs = g["epochs_run"].astype(int)
+            span = f"{epochs.min()}" if epochs.min() == epochs.max() else f"{epochs.min()}-{epochs.max()}"
+            label = f"{corrector}, {int(budget)} anchors/rubric: {len(g)} seeds, {span} epochs"
+            for k, curve in enumerate(g["loss_curve"]):
+                ax.plot(
+                    np.arange(1, len(curve) + 1),
+                    np.asarray(curve, dtype=float),
+                    color=colors[str(int(budget))],
+                    ls="-" if corrector == "flow" else "--",
+                    lw=0.8,
+                    alpha=0.8,
+                    label=label if k == 0 else None,
+                )
+        ax.set(
+            xlabel="epoch (one full-batch Adam step)",
+            ylabel="training loss: MSE of the MC-dropout solve\n(score points squared, 1-5 scale)",
+            title=f"{arm}",
+        )
+        ax.legend(fontsize=7)
+    return png(fig, dpi=90, tight_layout=True)
+
+
 def figures(config: Config, parts: pd.DataFrame, table: pd.DataFrame, data: ContinuousInput) -> dict[str, bytes]:
     """``calibration_<arm>.png`` per arm with item rows at the largest budget, and ``metric_vs_budget.png``."""
     figs: dict[str, bytes] = {}
@@ -158,4 +204,7 @@ def figures(config: Config, parts: pd.DataFrame, table: pd.DataFrame, data: Cont
             continue
         figs[f"calibration_{arm}.png"] = _calibration(config, arm, arm_items, budget, colors)
     figs["metric_vs_budget.png"] = _metric_vs_budget(config, table, data, colors)
+    training = training_figure(config, parts)
+    if training is not None:
+        figs["flow_training.png"] = training
     return figs

@@ -8,6 +8,7 @@ The pieces live beside it: the summary table, crossovers, canary and saturation 
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -114,7 +115,8 @@ def summarise(config: Config, parts: pd.DataFrame, data: ContinuousInput) -> Stu
     table = summary_table(config, parts)
     cross, canaries = crossover(config, parts), canary(config, parts)
     failed = int(len(parts) - len(usable_rows(parts)))
-    report = _report(config, parts, data, table, findings(config, table, cross, canaries, parts), failed)
+    found = findings(config, table, cross, canaries, parts)
+    report = _report(config, parts, data, table, [f.line for f in found], failed)
     corrector, judge = exported_choice(config, table)
     model = export_corrector(config, data, corrector, judge, parts)
     fmt = model.document["format"]
@@ -132,6 +134,7 @@ def summarise(config: Config, parts: pd.DataFrame, data: ContinuousInput) -> Stu
         "paper_tanh_leftover": paper_tanh_leftover(),
         "canary": canaries,
         "failed_nuts_fits": failed,
+        "findings": [asdict(f) | {"verdict": f.verdict} for f in found],
         "exported_model": {"corrector": corrector, "judge": judge, "format": fmt, "export": config.export},
     }
     figs = figures(config, parts, table, data) | {"judge_vs_reference.png": figure_one(config, data)}

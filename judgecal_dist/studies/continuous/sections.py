@@ -6,7 +6,14 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from judgecal_dist.studies.continuous.summary import ORDER, crossover, paper_tanh_leftover, saturation
+from judgecal_dist.studies.continuous.summary import (
+    CONVERGED,
+    ORDER,
+    crossover,
+    flow_training,
+    paper_tanh_leftover,
+    saturation,
+)
 
 if TYPE_CHECKING:
     from judgecal_dist.studies.continuous.config import Config, ContinuousInput
@@ -111,6 +118,34 @@ def _saturation_section(config: Config, data: ContinuousInput) -> list[str]:
     ]
 
 
+def _training_section(config: Config, parts: pd.DataFrame) -> list[str]:
+    """How far the flows trained: epochs run, final loss and the last loss window's relative change per fit."""
+    train = flow_training(config, parts)
+    if train.empty:
+        return []
+    limit = config.flow_tol or CONVERGED
+    rule = (
+        f"training stops once the mean loss over {config.flow_window} epochs moves by less than {limit:g} of the "
+        f"window before (cap {config.flow_epochs} epochs)"
+        if config.flow_tol
+        else f"a fixed {config.flow_epochs} epochs; a fit counts as trained when its last {config.flow_window}-epoch "
+        f"mean loss moved by less than {limit:g}"
+    )
+    fits, trained = int(train["fits"].sum()), int(train["trained"].sum())
+    return [
+        "## Flow training",
+        f"Drift MLP with {config.flow_hidden} hidden units, Adam lr {config.flow_lr:g}; {rule}. Trained: {trained} of "
+        f"{fits} fits; largest final relative change {train['max_change'].max():.4f}"
+        + ("" if trained == fits else " - read the flow's findings as a lower bound")
+        + ". Loss = the training MSE (score points squared on the 1-5 scale) of one MC-dropout solve.",
+        "",
+        "![flow training loss](figures/flow_training.png)",
+        "",
+        markdown(train, list(train.columns)),
+        "",
+    ]
+
+
 def _latency_section(parts: pd.DataFrame) -> list[str]:
     if "latency_ms_per_item" not in parts:
         return []
@@ -133,11 +168,12 @@ def _latency_section(parts: pd.DataFrame) -> list[str]:
 
 
 def extra_sections(config: Config, parts: pd.DataFrame, table: pd.DataFrame, data: ContinuousInput) -> list[str]:
-    """Crossovers, baselines, intervals, saturation and latency sections of the report."""
+    """Crossovers, baselines, intervals, saturation, flow training and latency sections of the report."""
     return [
         *_crossover_section(config, parts),
         *_baselines_section(table),
         *_interval_section(config, parts, table),
         *_saturation_section(config, data),
+        *_training_section(config, parts),
         *_latency_section(parts),
     ]

@@ -35,7 +35,7 @@ from judgecal_dist.engine.cluster.flow_tasks import FlowJob, fit_predict_flows
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.methods.continuous.hb_linear import ConvergenceGateWarning, HierarchicalLinear
 from judgecal_dist.methods.continuous.linear_conjugate import ConjugateLinear, sufficient_stats
-from judgecal_dist.methods.continuous.score_flow import route_for_review
+from judgecal_dist.methods.continuous.score_flow import loss_change, route_for_review
 from judgecal_dist.methods.continuous.score_transport import MarginalOT
 from judgecal_dist.stats.continuous_metrics import continuous_metrics
 from judgecal_dist.studies.base import StudyResult
@@ -318,7 +318,7 @@ def _flow_predictions(
         result = fit_predict_flows(_flow_job(config, per_seed, seeds, code, len(data.rubrics)))
         means = [result.mean[m, : len(t)] for m, t in enumerate(tests)]
         sds = [result.sd[m, : len(t)] for m, t in enumerate(tests)]
-        losses = list(result.final_loss)
+        histories = np.asarray(result.loss_history)  # (epochs run, seeds)
     else:
         members, member_seeds, where = [], [], []
         for m, (anchors, t) in enumerate(per_seed):
@@ -331,15 +331,27 @@ def _flow_predictions(
         sds = [np.full(len(t), np.nan) for t in tests]
         for k, (m, sel) in enumerate(where):
             means[m][sel], sds[m][sel] = result.mean[k, : sel.sum()], result.sd[k, : sel.sum()]
-        per = np.asarray(result.final_loss).reshape(len(seeds), len(data.rubrics))
-        losses = list(per.mean(1))
+        # A seed's loss: the mean of its rubric members' losses (each a mean over that rubric's anchors).
+        histories = np.asarray(result.loss_history).reshape(-1, len(seeds), len(data.rubrics)).mean(2)
     facts = {
         "device": result.device,
         "fit_seconds": (result.seconds - result.predict_seconds) / len(seeds),
         "latency_ms_per_item": 1e3 * result.predict_seconds / max(sum(len(t) for t in tests), 1),
-        "losses": losses,
+        "histories": histories,
     }
     return means, sds, facts
+
+
+def _training_facts(history: np.ndarray, config: Config, *, first: bool) -> dict[str, Any]:
+    """One flow's training: final loss, epochs run, the relative change of its last loss window
+    (:func:`~judgecal_dist.methods.continuous.score_flow.loss_change`) and, on its first rubric's row only (one copy
+    per fit), the loss at every epoch for the report's training figure."""
+    return {
+        "final_loss": float(history[-1]),
+        "epochs_run": len(history),
+        "loss_change": float(loss_change(history, config.flow_window)[0]),
+        "loss_curve": history.tolist() if first else None,
+    }
 
 
 def _flow_rows(data: ContinuousInput, rep: Replicate) -> list[dict[str, Any]]:
@@ -373,7 +385,7 @@ def _flow_rows(data: ContinuousInput, rep: Replicate) -> list[dict[str, Any]]:
                     "routed_fraction": float(routed.mean()),
                     "routed_mae": float(err[routed].mean()) if routed.any() else np.nan,
                     "kept_mae": float(err[~routed].mean()) if (~routed).any() else np.nan,
-                    "final_loss": float(facts["losses"][m]),
+                    **_training_facts(facts["histories"][:, m], config, first=rubric == data.rubrics[0]),
                     "device": facts["device"],
                     "fit_seconds": facts["fit_seconds"],
                     "latency_ms_per_item": facts["latency_ms_per_item"],

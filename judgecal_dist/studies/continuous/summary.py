@@ -19,11 +19,14 @@ if TYPE_CHECKING:
     from judgecal_dist.studies.continuous.config import Config, ContinuousInput
 
 __all__ = [
+    "BASELINES",
     "BUDGET_FREE",
+    "CONVERGED",
     "METRICS",
     "ORDER",
     "canary",
     "crossover",
+    "flow_training",
     "paper_tanh_leftover",
     "saturation",
     "seed_interval",
@@ -37,6 +40,12 @@ KEYS = ["rubric", "judge", "corrector", "budget"]
 ORDER = {"raw": 0, "linear_hb": 1, "flow": 2, "flow_per_rubric": 3, "ot": 4, "ot_oracle": 5, "constant": 6}
 #: Baselines that do not depend on the anchor budget (one row per seed, copied to every budget in the summary).
 BUDGET_FREE = ("raw", "ot_oracle")
+#: Rows that are references, never correctors: the judge itself, the quantile map fitted on the test labels and
+#: the anchors' mean (a constant does not correct a score, it replaces it).
+BASELINES = ("raw", "ot_oracle", "constant")
+#: A flow counts as trained when its loss over the last ``flow_window`` epochs moved by less than this fraction
+#: (``flow_tol`` when set).
+CONVERGED = 0.01
 #: Extra per-row columns averaged over seeds in the summary (NaN where a corrector has none).
 EXTRA = ("coverage", "interval_width", "latency_ms_per_item")
 
@@ -133,6 +142,30 @@ def crossover(config: Config, parts: pd.DataFrame, metric: str = "mae", flow: st
             }
         )
     return out
+
+
+def flow_training(config: Config, parts: pd.DataFrame) -> pd.DataFrame:
+    """Per (judge, flow corrector, budget): fits, epochs run, mean final loss, the largest relative change of a fit's
+    last loss window and how many fits count as trained (that change below ``flow_tol``, else :data:`CONVERGED`)."""
+    cols = ["judge", "corrector", "budget", "fits", "epochs_min", "epochs_max", "final_loss", "max_change", "trained"]
+    if "loss_change" not in parts:
+        return pd.DataFrame(columns=cols)
+    fits = parts[parts["corrector"].str.startswith("flow")].drop_duplicates(["judge", "corrector", "budget", "seed"])
+    limit = config.flow_tol or CONVERGED
+    out = (
+        fits.assign(size=fits["loss_change"].abs(), ok=fits["loss_change"].abs() < limit)
+        .groupby(["judge", "corrector", "budget"], sort=True)
+        .agg(
+            fits=("seed", "size"),
+            epochs_min=("epochs_run", "min"),
+            epochs_max=("epochs_run", "max"),
+            final_loss=("final_loss", "mean"),
+            max_change=("size", "max"),
+            trained=("ok", "sum"),
+        )
+        .reset_index()
+    )
+    return out.astype({"epochs_min": int, "epochs_max": int, "trained": int})[cols]
 
 
 def canary(config: Config, parts: pd.DataFrame) -> list[dict[str, Any]]:

@@ -8,7 +8,14 @@ import torch
 
 from judgecal_dist.errors import InputError
 from judgecal_dist.methods.continuous.linear_conjugate import ols_from_stats, sufficient_stats
-from judgecal_dist.methods.continuous.score_flow import ScoreFlow, StackedDrift, fit_flow_stack, route_for_review, solve
+from judgecal_dist.methods.continuous.score_flow import (
+    ScoreFlow,
+    StackedDrift,
+    fit_flow_stack,
+    loss_change,
+    route_for_review,
+    solve,
+)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -102,6 +109,32 @@ def test_route_for_review_takes_the_top_budget_by_mc_sd():
     routed = route_for_review(sd, budget=0.1)
     assert routed.sum() == 100 and sd[routed].min() > sd[~routed].max()
     assert route_for_review(sd, threshold=0.05).sum() == int((sd > 0.05).sum())
+
+
+def test_early_stop_ends_at_the_first_window_whose_loss_moved_less_than_tol():
+    """The stop is read off the returned history with plain window means: below ``tol`` (every member) at the
+    epoch it stopped, not at the check one window earlier; without ``tol`` the same fit runs every epoch."""
+    rng = np.random.default_rng(5)
+    j = rng.uniform(1, 5, (2, 60))
+    y = np.clip(0.5 + 0.8 * j + 0.3 * rng.standard_normal(j.shape), 1, 5)
+    kw = {"seeds": [0, 1], "epochs": 600, "lr": 0.01, "hidden": 8, "window": 20}
+    stack = fit_flow_stack(j, y, tol=0.02, **kw)
+    h = stack.loss_history
+    done = len(h)
+    assert done < 600 and done % 20 == 0 and done >= 40
+
+    def change(upto: int) -> np.ndarray:
+        last, previous = h[upto - 20 : upto].mean(0), h[upto - 40 : upto - 20].mean(0)
+        return (last - previous) / previous
+
+    assert np.all(np.abs(change(done)) < 0.02)
+    np.testing.assert_allclose(loss_change(h, 20), change(done), rtol=1e-12)
+    if done > 40:
+        assert np.any(np.abs(change(done - 20)) >= 0.02)  # the check before did not stop it
+    full = fit_flow_stack(j, y, **kw).loss_history
+    assert full.shape == (600, 2)
+    np.testing.assert_array_equal(full[:done], h)  # the same trajectory up to the stop
+    assert np.isnan(loss_change(h[:39], 20)).all()
 
 
 def test_bad_input_is_rejected():

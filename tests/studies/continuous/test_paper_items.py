@@ -181,3 +181,26 @@ def test_seed_intervals_keep_the_width_of_the_data_as_seeds_grow():
     assert width[400] / width[25] > 0.7  # the bootstrap over seed means: about 0.25
     assert width[400] == pytest.approx(2 * 1.96 * err.std() / np.sqrt(160), rel=0.25)  # the 160 items' own width
     assert report.split_overlap_ratio(parts) == pytest.approx(40 / 120)
+
+
+def test_finding_one_judges_correctors_only():
+    """(1) reads correctors' mean errors at n >= 100: the anchors' mean (``constant``), the raw judge and the test-set
+    oracle are baselines, however biased; a corrector at 0.08 or over is named with its cell and the finding fails."""
+    from judgecal_dist.studies.continuous.findings import _bias
+
+    rows = [
+        ("nano", "Math", "constant", 100, 0.30),
+        ("nano", "Math", "raw", 100, 0.50),
+        ("nano", "Math", "ot_oracle", 100, 0.20),
+        ("nano", "Math", "linear_hb", 100, 0.03),
+        ("nano", "Math", "flow", 100, -0.05),
+        ("nano", "Math", "ot", 25, 0.40),  # below 100 anchors: not judged
+    ]
+    table = pd.DataFrame(rows, columns=["judge", "rubric", "corrector", "budget", "mean_error"])
+    got = _bias(table)
+    assert got.holds is True and got.measured["largest"] == pytest.approx(0.05) and got.measured["cells"] == 2
+    assert got.measured["corrector"] == "flow" and "held" in got.line and "not held" not in got.line
+    table.loc[len(table)] = ("nano", "Focus", "ot", 1500, -0.09)
+    got = _bias(table)
+    assert got.holds is False and got.measured["largest"] == pytest.approx(0.09) and got.measured["cells_over"] == 1
+    assert "largest 0.090 (ot, nano/Focus, n=1500)" in got.line and got.line.endswith("- not held.")
