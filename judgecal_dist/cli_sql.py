@@ -117,6 +117,7 @@ def sql(
         data = os.path.abspath(data)
     engine = _engine(conf_path)
     with open_session(engine, warehouse=warehouse, connect_url=connect_url, catalog=data is None) as session:
+        session.grant(data=data, out=out, writes=allow_writes)
         if query is None:
             _prompt(session, data, limit, fmt)
             return
@@ -224,7 +225,7 @@ def serve(
         state = read_state(folder)
         if state is None:
             raise Rejected(f"{folder}: no server runs for this warehouse (no server.json)")
-        click.echo(" ".join(f"{k}={state[k]}" for k in sorted(state)))
+        click.echo(" ".join(f"{k}={state[k]}" for k in sorted(state) if k != "token"))  # the token stays private
         return
     settings = ServerSettings(
         warehouse=str(folder),
@@ -292,6 +293,7 @@ def register(
     log.info("catalog add: opening the catalog's session")
     with open_session(engine, warehouse=warehouse, connect_url=connect_url, create=True, door="catalog") as session:
         log.info("catalog add: session open on %s (%.0f s)", session.where, time.monotonic() - began)
+        session.grant(admin=True)
         entry = add_to_catalog(session.spark, url, name)
     return f"{entry.name}: {entry.kind} {entry.url}: tables {', '.join(entry.tables)}"
 
@@ -328,6 +330,7 @@ def catalog_drop(name: str, connect_url: str | None, warehouse: str | None, conf
 
     try:
         with open_session(_engine(conf_path), warehouse=warehouse, connect_url=connect_url, door="catalog") as session:
+            session.grant(admin=True)
             entry = drop_from_catalog(session.spark, name)
     except NoCatalog as err:
         raise InputError(not_registered(name, [])) from err

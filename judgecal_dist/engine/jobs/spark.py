@@ -280,7 +280,6 @@ def run_sql(
     if limit < 1:
         raise InputError(f"--limit: must be >= 1, got {limit}")
     views = register_views(spark, data_url) if data_url is not None else None
-    recheck: Callable[[str, int], object]
     if guard_address is None:
         guard = SqlGuard(spark, views=views, data_url=data_url, allow_writes=allow_writes)
         statements = split_statements(spark, query)
@@ -291,13 +290,19 @@ def run_sql(
         numbers = range(1, len(statements) + 1) if len(statements) > 1 else [None]
         for number, statement in zip(numbers, statements, strict=True):
             guard.check(statement, number)
-        recheck = guard.check
+        for number, statement in zip(numbers, statements, strict=True):
+            guard.check_plan(statement, number)  # what the plans read and write, before the first one runs
+
+        def recheck(statement: str, number: int) -> object:
+            guard.check(statement, number)
+            guard.check_plan(statement, number)
+            return None
     else:
         host, port = guard_address
         statements = check_remote(host, port, query, views=views, data_url=data_url, allow_writes=allow_writes, out=out)
         numbers = range(1, len(statements) + 1) if len(statements) > 1 else [None]
 
-        def recheck(statement: str, number: int) -> object:
+        def recheck(statement: str, number: int) -> object:  # the server's check rule decides on the plan
             return check_remote(
                 host, port, statement, views=views, data_url=data_url, allow_writes=allow_writes, number=number
             )
@@ -314,7 +319,8 @@ def run_sql(
             rows = _collect_rows(frame, limit + 1)
         except _QUERY_ERRORS as err:
             prefix = f"statement {number}: " if number is not None else ""
-            raise InputError(f"sql: {prefix}{_first_line(err)}") from err
+            # the server's check rule words its refusal as this guard does ("sql: ..."): one prefix
+            raise InputError(f"sql: {prefix}{_first_line(err).removeprefix('sql: ')}") from err
         results.append(SqlResult(statement, rows.head(limit), truncated=len(rows) > limit))
     return results
 

@@ -40,11 +40,27 @@ class SqlSession:
         The server's statement checker; None for a local session (its own parser checks).
     where : str
         ``sc://host:port`` or ``local``, for messages.
+    token : str or None
+        The server's token (from its 0600 state file): :meth:`grant` asks the server for ``--data``, ``--out``,
+        ``--allow-writes`` or the catalog's rights with it. None: a local session, or a server whose state file
+        this user cannot read (its clients read only the registered datasets).
     """
 
     spark: Any
     guard_address: tuple[str, int] | None
     where: str
+    token: str | None = None
+
+    def grant(
+        self, *, data: str | None = None, out: str | None = None, writes: bool = False, admin: bool = False
+    ) -> None:
+        """Tell the server's check rule (:mod:`.access`) what this client may read and write beyond the
+        registered datasets; nothing for a local session (its guard knows) or without a token."""
+        from judgecal_dist.engine.sql.access import GRANT_KEY, grant_value
+
+        if self.guard_address is not None and self.token is not None:
+            value = grant_value(self.token, data=data, out=out, writes=writes, admin=admin)
+            self.spark.conf.set(GRANT_KEY, value)
 
     def close(self) -> None:
         """Stop a Spark Connect session (a local session is the process's shared one and stays).
@@ -69,7 +85,7 @@ class SqlSession:
 HANDSHAKE_TIMEOUT_S = 10.0
 
 
-def connect(url: str) -> SqlSession:
+def connect(url: str, token: str | None = None) -> SqlSession:
     """A Spark Connect session of the judgecal server at ``url`` (``sc://host:port``).
 
     Every call is bounded: the gRPC handshake waits :data:`HANDSHAKE_TIMEOUT_S`, and a server that has gone (kill
@@ -124,7 +140,7 @@ def connect(url: str) -> SqlSession:
         )
     # The parser expands ${env:...} before any plan exists: off in this session too (the server sets the default).
     spark.conf.set("spark.sql.variable.substitute", "false")
-    return SqlSession(spark, (parts.hostname, int(guard_port)), url)
+    return SqlSession(spark, (parts.hostname, int(guard_port)), url, token)
 
 
 @contextlib.contextmanager
@@ -202,15 +218,22 @@ def open_session(
         copied state file, or an unusable ``connect_url``.
     """
     from judgecal_dist.engine.jobs.spark import get_session
-    from judgecal_dist.engine.sql.server import ServerSettings, catalog_conf, running_server, warehouse_folder
+    from judgecal_dist.engine.sql.server import (
+        ServerSettings,
+        catalog_conf,
+        read_state,
+        running_server,
+        warehouse_folder,
+    )
 
     _quiet_query_errors()
-    if connect_url is not None:
-        return connect(connect_url)
     folder = warehouse_folder(warehouse, engine.sql_warehouse)
+    if connect_url is not None:
+        known = read_state(folder) or {}  # the warehouse's own server: its token lets --data through
+        return connect(connect_url, known.get("token") if known.get("connect_url") == connect_url else None)
     state = running_server(folder)
     if state is not None:
-        return connect(str(state["connect_url"]))
+        return connect(str(state["connect_url"]), state.get("token"))
     if not catalog:
         return SqlSession(get_session(master=engine.spark_master, conf=dict(engine.spark_conf)), None, "local")
     holds_catalog = engine.sql_metastore_uri is not None or (folder / "metastore_db").is_dir()

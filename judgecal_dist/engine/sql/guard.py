@@ -275,6 +275,7 @@ class SqlGuard:
         self.data_url = data_url
         self.allow_writes = allow_writes
         self._root = _location_key(data_url) if data_url is not None else None
+        self._access: Any = None
         spark.conf.set("spark.sql.variable.substitute", "false")
         jvm = spark._jvm  # noqa: SLF001 - py4j is the only way to the parsed plan
         assert jvm is not None, "a classic (py4j) SparkSession"
@@ -311,6 +312,35 @@ class SqlGuard:
             for command in walk.commands:
                 self._write_targets(command)
         except _Refused as refused:
+            raise InputError(f"{where}{refused}") from None
+
+    def check_plan(self, statement: str, number: int | None = None) -> None:
+        """Refuse ``statement`` (``InputError``) when its analyzed plan reads or writes where it must not.
+
+        The plan is Spark's analyzed one (globs expanded, relative paths qualified, views resolved): reads only
+        inside the dataset (or, over a catalog, the registered databases' URLs), writes never into them; see
+        :mod:`.access`. A statement Spark cannot analyse is left to fail when it runs, with Spark's own error.
+        """
+        from judgecal_dist.engine.sql.access import Access, Refused, analyzed, check_plan, registered
+
+        where = f"sql: statement {number}: " if number is not None else "sql: "
+        if self._access is None:
+            databases = registered(self.spark._jsparkSession)  # noqa: SLF001
+            urls = tuple(databases.values())
+            data = (self.data_url,) if self.data_url is not None else ()
+            self._access = Access(
+                readable=data or urls,
+                protected=(*urls, *data),
+                writable=None if self.allow_writes else (),
+                databases=frozenset(databases),
+            )
+        try:
+            plan = analyzed(self.spark, statement)
+        except AnalysisException:
+            return
+        try:
+            check_plan(plan, self._access)
+        except Refused as refused:
             raise InputError(f"{where}{refused}") from None
 
     def check_output(self, url: str, what: str = "--out") -> None:

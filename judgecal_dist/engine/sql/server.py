@@ -28,6 +28,7 @@ import ipaddress
 import json
 import logging
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -522,6 +523,7 @@ def _start_spark(settings: ServerSettings, conf: Mapping[str, str]) -> Any:
 
 def serve_forever(settings: ServerSettings) -> None:
     """Body of the server process: start Spark, both endpoints and the checker; stop cleanly on SIGTERM."""
+    from judgecal_dist.engine.sql.access import install_check_rule
     from judgecal_dist.engine.sql.guard_service import GuardServer
 
     began = time.monotonic()
@@ -544,6 +546,10 @@ def serve_forever(settings: ServerSettings) -> None:
     # Spark opens the metastore (Derby: creating its schema on first use) on the first catalog call: here, not
     # in the first client's call
     spark.sql("SHOW DATABASES").collect()
+    # every JDBC and Connect session opened from here on checks its plans: reads only in the registered datasets
+    # (and what a token-bearing judgecal client was granted), never a write into them
+    token = secrets.token_urlsafe(32)
+    install_check_rule(spark, token, str(folder / "tables"))
     step("thrift")
     jvm = spark._jvm  # noqa: SLF001 - the Thrift server starts on the running context through py4j
     assert jvm is not None
@@ -562,6 +568,7 @@ def serve_forever(settings: ServerSettings) -> None:
         "connect_port": settings.connect_port,
         "guard_port": guard.port,
         "metastore": settings.metastore_uri or str(folder / "metastore_db"),
+        "token": token,  # the state file is 0600: only this user's judgecal clients read it
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     _write_state(folder, ready)
