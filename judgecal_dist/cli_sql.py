@@ -103,7 +103,9 @@ def sql(
     SHOW DATABASES, SHOW COLUMNS, USE and SET of a tuning setting (spark.sql.shuffle.partitions, ...).
     Refused (exit 2, nothing runs): DDL and DML (INSERT, CREATE, DROP, ALTER, CACHE, ADD JAR, ...), reflect,
     java_method and try_reflect, TRANSFORM ... USING, file reads (text.`/path`, read_files) outside --data.
-    Every statement is checked on Spark's parsed plan (the server's, through Connect) before the first one runs.
+    Every statement is checked on Spark's parsed plan (the server's, through Connect) before the first one runs,
+    and on its analyzed plan (globs expanded, relative paths resolved, views followed): files are read only
+    inside --data (or the registered datasets), and a registered dataset or --data is never written.
     --allow-writes (with --data) lets commands run, but never writes into the dataset's folder. A result longer
     than --limit is cut, with a notice on stderr.
     """
@@ -213,6 +215,8 @@ def serve(
     The catalog persists in the warehouse folder (an embedded Derby metastore), or in --metastore-uri.
     The state file (WAREHOUSE/server.json) and the logs (WAREHOUSE/logs/server.log) sit in the warehouse.
     The server has no authentication: it binds 127.0.0.1 and refuses another address without --allow-remote.
+    Every client (JDBC, Spark Connect) reads files only inside the registered datasets and the warehouse, writes
+    only into the warehouse, and never changes a registered database: each plan is checked before it runs.
     """
     from judgecal_dist.engine.sql.server import ServerSettings, read_state, start_server, stop_server
 

@@ -26,6 +26,13 @@ def _sql(query: str, *extra: str) -> Callable[[Path], list[str]]:
     return case
 
 
+def _glob_outside(tmp: Path) -> list[str]:
+    """A glob whose text stays inside --data; Hadoop expands its braces to a folder beside the dataset."""
+    (tmp / "outside").mkdir()
+    (tmp / "outside" / "notes.txt").write_text("not the dataset's\n")
+    return _sql("SELECT * FROM text.`{data}/{{verdicts,../outside}}/*`")(tmp)
+
+
 CASES: dict[str, Callable[[Path], list[str]]] = {
     "sql-read-only": _sql("INSERT OVERWRITE DIRECTORY '/tmp/judgecal-never' USING parquet SELECT 1 AS a"),
     "sql-java-call": _sql("SELECT reflect('java.lang.System', 'getenv', 'PATH')"),
@@ -41,6 +48,8 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
         "CREATE TABLE t USING parquet LOCATION '{data}/verdicts' AS SELECT 1 AS a", "--allow-writes"
     ),
     "sql-write-own-view": _sql("INSERT INTO verdicts SELECT * FROM verdicts", "--allow-writes"),
+    "sql-plan-read-outside": lambda tmp: _glob_outside(tmp),
+    "sql-plan-table-over-outside": _sql("CREATE TABLE t (value STRING) USING text LOCATION '/etc'", "--allow-writes"),
     "sql-out-inside-data": _sql("SELECT * FROM verdicts", "--out", "{data}/result"),
     "sql-parse-error": _sql("SELEC judge_id FROM verdicts"),
     "sql-no-statement": _sql("; -- nothing here\n;"),

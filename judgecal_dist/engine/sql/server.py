@@ -1,9 +1,10 @@
 """``judgecal serve``: one Spark driver serving the catalog over JDBC (Thrift) and Spark Connect, on loopback.
 
 One process holds one SparkSession with Hive support (an embedded Derby metastore under the warehouse folder, or
-an external Hive metastore), the Spark Connect plugin (``spark.plugins``) and Spark's Thrift JDBC server
+an external Hive metastore), Spark Connect (``SparkConnectService.start``) and Spark's Thrift JDBC server
 (``HiveThriftServer2.startWithContext``), so both endpoints share one catalog and one JVM: embedded Derby admits
-one JVM only. The same process answers statement checks for ``judgecal sql`` (:mod:`.guard_service`): a Spark
+one JVM only. Both endpoints start after the plan check of :mod:`.access` is in place, so no client session
+exists without it. The same process answers statement checks for ``judgecal sql`` (:mod:`.guard_service`): a Spark
 Connect client has no JVM, so the read-only check runs on the server's parser.
 
 The warehouse folder is the user's one catalog: ``--warehouse``, else ``$JUDGECAL_WAREHOUSE``, else the engine
@@ -139,7 +140,6 @@ def _server_conf(settings: ServerSettings) -> dict[str, str]:
         dict(settings.spark_conf)
         | catalog_conf(settings)
         | {
-            "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
             "spark.connect.grpc.binding.address": settings.host,
             "spark.connect.grpc.binding.port": str(settings.connect_port),
             "spark.hadoop.hive.server2.thrift.bind.host": settings.host,
@@ -556,6 +556,10 @@ def serve_forever(settings: ServerSettings) -> None:
     jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2.startWithContext(
         spark._jsparkSession.sqlContext()  # noqa: SLF001
     )
+    # Spark Connect starts here rather than as a plugin with the context: a plugin listens before the check rule
+    # exists, and a session opened in that window would never be checked
+    connect_service = jvm.org.apache.spark.sql.connect.service.SparkConnectService
+    connect_service.start(spark.sparkContext._jsc.sc())  # noqa: SLF001
     guard.start(spark)
     host = settings.host
     steps["ready"] = round(time.monotonic() - began, 1)
@@ -578,6 +582,8 @@ def serve_forever(settings: ServerSettings) -> None:
             pass
     finally:
         guard.shutdown()
+        none = jvm.scala.Option.empty()
+        connect_service.stop(none, none)
         spark.stop()
         _remove_state(folder, os.getpid())
         log.info("judgecal server stopped")
