@@ -38,6 +38,7 @@ from judgecal_dist.errors import ConfigError
 
 __all__ = [
     "MAX_REPLICATES",
+    "SEED_MAX",
     "MAX_RESAMPLES",
     "CALIBRATOR_INPUTS",
     "TypedSettings",
@@ -136,7 +137,10 @@ def one_of(choices: Iterable[str]) -> OneOf:
 # The shared settings, as aliases a type checker reads (int, float, str, tuple) with the range pydantic checks.
 Replicates = Annotated[int, integer(1, MAX_REPLICATES, description=f"replicates of the run (at most {MAX_REPLICATES})")]
 Resamples = Annotated[int, integer(1, MAX_RESAMPLES, description=f"resamples per test (at most {MAX_RESAMPLES})")]
-Seed = Annotated[int, integer(0, description="random seed (numpy seeds are >= 0)")]
+#: The largest seed: seeds, seed + replicate and each study's seed offsets (below 2**41) stay int64 in the keyed
+#: split hash (:mod:`judgecal_dist.splits`) and in numpy, so a seed beyond it is refused with its key, not an overflow.
+SEED_MAX = 2**62 - 1
+Seed = Annotated[int, integer(0, SEED_MAX, description=f"random seed, in [0, {SEED_MAX}] (int64-safe with offsets)")]
 CiLevel = Annotated[float, number(gt=0.0, lt=1.0, description="confidence level of the intervals")]
 Fraction = Annotated[float, number(gt=0.0, lt=1.0)]
 Probability = Annotated[float, number(ge=0.0, le=1.0)]
@@ -413,9 +417,14 @@ def _bounds(metadata: Sequence[Any]) -> str:
         elif isinstance(m, at.Le | at.Lt):
             high = ("]", m.le) if isinstance(m, at.Le) else (")", m.lt)
     if low and high:
-        return f" in {low[0]}{low[1]:g}, {high[1]:g}{high[0]}"
+        return f" in {low[0]}{_bound(low[1])}, {_bound(high[1])}{high[0]}"
     if low:
-        return f" {'>=' if low[0] == '[' else '>'} {low[1]:g}"
+        return f" {'>=' if low[0] == '[' else '>'} {_bound(low[1])}"
     if high:
-        return f" {'<=' if high[0] == ']' else '<'} {high[1]:g}"
+        return f" {'<=' if high[0] == ']' else '<'} {_bound(high[1])}"
     return ""
+
+
+def _bound(value: Any) -> str:
+    # An integer bound is shown exactly (a seed's 4611686018427387903, not 4.61169e+18); a real one as %g.
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else f"{value:g}"

@@ -8,6 +8,8 @@ A study module exposes:
                             ``ci_level``, ``replicates``, ``seed``, the pipeline's) from their one declaration
                             there (:class:`~judgecal_dist.settings.StudyFields` and the other bases)
 ``load(config, engine)``    the shared input (validated before anything is written); put in Ray's store once
+``preflight(config, data)`` optional: the data-dependent checks (:mod:`judgecal_dist.studies.preflight`), run
+                            by the runner after ``load`` and before anything is written
 ``plan(config, data)``      the replicates, each a frozen object with a ``seed``
 ``run_replicate(data, rep)`` pure and seeded: same data and replicate give the same table on any engine
 ``summarise(config, parts, data)`` -> :class:`StudyResult`

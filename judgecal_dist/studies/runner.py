@@ -5,7 +5,8 @@ Order of work (each step's failure leaves nothing misleading behind):
 1. Parse the config and check the run id's syntax (:func:`prepare`); a rejected config or run id raises before
    anything is read or written.
 2. Check the output's bucket exists (never created), load the study's input (rejected input raises before anything
-   is written) and fingerprint it. The run's identity is its config digest plus its input digest
+   is written), run the study's data-dependent checks (its ``preflight`` hook: degenerate panels, labelled items per
+   planned split; :mod:`judgecal_dist.studies.preflight`) and fingerprint it. The run's identity is its config digest plus its input digest
    (:func:`identify`); the default run id is made of both, so a changed config or changed data is a new run.
 3. Open ``<output>/<study>/<run_id>``. A folder whose manifest records another identity is refused (never returned
    or mixed), and so is one without a manifest holding files the run did not write; a run with ``_SUCCESS`` is
@@ -50,6 +51,7 @@ __all__ = [
     "prepare",
     "identify",
     "execute",
+    "preflight",
     "check_run_id",
     "resolve_run_id",
     "study_settings",
@@ -270,6 +272,7 @@ def execute(
     started = utc_now()
     t0 = time.perf_counter()
     data = module.load(config, engine)  # validates input before anything is written
+    preflight(module, config, data)  # and what only the data shows (degenerate panels, label counts per split)
     if run.identity is None or not run.identity.input_digest:
         run = identify(run, options, now=now)
     assert run.identity is not None and run.run_id is not None
@@ -316,6 +319,14 @@ def execute(
         raise
     record_study_run(out, final, run_url=store.url, data_url=next(iter(_input_urls(config)), None), engine=engine)
     return store.url
+
+
+def preflight(module: Any, config: Any, data: Any) -> None:
+    """Run the study's ``preflight(config, data)`` hook, if it has one: the data-dependent checks decided before the
+    run folder is opened (a refusal raises :class:`~judgecal_dist.errors.InputError`; nothing is written)."""
+    check = getattr(module, "preflight", None)
+    if check is not None:
+        check(config, data)
 
 
 def choose_executor(serial: bool | None, engine: EngineConfig, study: str) -> bool:

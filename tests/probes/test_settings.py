@@ -50,7 +50,12 @@ def _run(panel: str, out: Path, settings: list[str], config: str = CONFIG) -> tu
         ("replicates=100000000", "replicates", "replicates=100000000: must be an integer in [1, 10000]"),
         ("permutation_resamples=1e9", "permutation_resamples", "must be an integer in [1, 100000]"),
         ("conformal_alphas=1.5", "conformal_alphas", "conformal_alphas=1.5: must be a list, each a number in (0, 1)"),
-        ("seed=-1", "seed", "seed=-1: must be an integer >= 0"),
+        ("seed=-1", "seed", "seed=-1: must be an integer in [0, 4611686018427387903]"),
+        (
+            "seed=18446744073709551616",
+            "seed",
+            "seed=18446744073709551616: must be an integer in [0, 4611686018427387903]",
+        ),
     ],
 )
 def test_bad_setting_is_refused_before_anything_is_written(panel, tmp_path, setting, key, shown):

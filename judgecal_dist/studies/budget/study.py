@@ -49,6 +49,7 @@ from judgecal_dist.stats.metrics import metric_table
 from judgecal_dist.studies.base import StudyResult
 from judgecal_dist.studies.budget import report as budget_report
 from judgecal_dist.studies.budget.config import CALIBRATORS, FRACTIONS, BudgetInput, Config, Replicate
+from judgecal_dist.studies.preflight import check_votes
 
 __all__ = [
     "NAME",
@@ -56,6 +57,7 @@ __all__ = [
     "Replicate",
     "BudgetInput",
     "load",
+    "preflight",
     "plan",
     "run_replicate",
     "summarise",
@@ -146,6 +148,12 @@ def load(config: Config, engine: EngineConfig) -> BudgetInput:
         )
     dropped = tuple(b for b in grid if b >= smallest)
     return BudgetInput(panel=panel, budgets=budgets, dropped=dropped, grid=name, cal_sizes=sizes)
+
+
+def preflight(config: Config, data: BudgetInput) -> None:
+    """Refuse, before anything is written, a panel without A/B verdicts or with only one (the split sizes and the
+    budget grid were checked by :func:`load`, which needs them to build the grid)."""
+    check_votes(data.panel, source=str(config.data))
 
 
 def plan(config: Config, data: BudgetInput) -> list[Replicate]:

@@ -58,8 +58,9 @@ from judgecal_dist.studies.fit.config import (
     Replicate,
     candidate_name,
 )
+from judgecal_dist.studies.preflight import check_parts, check_votes
 
-__all__ = ["NAME", "Config", "load", "plan", "run_replicate", "summarise", "choose"]
+__all__ = ["NAME", "Config", "load", "preflight", "plan", "run_replicate", "summarise", "choose"]
 
 NAME = "fit"
 T = TypeVar("T")
@@ -97,6 +98,7 @@ def load(config: Config, engine: EngineConfig) -> FitInput:
             f"folds={config.folds}: {len(np.unique(panel.group_keys))} groups leave a fold empty; lower folds"
         )
     data = FitInput(panel=panel, config=config, roles=roles, engine=engine)
+    preflight(config, data)  # before the Dawid-Skene fits below: a degenerate panel fails them
     if "dawid_skene" not in config.aggregators:
         return data
     data = FitInput(panel, config, roles, engine, choose_engine(url, None, engine))
@@ -153,6 +155,24 @@ def _aggregate(
         return aggregate(agg, settings, v_fit, y_fit, v_new)
     model = _dawid_skene(data, cols, np.array([], dtype=str)) if fold is None else data.ds[fold, panel_name]
     return step1_scores(agg, model, v_fit, settings), step1_scores(agg, model, v_new, settings), model
+
+
+def preflight(config: Config, data: FitInput) -> None:
+    """Refuse, before anything is fitted or written, a panel without A/B verdicts or with only one, and folds whose
+    training part (every other fold) lacks two labelled items of each class (every candidate's calibrator fits
+    there; a stacking aggregator cross-fits it in ``stacking_folds`` folds)."""
+    check_votes(data.panel, source=str(config.data))
+    stacking = "stacking" in config.aggregators
+    why = f"the calibrators fit on both classes{', stacking cross-fits in stacking_folds folds' if stacking else ''}"
+    check_parts(
+        data.roles,
+        data.panel.labels,
+        need=2,
+        need_total=config.stacking_folds if stacking else 0,
+        setting=f"folds={config.folds}",
+        source=str(config.data),
+        why=why,
+    )
 
 
 def plan(config: Config, data: FitInput) -> list[Replicate]:

@@ -357,7 +357,7 @@ def _scope_diagnostic_lines(diagnostics: dict[str, Any]) -> list[str]:
         "(kept: the one-coin weight flips them).",
         f"- missingness flags: {len(diagnostics['p3_flagged'])} judges.",
         "- 2PL IRT variance shares: "
-        + (", ".join(f"{k} {number(v, '.3f')}" for k, v in shares.items()) or "not defined for a single judge")
+        + (", ".join(f"{k} {number(v, '.3f')}" for k, v in shares.items()) or diagnostics.get("irt_skipped") or "-")
         + f"; Spearman(ability, accuracy) = {number(diagnostics['irt_ability_accuracy_spearman'], '.3f')}.",
         _saturation_line(diagnostics.get("p2_saturation")),
     ]

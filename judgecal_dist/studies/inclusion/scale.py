@@ -63,6 +63,7 @@ from judgecal_dist.stats.metrics import metric_table
 from judgecal_dist.studies.base import StudyResult
 from judgecal_dist.studies.inclusion import scale_report as inclusion_scale_report
 from judgecal_dist.studies.inclusion.recommend import recommend
+from judgecal_dist.studies.preflight import check_labels, check_splits, check_votes
 
 __all__ = [
     "NAME",
@@ -70,6 +71,7 @@ __all__ = [
     "Replicate",
     "ScaleInput",
     "load",
+    "preflight",
     "plan",
     "run_shared",
     "run_replicate",
@@ -177,6 +179,29 @@ def load(config: Config, engine: EngineConfig) -> ScaleInput:
             f"{classes.tolist()}; calibration needs both A and B"
         )
     return ScaleInput(execution=execution, verdict_rows=rows, engine=engine, panel=panel, reason=reason)
+
+
+def preflight(config: Config, data: ScaleInput) -> None:
+    """Refuse, before anything is written, a dense panel without A/B verdicts or with only one, and a
+    ``calib_fraction`` whose planned splits leave a calibration part without two labelled items of each class or
+    an evaluation part without two items (the splits drawn as the replicates draw them). A one-pass run on Spark
+    has no dense panel on the driver; its label classes were checked by :func:`load`."""
+    if data.panel is None:
+        return
+    source = str(config.data)
+    check_votes(data.panel, source=source)
+    check_labels(data.panel.labels, need=2, source=source, study=NAME, why="the calibrators fit on both classes")
+    check_splits(
+        data.panel.group_keys,
+        data.panel.labels,
+        config.seeds,
+        config.calib_fraction,
+        need_cal=2,
+        need_eval=2,
+        setting="calib_fraction",
+        source=source,
+        why="the calibrators fit on both classes",
+    )
 
 
 def plan(config: Config, data: ScaleInput) -> list[Replicate]:

@@ -74,6 +74,7 @@ from judgecal_dist.studies.inclusion.paired import attach_paired_tests, item_pai
 from judgecal_dist.studies.inclusion.recommend import recommend
 from judgecal_dist.studies.inclusion.search import SEARCHES, is_search, run_searches
 from judgecal_dist.studies.inclusion.summary import saturation, side_tables, summary_table
+from judgecal_dist.studies.preflight import check_labels, check_splits, check_votes
 
 __all__ = [
     "NAME",
@@ -81,6 +82,7 @@ __all__ = [
     "Replicate",
     "InclusionInput",
     "load",
+    "preflight",
     "plan",
     "run_replicate",
     "summarise",
@@ -145,6 +147,31 @@ def _panel_judges(panel: Panel, seeds: list[int], calib_fraction: float) -> pd.D
     )
     judges["accuracy"] = judges["correct"] / judges["votes"].where(judges["votes"] > 0)
     return judges.sort_values("accuracy", ascending=False, kind="stable")
+
+
+def preflight(config: Config, data: InclusionInput) -> None:
+    """Refuse, before anything is written, a panel without A/B verdicts or with only one, too few labelled items,
+    or a ``calib_fraction`` whose planned splits leave a calibration part without two items of each class (the
+    calibrators and the panel choice fit on it; a cross-fitted aggregator needs its folds there) or an evaluation
+    part without two items (the paired tests)."""
+    panel, source = data.panel, str(config.data)
+    check_votes(panel, source=source)
+    folds = [config.stacking_folds] if "stacking" in config.aggregators else []
+    folds += [config.crossfit_folds] if config.calib_scores == "crossfit" else []
+    why = "the calibrators fit on both classes" + (f", cross-fitting uses {max(folds)} folds" if folds else "")
+    check_labels(panel.labels, need=2, source=source, study=NAME, why="the calibrators fit on both classes")
+    check_splits(
+        panel.group_keys,
+        panel.labels,
+        config.seeds,
+        config.calib_fraction,
+        need_cal=2,
+        need_cal_total=max(folds, default=0),
+        need_eval=2,
+        setting="calib_fraction",
+        source=source,
+        why=why,
+    )
 
 
 def plan(config: Config, data: InclusionInput) -> list[Replicate]:

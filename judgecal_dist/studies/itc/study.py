@@ -24,6 +24,7 @@ import pandas as pd
 from sklearn.exceptions import ConvergenceWarning
 
 from judgecal_dist.config import EngineConfig
+from judgecal_dist.errors import InputError
 from judgecal_dist.methods.repeated.davidson import DavidsonAggregator
 from judgecal_dist.methods.repeated.self_consistency import (
     MISSING,
@@ -40,12 +41,14 @@ from judgecal_dist.studies.base import StudyResult
 from judgecal_dist.studies.itc import report as itc_report
 from judgecal_dist.studies.itc.config import DAVIDSON_METHODS, METHODS, Config
 from judgecal_dist.studies.itc.data import ItcInput, Task, load_tasks
+from judgecal_dist.studies.preflight import check_vote_counts
 
 __all__ = [
     "NAME",
     "Config",
     "Replicate",
     "load",
+    "preflight",
     "plan",
     "run_replicate",
     "summarise",
@@ -56,6 +59,8 @@ __all__ = [
 
 NAME = "itc"
 _DAVIDSON = DAVIDSON_METHODS
+#: Vote codes of a task (+1 A, 0 tie, -1 B; MISSING aside), named as the verdicts were.
+_OUTCOMES = {"A": 1, "tie": 0, "B": -1}
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,29 @@ def load(config: Config, engine: EngineConfig) -> ItcInput:
         synthetic_seed=config.synthetic_seed,
         pool=config.pool_orders,
     )
+
+
+def preflight(config: Config, data: ItcInput) -> None:
+    """Refuse, before anything is written, tasks without a vote or whose votes are all one outcome, and a
+    ``calib_fraction`` whose planned splits leave a task's calibration part (the Davidson fits) or its evaluation
+    part without an item. The splits are :func:`calibration_part`'s, as the replicates draw them."""
+    votes = [task.votes[task.votes != MISSING] for task in data.tasks]
+    counts = {name: sum(int(np.count_nonzero(v == code)) for v in votes) for name, code in _OUTCOMES.items()}
+    where = f"{sum(t.n_items for t in data.tasks)} labelled items of {len(data.tasks)} (dataset, judge) task(s)"
+    check_vote_counts(counts, source=str(config.data), where=where)
+    # Pair-level splits have one size whatever the seed; grouped ones are drawn per seed.
+    seeds = config.seeds if config.split == "group" else config.seeds[:1]
+    for task in data.tasks:
+        for seed in seeds:
+            cal = calibration_part(task, seed, config.calib_fraction, config.split)
+            n_cal = int(cal.sum())
+            if n_cal < 1 or n_cal == task.n_items:
+                raise InputError(
+                    f"{config.data}: calib_fraction={config.calib_fraction:g}: split seed={seed} gets {n_cal} of the "
+                    f"{task.n_items} labelled items of {task.dataset}/{task.judge_id} to calibrate and "
+                    f"{task.n_items - n_cal} to evaluate (needs >= 1 on each side: the Davidson fit and the "
+                    "metrics); raise calib_fraction or label more items"
+                )
 
 
 def plan(config: Config, data: ItcInput) -> list[Replicate]:
