@@ -35,6 +35,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError, core_schema
 
 from judgecal_dist.errors import ConfigError
+from judgecal_dist.splits import SEED_MAX
 
 __all__ = [
     "MAX_REPLICATES",
@@ -137,9 +138,6 @@ def one_of(choices: Iterable[str]) -> OneOf:
 # The shared settings, as aliases a type checker reads (int, float, str, tuple) with the range pydantic checks.
 Replicates = Annotated[int, integer(1, MAX_REPLICATES, description=f"replicates of the run (at most {MAX_REPLICATES})")]
 Resamples = Annotated[int, integer(1, MAX_RESAMPLES, description=f"resamples per test (at most {MAX_RESAMPLES})")]
-#: The largest seed: seeds, seed + replicate and each study's seed offsets (below 2**41) stay int64 in the keyed
-#: split hash (:mod:`judgecal_dist.splits`) and in numpy, so a seed beyond it is refused with its key, not an overflow.
-SEED_MAX = 2**62 - 1
 Seed = Annotated[int, integer(0, SEED_MAX, description=f"random seed, in [0, {SEED_MAX}] (int64-safe with offsets)")]
 CiLevel = Annotated[float, number(gt=0.0, lt=1.0, description="confidence level of the intervals")]
 Fraction = Annotated[float, number(gt=0.0, lt=1.0)]

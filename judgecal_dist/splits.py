@@ -25,6 +25,7 @@ import numpy.typing as npt
 import xxhash
 
 __all__ = [
+    "SEED_MAX",
     "GROUP_HASH_SEED",
     "group_keys",
     "split_uniforms",
@@ -32,6 +33,9 @@ __all__ = [
     "assign_blocks",
 ]
 
+#: The largest seed a setting or command takes: a seed plus a replicate index plus any study's seed offset (all below
+#: 2**41) stays a non-negative int64 here and in numpy, so a larger seed is refused with its key, never overflows.
+SEED_MAX = 2**62 - 1
 #: Seed of Spark's ``xxhash64`` SQL function; fixed so that ``F.xxhash64("group_id")`` equals :func:`group_keys`.
 GROUP_HASH_SEED = 42
 

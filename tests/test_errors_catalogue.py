@@ -155,13 +155,36 @@ def test_every_row_has_a_case():
     }
 
 
+def _listing(folder: Path) -> dict[str, tuple[bool, int, int]]:
+    """Every path under ``folder`` with (is a folder, size, mtime): a created, changed or removed path shows."""
+    return {
+        str(p.relative_to(folder)): (p.is_dir(), p.stat().st_size if p.is_file() else 0, p.stat().st_mtime_ns)
+        for p in folder.rglob("*")
+    }
+
+
+def test_no_catalogued_input_error_exits_1():
+    # Exit 1 is a run that failed after its input was accepted; a data or settings problem is decided before
+    # anything is written and exits 2 (a warning row exits 0).
+    assert {row["id"]: row["exit"] for row in _rows() if row["exit"] not in ("0", "2")} == {}
+
+
 @pytest.mark.parametrize("row", _rows(), ids=lambda row: row["id"])
-def test_catalogued_input_is_rejected_with_its_message(row, tmp_path):
+def test_catalogued_input_is_rejected_with_its_message(row, tmp_path, monkeypatch):
+    """Each row exits with its code and message; a refusal (exit 2) writes nothing: no file or folder appears,
+    changes or goes under the case's folder, the working directory (where default outputs go) included."""
     if row["command"] == "sql":
         pytest.importorskip("pyspark")
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
     argv = ALL_CASES[row["id"]](tmp_path)
     assert argv[0] == row["command"]
+    before = _listing(tmp_path)
     result = CliRunner().invoke(cli, argv)
     assert result.exit_code == int(row["exit"]), result.output
     assert re.search(row["message"], result.output), f"{row['message']!r} not in {result.output!r}"
     assert "Traceback" not in result.output
+    if row["exit"] == "2":
+        after = _listing(tmp_path)
+        changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+        assert not changed, f"{row['id']}: refused, yet wrote {changed[:5]}"

@@ -40,6 +40,7 @@ from judgecal_dist.errors import ConfigError
 from judgecal_dist.io.schema import VERDICT_CODES
 from judgecal_dist.io.writer import ROWS_PER_PART, DatasetWriter
 from judgecal_dist.progress import Progress
+from judgecal_dist.splits import SEED_MAX
 
 __all__ = ["generate_panel", "JUDGE_PARAMS"]
 
@@ -115,7 +116,9 @@ def _override(judges: dict[str, Any], judge_params: Mapping[str, Mapping[str, An
     judges["t_right"], judges["t_unsure"] = ndtri(sure), ndtri(sure + rates["unsure_rate"])
 
 
-def _check(n_items: int, n_judges: int, n_samples: int, pairs: bool, rates: dict[str, float]) -> None:
+def _check(n_items: int, n_judges: int, n_samples: int, pairs: bool, rates: dict[str, float], seed: int) -> None:
+    if not 0 <= seed <= SEED_MAX:  # the studies' seed range (int64-safe), checked before anything is written
+        raise ConfigError(f"seed: must be an integer in [0, {SEED_MAX}], got {seed}")
     if n_items < 1 or n_judges < 1 or n_samples < 1:
         raise ConfigError(f"n_items, n_judges, n_samples: must be positive, got {n_items}, {n_judges}, {n_samples}")
     if pairs and n_items % 2:
@@ -303,7 +306,7 @@ def generate_panel(
         missing_rate=missing_rate,
         tie_rate=tie_rate,
     )
-    _check(n_items, n_judges, n_samples, pairs, rates)
+    _check(n_items, n_judges, n_samples, pairs, rates, seed)
     started = time.perf_counter()
     rng = np.random.default_rng(seed)
     judges = _judges(rng, n_judges, families, accuracy_range, below_chance, unsure_rate)

@@ -23,6 +23,7 @@ from judgecal_dist.errors import ConfigError
 from judgecal_dist.io.filesystem import open_fs
 from judgecal_dist.io.records import to_json
 from judgecal_dist.io.synthetic import generate_panel
+from judgecal_dist.splits import SEED_MAX
 
 __all__ = ["JudgeChange", "parse_change", "generate_drift_sequence", "night_url"]
 
@@ -107,6 +108,8 @@ def generate_drift_sequence(
     """
     if nights < 2:
         raise ConfigError(f"--nights: need at least 2 nights to watch a change, got {nights}")
+    if not 0 <= seed <= SEED_MAX - nights + 1:  # night k draws with seed + k: every night's seed in range, or none
+        raise ConfigError(f"seed: must be an integer in [0, {SEED_MAX - nights + 1}] with --nights {nights}, got {seed}")
     judges = {f"judge-{j:03d}" for j in range(n_judges)}
     for change in changes:
         if not 1 <= change.night < nights or change.judge not in judges:

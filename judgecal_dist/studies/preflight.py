@@ -158,6 +158,7 @@ def check_parts(
     *,
     need: int,
     setting: str,
+    value: int,
     source: str,
     why: str,
     need_total: int = 0,
@@ -170,7 +171,7 @@ def check_parts(
         row = [int(np.count_nonzero(~held & (labels == c))) for c in classes]
         if min(row) < need or sum(row) < need_total:
             raise InputError(
-                f"{source}: {setting}: fold {int(fold)}'s training part gets {_sides(classes, [*row, int(held.sum())])} "
+                f"{source}: {setting}={value}: fold {int(fold)}'s training part gets {_sides(classes, [*row, int(held.sum())])} "
                 f"of its {len(labels)} labelled items (needs >= {need} of each class"
                 f"{f' and >= {need_total} in all' if need_total > need * len(classes) else ''}: {why}); lower {setting} or "
                 "label more items"

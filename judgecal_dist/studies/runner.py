@@ -271,8 +271,7 @@ def execute(
     refuse_output_inside(out, "--output", {"data": next(iter(_input_urls(config)), None)})  # before reading
     started = utc_now()
     t0 = time.perf_counter()
-    data = module.load(config, engine)  # validates input before anything is written
-    preflight(module, config, data)  # and what only the data shows (degenerate panels, label counts per split)
+    data = preflight(module, config, module.load(config, engine))  # input and what only the data shows, unwritten
     if run.identity is None or not run.identity.input_digest:
         run = identify(run, options, now=now)
     assert run.identity is not None and run.run_id is not None
@@ -321,12 +320,14 @@ def execute(
     return store.url
 
 
-def preflight(module: Any, config: Any, data: Any) -> None:
-    """Run the study's ``preflight(config, data)`` hook, if it has one: the data-dependent checks decided before the
-    run folder is opened (a refusal raises :class:`~judgecal_dist.errors.InputError`; nothing is written)."""
+def preflight(module: Any, config: Any, data: Any) -> Any:
+    """``data`` after the study's ``preflight(config, data)`` hook, if it has one: the data-dependent checks decided
+    before the run folder is opened (a refusal raises :class:`~judgecal_dist.errors.InputError`; nothing is
+    written)."""
     check = getattr(module, "preflight", None)
     if check is not None:
         check(config, data)
+    return data
 
 
 def choose_executor(serial: bool | None, engine: EngineConfig, study: str) -> bool:

@@ -169,7 +169,8 @@ def preflight(config: Config, data: FitInput) -> None:
         data.panel.labels,
         need=2,
         need_total=config.stacking_folds if stacking else 0,
-        setting=f"folds={config.folds}",
+        setting="folds",
+        value=config.folds,
         source=str(config.data),
         why=why,
     )
