@@ -77,3 +77,26 @@ def test_identical_labels_are_a_clear_error(tmp_path):
     write_one_coin_panel(url, panel)
     with pytest.raises(ConfigError, match="labels: label: every labelled item has the same label"):
         inclusion.load(inclusion.Config(data=url), EngineConfig(stats_engine="local"))
+
+
+def test_irt_diagnostic_without_a_vote_in_the_calibration_half_is_skipped_and_said():
+    """A panel whose calibration half of the diagnostic split holds no A/B vote (the votes all fall on the other
+    half) passes the study's checks; the 2PL IRT cannot be fitted there, so it is skipped with a sentence and every
+    other diagnostic is still computed."""
+    from judgecal_dist.engine.jobs.panel import Panel
+    from judgecal_dist.splits import calibration_mask, group_keys
+    from judgecal_dist.studies.inclusion.diagnostics import diagnose
+    from judgecal_dist.studies.inclusion.report import _scope_diagnostic_lines
+
+    sim = simulate_one_coin(200, [0.8, 0.7, 0.6], seed=4, missing_rate=[0.0, 0.0, 0.0])
+    ids = np.array([f"i{k}" for k in range(200)], dtype=object)
+    keys = group_keys(ids.astype(str))
+    in_cal = calibration_mask(keys, [0], 0.5)[0]
+    votes = np.where(in_cal[:, None], -1, sim.votes).astype(np.int8)
+    judges = np.array(["j0", "j1", "j2"], dtype=object)
+    panel = Panel("d", ids, keys, judges, votes, sim.labels.astype(np.int8), judges.copy())
+    diag = diagnose(panel, seed=0, calib_fraction=0.5)
+    assert diag["irt_variance_shares"] == {} and diag["irt_ability_accuracy_spearman"] is None
+    assert diag["irt_skipped"].startswith(f"skipped: no judge voted A or B on the {int(in_cal.sum())} items")
+    assert diag["p1_filter"] == ["j0", "j1", "j2"]  # the parse-rate flags still answer: nobody parsed there
+    assert "- 2PL IRT variance shares: skipped: no judge voted A or B" in "\n".join(_scope_diagnostic_lines(diag))
