@@ -329,6 +329,13 @@ def start_server(settings: ServerSettings, *, allow_remote: bool = False, timeou
     check_bind(settings.host, allow_remote=allow_remote)
     folder = settings.folder
     settings = replace(settings, warehouse=str(folder))  # absolute once: the process starts in another folder
+    if not _lock_held(folder):  # refusals before the folder or its lock file is created (a held lock refuses below)
+        if (state := read_state(folder)) is not None:
+            raise InputError(_stale(folder, state))
+        _check_port_free(settings.host, settings.thrift_port, "--thrift-port")
+        _check_port_free(settings.host, settings.connect_port, "--connect-port")
+        if settings.thrift_port == settings.connect_port:
+            raise InputError(f"--connect-port {settings.connect_port}: the same as --thrift-port; pick two ports")
     folder.mkdir(parents=True, exist_ok=True)
     lock = _take_lock(folder)
     if lock is None:
@@ -339,13 +346,6 @@ def start_server(settings: ServerSettings, *, allow_remote: bool = False, timeou
             f"`judgecal serve --stop --warehouse {folder}`"
         )
     try:
-        state = read_state(folder)
-        if state is not None:
-            raise InputError(_stale(folder, state))
-        _check_port_free(settings.host, settings.thrift_port, "--thrift-port")
-        _check_port_free(settings.host, settings.connect_port, "--connect-port")
-        if settings.thrift_port == settings.connect_port:
-            raise InputError(f"--connect-port {settings.connect_port}: the same as --thrift-port; pick two ports")
         (folder / "logs").mkdir(parents=True, exist_ok=True)
         log_path = folder / LOG_FILE
         with open(log_path, "ab") as log_file:
