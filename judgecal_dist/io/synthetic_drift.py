@@ -109,7 +109,9 @@ def generate_drift_sequence(
     if nights < 2:
         raise ConfigError(f"--nights: need at least 2 nights to watch a change, got {nights}")
     if not 0 <= seed <= SEED_MAX - nights + 1:  # night k draws with seed + k: every night's seed in range, or none
-        raise ConfigError(f"seed: must be an integer in [0, {SEED_MAX - nights + 1}] with --nights {nights}, got {seed}")
+        raise ConfigError(
+            f"seed: must be an integer in [0, {SEED_MAX - nights + 1}] with --nights {nights}, got {seed}"
+        )
     judges = {f"judge-{j:03d}" for j in range(n_judges)}
     for change in changes:
         if not 1 <= change.night < nights or change.judge not in judges:
