@@ -44,7 +44,6 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -57,12 +56,12 @@ from judgecal_dist.io.dataset import dataset_files, dataset_tables, open_table, 
 from judgecal_dist.io.filesystem import fingerprint_inputs, require_bucket
 from judgecal_dist.io.ownership import refuse_output_inside
 from judgecal_dist.io.records import json_records
-from judgecal_dist.io.schema import VERDICT_CATEGORIES, VOTE_A, VOTE_B
+from judgecal_dist.io.schema import VERDICT_CATEGORIES
 from judgecal_dist.models.interface import TableModel
 from judgecal_dist.progress import Progress
 from judgecal_dist.scoring import summary as summ
 from judgecal_dist.scoring.artifact import Calibration, load_calibration
-from judgecal_dist.scoring.checks import MIN_JUDGE_COVERAGE, check_coverage, check_judges
+from judgecal_dist.scoring.checks import MIN_JUDGE_COVERAGE, check_coverage, check_judges, check_votes_cast
 from judgecal_dist.scoring.continuous import score_corrector
 from judgecal_dist.scoring.kernel import (
     items_ddl,
@@ -320,16 +319,6 @@ class _Checks:
             self.data_judges, self.model.judge_ids, where=where, floor=self.min_coverage, what=f"sample={self.sample}"
         )
 
-    def votes_cast(self, cast: int, rows: int) -> None:
-        """Refuse a table whose rows at ``sample`` hold no A or B verdict (all null or tie): every item would be
-        unscored, so it is refused before anything is written instead of committing an output of nulls."""
-        if rows and not cast:
-            raise InputError(
-                f"{self.data_url}: verdicts: verdict: no A or B verdict in the {rows} rows with sample={self.sample} "
-                "(every one null or a tie), so no item could be scored; check the verdict column of the source you "
-                "ingested (or --sample)"
-            )
-
     @property
     def absent(self) -> list[str]:
         return sorted(set(self.model.judge_ids) - set(self.data_judges))
@@ -431,7 +420,7 @@ def _prepare_local(model: Calibration, data_url: str, engine: EngineConfig, samp
     del verdicts
     checks.judges(rows.judges_seen)
     rows.reject_unknown(where=f"{data_url}: verdicts")
-    checks.votes_cast(int(np.count_nonzero((rows.code == VOTE_A) | (rows.code == VOTE_B))), len(rows.code))
+    check_votes_cast(rows.code, where=f"{data_url}: verdicts", what=f"sample={sample}")
     return _ScoredBatches(model, ItemVotes.from_rows(rows, labels, len(model.judge_ids)))
 
 

@@ -1,4 +1,4 @@
-"""The judge checks every kind of model runs on a table before scoring it: unknown judges and coverage.
+"""The judge checks every kind of model runs on a table before scoring it: unknown judges, coverage, votes cast.
 
 Kept apart from :mod:`~judgecal_dist.scoring.apply` so the model kinds that read a table themselves
 (:mod:`judgecal_dist.models`) use the same checks without importing the score command.
@@ -8,9 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from judgecal_dist.errors import InputError
+import numpy as np
+import numpy.typing as npt
 
-__all__ = ["MIN_JUDGE_COVERAGE", "check_judges", "check_coverage"]
+from judgecal_dist.errors import InputError
+from judgecal_dist.io.schema import VOTE_A, VOTE_B
+
+__all__ = ["MIN_JUDGE_COVERAGE", "check_judges", "check_coverage", "check_votes_cast"]
 
 #: Default floor on the share of the model's judges that must have verdicts in a table (``score``, the notebook).
 MIN_JUDGE_COVERAGE = 0.5
@@ -61,3 +65,13 @@ def check_coverage(
             f"unscored) with {override}"
         )
     return absent
+
+
+def check_votes_cast(codes: npt.NDArray[np.integer], *, where: str, what: str) -> None:
+    """Refuse verdict rows (their vote codes) none of which is A or B (every one null or a tie): every item would be
+    unscored, so the table is refused before anything is written instead of committing an output of nulls."""
+    if len(codes) and not np.any((codes == VOTE_A) | (codes == VOTE_B)):
+        raise InputError(
+            f"{where}: verdict: no A or B verdict in the {len(codes)} rows with {what} (every one null or a tie), so "
+            "no item could be scored; check the verdict column of the source you ingested (or --sample)"
+        )
