@@ -80,7 +80,7 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
     "ingest-dest-exists": lambda t: ["ingest", "--format", "long", _src(t), _existing_dataset(t)],
     "generate-nonpositive-size": lambda t: ["generate", "--items", "0", str(t / "g")],
     "generate-label-fraction": lambda t: ["generate", "--label-fraction", "2", str(t / "g")],
-    "generate-dest-exists": lambda t: ["generate", "--items", "40", "--judges", "3", _existing_dataset(t)],
+    "generate-dest-exists": lambda t: ["generate", "--items", "60", "--judges", "3", _existing_dataset(t)],
     "run-config-not-found": lambda t: ["run", str(t / "nope.yaml")],
     "run-config-not-a-mapping": lambda t: ["run", _yaml(t, "just a string\n")],
     "run-config-invalid-yaml": lambda t: ["run", _yaml(t, "study: [inclusion\n")],

@@ -453,6 +453,21 @@ def choose_dataset(names: Sequence[str], dataset: str | None, *, where: str) -> 
     return dataset
 
 
+def committed_inputs(
+    dest: str, key: str, storage_options: Mapping[str, Any] | None = None
+) -> tuple[dict[str, Any] | None, bool]:
+    """What the committed dataset at ``dest`` records it was written from (its report's ``key``: ``inputs`` for
+    ingest, ``generated_from`` for generate; None when absent or unreadable) and whether one is committed there."""
+    fs, root = open_fs(dest, dict(storage_options or {}))
+    if not is_committed(fs, root.rstrip("/")):
+        return None, False
+    try:
+        found = read_report(dest, storage_options=storage_options).get(key)
+    except (OSError, ValueError):  # an unreadable report records nothing: the writer's own rule decides
+        return None, True
+    return (found if isinstance(found, dict) else None), True
+
+
 def read_report(url: str, *, storage_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The ``_ingest.json`` report of a committed dataset."""
     fs, root = dataset_root(url, storage_options)

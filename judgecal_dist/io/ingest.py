@@ -13,11 +13,11 @@ from judgecal_dist.io.adapters.llmbar import read_llmbar
 from judgecal_dist.io.adapters.long import read_long
 from judgecal_dist.io.adapters.rb2k8 import read_rb2k8
 from judgecal_dist.io.adapters.report import MAX_LISTED, AdapterResult, IngestWarning
-from judgecal_dist.io.dataset import read_report, write_dataset
-from judgecal_dist.io.filesystem import fingerprint_inputs, open_fs
+from judgecal_dist.io.dataset import committed_inputs, read_report, write_dataset
+from judgecal_dist.io.filesystem import fingerprint_inputs
 from judgecal_dist.io.ownership import Ownership, refuse_output_inside
 from judgecal_dist.io.validate import all_null_judges
-from judgecal_dist.io.writer import REPORT, is_committed
+from judgecal_dist.io.writer import REPORT
 
 __all__ = ["FORMATS", "ingest"]
 
@@ -101,7 +101,7 @@ def ingest(
     # a dataset ingested from the same source files and settings is returned as it is.
     refuse_output_inside(dest, "DEST", {"SRC": src, "--labels": labels})
     inputs = _ingest_inputs(fmt, src, labels, dataset, strict, storage_options)
-    found = _committed_inputs(dest, storage_options)
+    found = committed_inputs(dest, "inputs", storage_options)
     if OWNER.reuse(dest, found[0], inputs, committed=found[1], overwrite=overwrite):
         return read_report(dest, storage_options=storage_options)
     extra = {"labels": labels} if labels is not None else {}
@@ -143,19 +143,6 @@ def _ingest_inputs(
     if labels is not None:
         inputs |= {"labels": labels, "labels_sha256": fingerprint_inputs(labels, options)["sha256"]}
     return inputs | {"dataset": dataset, "strict": strict}
-
-
-def _committed_inputs(dest: str, options: Mapping[str, Any] | None) -> tuple[dict[str, Any] | None, bool]:
-    """The inputs a committed dataset at ``dest`` records (None: none recorded, e.g. an older or generated one),
-    and whether one is committed there."""
-    fs, root = open_fs(dest, dict(options or {}))
-    if not is_committed(fs, root.rstrip("/")):
-        return None, False
-    try:
-        found = read_report(dest, storage_options=options).get("inputs")
-    except (OSError, ValueError):  # an unreadable report records nothing: the writer's own rule decides
-        return None, True
-    return (found if isinstance(found, dict) else None), True
 
 
 def _null_judge_warnings(silent: Mapping[str, int], source: str) -> list[IngestWarning]:

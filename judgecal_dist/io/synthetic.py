@@ -26,6 +26,7 @@ labels. With ``scores=True`` each verdict carries a confidence score in (0, 1): 
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -37,8 +38,11 @@ import pyarrow as pa
 from scipy.special import expit, ndtri
 
 from judgecal_dist.errors import ConfigError
+from judgecal_dist.io.dataset import committed_inputs, read_report
+from judgecal_dist.io.ownership import Ownership
+from judgecal_dist.io.records import to_json
 from judgecal_dist.io.schema import VERDICT_CODES
-from judgecal_dist.io.writer import ROWS_PER_PART, DatasetWriter
+from judgecal_dist.io.writer import REPORT, ROWS_PER_PART, DatasetWriter
 from judgecal_dist.progress import Progress
 from judgecal_dist.splits import SEED_MAX
 
@@ -46,6 +50,9 @@ __all__ = ["generate_panel", "JUDGE_PARAMS"]
 
 #: Dictionary of the verdict codes (index = code of :data:`~judgecal_dist.io.schema.VERDICT_CODES`).
 log = logging.getLogger(__name__)
+
+#: A generated panel is generate's by its report, which records the settings it was drawn with.
+OWNER = Ownership(REPORT, "", "generate", "DEST", ())
 
 _ALPHABET = pa.array(sorted(VERDICT_CODES, key=VERDICT_CODES.__getitem__))
 _A, _B, _TIE = VERDICT_CODES["A"], VERDICT_CODES["B"], VERDICT_CODES["tie"]
@@ -272,7 +279,8 @@ def generate_panel(
     validate : bool, default True
         Check each chunk against the verdicts contract before writing it.
     overwrite : bool, default False
-        Replace a committed dataset at ``dest``.
+        Replace a committed dataset at ``dest``. Without it, a panel generated with the same settings is returned
+        as it is ("already complete") and any other committed dataset is refused.
     storage_options : dict, optional
         fsspec options for ``dest``.
     judge_params : mapping, optional
@@ -317,6 +325,11 @@ def generate_panel(
     generator: dict[str, Any] = {"n_items": n_items, "n_judges": n_judges, "seed": seed, "n_samples": n_samples}
     generator |= {"families": judges["family_names"], "accuracy_range": list(accuracy_range), "scores": scores}
     generator |= {"pairs": pairs, "chunk_items": step, **rates}
+    # The same settings into a committed panel of the same settings: already complete (io.ownership's rule).
+    inputs = json.loads(to_json({"generator": generator, "dataset": dataset, "judge_params": judge_params or {}}))
+    found = committed_inputs(dest, "generated_from", storage_options)
+    if OWNER.reuse(dest, found[0], inputs, committed=found[1], overwrite=overwrite):
+        return read_report(dest, storage_options=storage_options)
     with DatasetWriter(
         dest, overwrite=overwrite, storage_options=storage_options, validate=validate, score_range=(0.0, 1.0)
     ) as writer:
@@ -324,7 +337,7 @@ def generate_panel(
         writer.write_table("labels", _labels_table(dataset, label_parts))
         family = [judges["family_names"][f] for f in judges["family"]]
         writer.write_table("judges", pa.table({"judge_id": judges["judge_id"], "family": family}))
-        report = writer.commit(_report(dataset, generator, judges, family))
+        report = writer.commit(_report(dataset, generator, judges, family) | {"generated_from": inputs})
     log.info("generated %s in %.1f s (%s)", dest, time.perf_counter() - started, report["rows_written"])
     return report
 

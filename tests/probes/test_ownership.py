@@ -1,4 +1,4 @@
-"""Probes of committed results: every writer (score, fit, run, drift, ingest) follows one ownership rule.
+"""Probes of committed results: every writer (score, fit, run, drift, ingest, generate) follows one ownership rule.
 
 Per writer, as a user or a scheduler would hit it through the command line (click's runner, in-process, on tiny
 panels): a rerun with the same inputs writes nothing and says "already complete"; a committed result of other
@@ -311,3 +311,41 @@ def test_ingest_refuses_a_dest_inside_its_source(ingested):
     for dest in (ingested["src"] / "dataset", ingested["src"]):
         _refused(_ingest(ingested["src"], dest), "DEST", "SRC", str(ingested["src"]), "outside")
     assert _state(ingested["src"]) == before
+
+
+# -- generate --------------------------------------------------------------------------------------------------------
+@pytest.fixture()
+def generated(tmp_path) -> Path:
+    dest = tmp_path / "panel"
+    assert _invoke("generate", "--items", "40", "--judges", "3", dest).exit_code == 0
+    return dest
+
+
+def test_generate_with_the_same_settings_is_already_complete(generated):
+    before = _state(generated)
+    _complete(_invoke("generate", "--items", "40", "--judges", "3", generated))
+    assert _state(generated) == before
+
+
+def test_generate_with_other_settings_is_refused(generated):
+    before = _state(generated)
+    _refused(
+        _invoke("generate", "--items", "40", "--judges", "3", "--seed", "9", generated), str(generated), "--overwrite"
+    )
+    assert _state(generated) == before
+
+
+def test_generate_overwrite_replaces_its_own_files_and_keeps_the_users(generated):
+    _user_file(generated)
+    assert _invoke("generate", "--items", "60", "--judges", "3", "--overwrite", generated).exit_code == 0
+    assert json.loads((generated / "_ingest.json").read_text())["generator"]["n_items"] == 60
+    assert (generated / "NOTES.txt").read_text() == "a user's own notes\n"
+
+
+def test_generate_refuses_a_folder_of_files_it_did_not_write(tmp_path):
+    dest = tmp_path / "mine"
+    dest.mkdir()
+    _user_file(dest)
+    before = _state(dest)
+    _refused(_invoke("generate", "--items", "40", "--judges", "3", dest), str(dest), "not empty and not a dataset")
+    assert _state(dest) == before
