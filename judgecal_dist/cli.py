@@ -489,11 +489,11 @@ def score(
     output URL.
 
     --output must be new, empty, or a folder an earlier score wrote (marked by _JUDGECAL_SCORE), outside --data:
-    score never writes among or deletes files it did not write. A committed score of the same inputs is left as
-    it is ("already complete"); one of other inputs is refused unless --overwrite.
+    score never writes among or deletes files it did not write; the same inputs again are "already complete".
     """
     from judgecal_dist.config import load_engine_config
     from judgecal_dist.scoring.apply import score_dataset
+    from judgecal_dist.scoring.output import brief_counts
 
     engine = load_engine_config(conf_path, {"stats_engine": stats_engine})
     unknown = "ignore" if ignore_unknown_judges else "error"
@@ -507,17 +507,8 @@ def score(
         min_judge_coverage=min_judge_coverage,
         overwrite=overwrite,
     )
-    click.echo(json.dumps(_brief_counts(result["counts"]) | {"engine": result["engine"]}, default=str))
+    click.echo(json.dumps(brief_counts(result["counts"]) | {"engine": result["engine"]}, default=str))
     click.echo(output_url)
-
-
-def _brief_counts(counts: dict[str, Any], most: int = 5) -> dict[str, Any]:
-    """``counts`` for the console: a list of more than ``most`` names (e.g. a hundred judges the model ignored)
-    becomes its length and first names; summary.json in the results keeps every name."""
-    return {
-        key: {"count": len(v), "first": v[:3], "all_in": "summary.json"} if isinstance(v, list) and len(v) > most else v
-        for key, v in counts.items()
-    }
 
 
 @cli.command()
@@ -546,7 +537,7 @@ def _brief_counts(counts: dict[str, Any], most: int = 5) -> dict[str, Any]:
     help="Read the history in memory or through Spark (default: auto, Spark above history_local_max_runs runs); "
     "the comparison is the same.",
 )
-@click.option("--overwrite", is_flag=True, help="Replace a report of another comparison at the report folder.")
+@click.option("--overwrite", is_flag=True, help="Replace a report of another comparison (the same: left as is).")
 @drift_conf_option
 @conf_option
 @guarded
@@ -569,8 +560,6 @@ def drift(
     \b
     Prints one line per flag, then the report folder. Exit codes: 0 no flag (or no baseline yet), 3 a flag
     was raised (a judge changed, is new or vanished), 2 a rejected setting or history, 1 a failure.
-    A report folder holding the same comparison is left as it is ("already complete"); one holding another
-    comparison is refused unless --overwrite; one holding files drift did not write is refused.
     """
     from judgecal_dist.config import load_engine_config
     from judgecal_dist.history.drift_config import load_drift_config
@@ -578,9 +567,8 @@ def drift(
     overrides = {"baseline": baseline, "alpha": alpha, "method": method, "min_change": min_change}
     chosen, settings = load_drift_config(drift_conf, overrides)  # before anything is read
     engine = load_engine_config(conf_path, {"stats_engine": history_engine})
-    code = _drift_check(
-        output, engine, settings, baseline=chosen, study=study, current=current, report=report_url, overwrite=overwrite
-    )
+    where = {"study": study, "current": current, "report": report_url}
+    code = _drift_check(output, engine, settings, baseline=chosen, overwrite=overwrite, **where)
     if code:
         sys.exit(code)
 
@@ -599,11 +587,9 @@ def _drift_check(
     """Run the drift comparison, write its report, print the flags and the report folder; return the exit code."""
     from judgecal_dist.history.drift import detect_drift
     from judgecal_dist.history.drift_report import check_report_folder, write_drift_report
-    from judgecal_dist.io.ownership import refuse_output_inside
 
     if report:  # a folder the user named is checked before the history is read (the default one after)
-        refuse_output_inside(report, "--report", {"the history": f"{output.rstrip('/')}/history"})
-        check_report_folder(report, storage_options=engine.storage_options)
+        check_report_folder(report, output, storage_options=engine.storage_options)
     comparison = detect_drift(output, study=study, baseline=baseline, current=current, settings=settings, config=engine)
     dest = report or f"{output.rstrip('/')}/drift/{comparison.study}/{comparison.current}"
     write_drift_report(comparison, dest, storage_options=engine.storage_options, overwrite=overwrite)

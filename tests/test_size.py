@@ -31,7 +31,7 @@ FUNCTIONS = {
     "judgecal_dist/studies/inclusion/search.py::run_searches": 65,
 }
 FILES = {
-    "judgecal_dist/cli.py": 663,
+    "judgecal_dist/cli.py": 662,
     "judgecal_dist/engine/jobs/counts.py": 523,
     "judgecal_dist/engine/jobs/spark.py": 568,
     "judgecal_dist/engine/results/store.py": 600,

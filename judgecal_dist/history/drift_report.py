@@ -18,7 +18,7 @@ from judgecal_dist.history.drift import Comparison  # noqa: E402
 from judgecal_dist.history.judges import MEASURES  # noqa: E402
 from judgecal_dist.history.store import write_bytes_atomic  # noqa: E402
 from judgecal_dist.io.filesystem import open_fs  # noqa: E402
-from judgecal_dist.io.ownership import Ownership  # noqa: E402
+from judgecal_dist.io.ownership import Ownership, refuse_output_inside  # noqa: E402
 from judgecal_dist.io.records import to_json  # noqa: E402
 
 __all__ = [
@@ -181,8 +181,10 @@ def report_inputs(comparison: Comparison, document: bytes) -> dict[str, Any]:
     }
 
 
-def check_report_folder(dest: str, *, storage_options: Mapping[str, Any] | None = None) -> None:
-    """Refuse ``dest`` unless it is new, empty or a report folder drift wrote (nothing is read or written else)."""
+def check_report_folder(dest: str, output: str, *, storage_options: Mapping[str, Any] | None = None) -> None:
+    """Refuse ``dest`` inside the history of ``output`` (the results root) or unless it is new, empty or a report
+    folder drift wrote (nothing is read or written else)."""
+    refuse_output_inside(dest, "--report", {"the history": f"{output.rstrip('/')}/history"})
     fs, root = open_fs(dest, dict(storage_options or {}))
     _claim(fs, root.rstrip("/"), dest)
 

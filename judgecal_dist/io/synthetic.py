@@ -325,10 +325,8 @@ def generate_panel(
     generator: dict[str, Any] = {"n_items": n_items, "n_judges": n_judges, "seed": seed, "n_samples": n_samples}
     generator |= {"families": judges["family_names"], "accuracy_range": list(accuracy_range), "scores": scores}
     generator |= {"pairs": pairs, "chunk_items": step, **rates}
-    # The same settings into a committed panel of the same settings: already complete (io.ownership's rule).
     inputs = json.loads(to_json({"generator": generator, "dataset": dataset, "judge_params": judge_params or {}}))
-    found = committed_inputs(dest, "generated_from", storage_options)
-    if OWNER.reuse(dest, found[0], inputs, committed=found[1], overwrite=overwrite):
+    if _already_generated(dest, inputs, overwrite, storage_options):
         return read_report(dest, storage_options=storage_options)
     with DatasetWriter(
         dest, overwrite=overwrite, storage_options=storage_options, validate=validate, score_range=(0.0, 1.0)
@@ -340,6 +338,15 @@ def generate_panel(
         report = writer.commit(_report(dataset, generator, judges, family) | {"generated_from": inputs})
     log.info("generated %s in %.1f s (%s)", dest, time.perf_counter() - started, report["rows_written"])
     return report
+
+
+def _already_generated(
+    dest: str, inputs: dict[str, Any], overwrite: bool, storage_options: dict[str, Any] | None
+) -> bool:
+    """Whether ``dest`` holds a committed panel of the same settings (io.ownership's rule: then it is returned as it
+    is; a committed panel of other settings is refused unless ``overwrite``)."""
+    found, committed = committed_inputs(dest, "generated_from", storage_options)
+    return OWNER.reuse(dest, found, inputs, committed=committed, overwrite=overwrite)
 
 
 def _write_verdicts(

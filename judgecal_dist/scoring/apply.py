@@ -61,7 +61,14 @@ from judgecal_dist.models.interface import TableModel
 from judgecal_dist.progress import Progress
 from judgecal_dist.scoring import summary as summ
 from judgecal_dist.scoring.artifact import Calibration, load_calibration
-from judgecal_dist.scoring.checks import MIN_JUDGE_COVERAGE, check_coverage, check_judges, check_votes_cast
+from judgecal_dist.scoring.checks import (
+    MIN_JUDGE_COVERAGE,
+    UNKNOWN_JUDGES,
+    check_coverage,
+    check_judges,
+    check_settings,
+    check_votes_cast,
+)
 from judgecal_dist.scoring.continuous import score_corrector
 from judgecal_dist.scoring.kernel import (
     items_ddl,
@@ -98,7 +105,6 @@ if TYPE_CHECKING:  # pyspark is the spark extra: in-process scoring never import
 
 log = logging.getLogger(__name__)
 
-UNKNOWN_JUDGES = ("error", "ignore")
 #: summary.json's note for a model without the fingerprint of its calibration items.
 _NO_CALIBRATION_ITEMS = "the model records no calibration items (saved before they were): in_calibration is null"
 _LOCAL_CHUNK_ITEMS = 200_000  # items scored per numpy call in memory (bounds the float64 copy of the votes)
@@ -157,10 +163,7 @@ def score_dataset(
         ``overwrite``), or an output inside ``data_url``. Nothing is written or removed then.
     """
     engine = engine or EngineConfig()
-    if unknown_judges not in UNKNOWN_JUDGES:
-        raise InputError(f"unknown_judges: must be one of {UNKNOWN_JUDGES}, got {unknown_judges!r}")
-    if isinstance(min_judge_coverage, bool) or not 0.0 <= float(min_judge_coverage) <= 1.0:
-        raise InputError(f"--min-judge-coverage: must be in [0, 1], got {min_judge_coverage!r}")
+    check_settings(unknown_judges, min_judge_coverage)
     options = dict(engine.storage_options)
     # Every input is checked before the first write: the output's bucket (before anything is read, as `run`
     # does; never created), the model, the data, then the output folder.
@@ -179,8 +182,9 @@ def score_dataset(
     }
     store = RunStore(output_url, storage_options=options)
     output = inspect_output(store)
-    found = output.marker.get("inputs") if output.marker is not None else None
-    if OWNER.reuse(output_url, found, inputs, committed=store.succeeded, overwrite=overwrite):
+    if OWNER.reuse(
+        output_url, (output.marker or {}).get("inputs"), inputs, committed=store.succeeded, overwrite=overwrite
+    ):
         return store.read_json("summary.json") | {"skipped": True}
     started = time.perf_counter()
     chosen = choose_engine(data_url, None, engine)

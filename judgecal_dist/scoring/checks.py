@@ -14,10 +14,29 @@ import numpy.typing as npt
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.schema import VOTE_A, VOTE_B
 
-__all__ = ["MIN_JUDGE_COVERAGE", "check_judges", "check_coverage", "check_votes_cast"]
+__all__ = [
+    "MIN_JUDGE_COVERAGE",
+    "UNKNOWN_JUDGES",
+    "check_settings",
+    "check_judges",
+    "check_coverage",
+    "check_votes_cast",
+]
 
 #: Default floor on the share of the model's judges that must have verdicts in a table (``score``, the notebook).
 MIN_JUDGE_COVERAGE = 0.5
+
+
+#: What score does with verdicts of judges the model does not know: refuse the table, or leave them out.
+UNKNOWN_JUDGES = ("error", "ignore")
+
+
+def check_settings(unknown_judges: str, min_judge_coverage: float) -> None:
+    """Refuse an ``unknown_judges`` choice or a ``min_judge_coverage`` outside [0, 1] (before anything is read)."""
+    if unknown_judges not in UNKNOWN_JUDGES:
+        raise InputError(f"unknown_judges: must be one of {UNKNOWN_JUDGES}, got {unknown_judges!r}")
+    if isinstance(min_judge_coverage, bool) or not 0.0 <= float(min_judge_coverage) <= 1.0:
+        raise InputError(f"--min-judge-coverage: must be in [0, 1], got {min_judge_coverage!r}")
 
 
 def check_judges(data_judges: Sequence[str], model_judges: Sequence[str], *, where: str, unknown: str) -> list[str]:

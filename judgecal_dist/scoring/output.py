@@ -22,6 +22,7 @@ __all__ = [
     "OWN_NAMES",
     "OWNER",
     "Output",
+    "brief_counts",
     "inspect_output",
     "ownership_marker",
     "stage_items",
@@ -100,3 +101,12 @@ def inspect_output(store: RunStore) -> Output:
             f"{foreign[:3]}); move them out of the folder (score never deletes files it did not write)"
         )
     return Output(new=False, marker=marker)
+
+
+def brief_counts(counts: dict[str, Any], most: int = 5) -> dict[str, Any]:
+    """``counts`` for the console: a list of more than ``most`` names (e.g. a hundred judges the model ignored)
+    becomes its length and first names; summary.json in the results keeps every name."""
+    return {
+        key: {"count": len(v), "first": v[:3], "all_in": "summary.json"} if isinstance(v, list) and len(v) > most else v
+        for key, v in counts.items()
+    }

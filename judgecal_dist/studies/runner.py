@@ -264,11 +264,7 @@ def execute(
     module, config = run.module, run.config
     serial = choose_executor(serial, engine, module.NAME)  # before anything is read or written
     options = dict(engine.storage_options)
-    out = (output or engine.output).rstrip("/")
-    if not is_remote(out):
-        out = str(Path(out.removeprefix("file://")).expanduser().resolve())
-    require_bucket(out, options)  # a missing bucket is rejected, never created
-    refuse_output_inside(out, "--output", {"data": next(iter(_input_urls(config)), None)})  # before reading
+    out = _output_root(output or engine.output, options, config)
     started = utc_now()
     t0 = time.perf_counter()
     data = preflight(module, config, module.load(config, engine))  # input and what only the data shows, unwritten
@@ -276,8 +272,7 @@ def execute(
         run = identify(run, options, now=now)
     assert run.identity is not None and run.run_id is not None
     store = RunStore(f"{out}/{module.NAME}/{run.run_id}", storage_options=options, identity=run.identity.digests())
-    _refuse_other_run(store, run.identity)
-    _refuse_foreign_files(store, module.NAME)
+    _refuse_other_run(store, run.identity, module.NAME)
     if store.succeeded:
         log.info("run %s already complete at %s", run.run_id, redact_text(store.url))
         repair_study_run(out, store.url, data_url=next(iter(_input_urls(config)), None), engine=engine)
@@ -330,6 +325,17 @@ def preflight(module: Any, config: Any, data: Any) -> Any:
     return data
 
 
+def _output_root(output: str, options: dict[str, Any], config: Any) -> str:
+    """The results root (a local one absolute), refused before the data is read when its bucket is missing (never
+    created) or when it lies inside the data (each rerun would change its own input)."""
+    out = output.rstrip("/")
+    if not is_remote(out):
+        out = str(Path(out.removeprefix("file://")).expanduser().resolve())
+    require_bucket(out, options)
+    refuse_output_inside(out, "--output", {"data": next(iter(_input_urls(config)), None)})
+    return out
+
+
 def choose_executor(serial: bool | None, engine: EngineConfig, study: str) -> bool:
     """Whether replicates run in this process: ``serial`` when given (False needs the ray extra), else Ray when
     configured (``ray_address``) or installed, else this process (the base install), said once on the log."""
@@ -342,9 +348,11 @@ def choose_executor(serial: bool | None, engine: EngineConfig, study: str) -> bo
     return serial
 
 
-def _refuse_other_run(store: RunStore, identity: RunIdentity) -> None:
-    """Raise :class:`ConfigError` when ``store`` holds a run made from another config or other inputs."""
+def _refuse_other_run(store: RunStore, identity: RunIdentity, study: str) -> None:
+    """Raise :class:`ConfigError` when ``store`` holds a run made from another config or other inputs (and
+    :class:`InputError` when it holds a user's files and no manifest)."""
     if not store.exists("manifest.json"):
+        _refuse_foreign_files(store, study)
         return
     try:
         found = store.read_json("manifest.json")
@@ -362,10 +370,8 @@ def _refuse_other_run(store: RunStore, identity: RunIdentity) -> None:
 
 
 def _refuse_foreign_files(store: RunStore, study: str) -> None:
-    """Refuse a run folder without a manifest that holds files the run did not write (the ownership rule, with the
+    """Refuse a run folder (without a manifest) that holds files the run did not write (the ownership rule, with the
     manifest as the run's marker); the store's own lease and temporaries are its own."""
-    if store.exists("manifest.json"):
-        return
     files = [f for f in store.list_files() if f != LEASE and not f.startswith("_tmp/")]
     command = "fit" if study == "fit" else "run"
     Ownership("manifest.json", "", command, "--run-id", ()).refuse_unmarked(redact_text(store.url), files)

@@ -149,9 +149,9 @@ def test_output_commits_atomically_and_reruns(arena, tmp_path, monkeypatch):
 
 
 def test_console_counts_shorten_long_judge_lists_and_keep_short_ones():
-    from judgecal_dist.cli import _brief_counts
+    from judgecal_dist.scoring.output import brief_counts
 
     many = [f"judge{i:03d}" for i in range(123)]
-    brief = _brief_counts({"items": 419, "unknown_judges_ignored": many, "model_judges_absent": ["j9"]})
+    brief = brief_counts({"items": 419, "unknown_judges_ignored": many, "model_judges_absent": ["j9"]})
     assert brief["unknown_judges_ignored"] == {"count": 123, "first": many[:3], "all_in": "summary.json"}
     assert brief["model_judges_absent"] == ["j9"] and brief["items"] == 419
