@@ -78,6 +78,8 @@ def _holes(served) -> dict[str, tuple[str, str]]:
             "outside the readable folders",
         ),
         "drop-registered": ("DROP TABLE panel.labels", "registered tables are read-only"),
+        "java-call": ("SELECT reflect('java.lang.System', 'getenv', 'HOME')", "reflect/java_method is refused"),
+        "shell-command": ("SELECT TRANSFORM(1) USING 'cat' AS (x)", "ScriptTransformation is refused"),
     }
 
 

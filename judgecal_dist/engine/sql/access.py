@@ -95,6 +95,11 @@ _READ_COMMANDS = frozenset(
     }
 )
 _FILE_FORMATS = frozenset({"parquet", "csv", "json", "orc", "text", "avro"})
+#: Plan nodes and expressions that run code of the client's choosing (a shell command, a Java method, a UDF): no
+#: plan check can say what they read or write, so they are refused from every client. Matched on the class name.
+_CODE_NODES = ("ScriptTransformation", "AddJars", "AddFiles", "AddArchives", "CreateFunction", "CreateUserDefined")
+_CODE_NODE_PREFIXES = ("MapIn", "FlatMap", "MapPartitions", "MapElements", "MapGroups", "CoGroup", "AppendColumns")
+_CODE_EXPRESSIONS = ("Reflection", "UDF", "UDAF", "UDTF", "ScalaAggregator", "PythonFunction")
 
 
 class Refused(Exception):
@@ -199,6 +204,9 @@ def _nodes(plan: Any) -> Iterator[Any]:
 
 def _node(node: Any, access: Access, writes: list[str]) -> None:
     name = _simple_name(node)
+    if any(code in name for code in _CODE_NODES) or name.startswith(_CODE_NODE_PREFIXES) or "Python" in name:
+        raise Refused(f"{name} is refused: it runs code the plan check cannot follow")
+    _expressions(node)
     if name == "LogicalRelation":
         relation = node.relation()
         if _simple_name(relation) != "HadoopFsRelation":
@@ -218,6 +226,17 @@ def _node(node: Any, access: Access, writes: list[str]) -> None:
         raise Refused(f"reads through {name}; only file tables may be read")
     _writes(node, name, access, writes)
     _catalog(node, name, access)
+
+
+def _expressions(node: Any) -> None:
+    stack = list(_seq(node.expressions()))
+    while stack:
+        expression = stack.pop()
+        name = _simple_name(expression)
+        if any(code in name for code in _CODE_EXPRESSIONS):
+            shown = "reflect/java_method" if "Reflection" in name else name
+            raise Refused(f"{shown} is refused: it runs code the plan check cannot follow")
+        stack.extend(_seq(expression.children()))
 
 
 def _reads(paths: list[str], access: Access) -> None:
