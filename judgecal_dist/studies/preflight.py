@@ -104,9 +104,11 @@ def check_splits(
     source: str,
     why: str,
     need_cal_total: int = 0,
+    need_cal_largest: int = 0,
 ) -> None:
     """Refuse when a planned split's calibration part holds fewer than ``need_cal`` labelled items of a class (or
-    fewer than ``need_cal_total`` in all), or its evaluation part fewer than ``need_eval`` items.
+    fewer than ``need_cal_total`` in all, or its larger class fewer than ``need_cal_largest``), or its evaluation
+    part fewer than ``need_eval`` items.
 
     The splits are :func:`~judgecal_dist.splits.calibration_mask` of the replicates' seeds, exactly as the
     replicates draw them, in blocks of :data:`SEED_BLOCK` seeds.
@@ -123,7 +125,9 @@ def check_splits(
         Least labelled items of each class present in ``labels`` on the calibration side, and least items on the
         evaluation side.
     need_cal_total : int, default 0
-        Least labelled items on the calibration side in all (e.g. the folds of a cross-fitted aggregator).
+        Least labelled items on the calibration side in all (e.g. the folds of cross-fitted calibration scores).
+    need_cal_largest : int, default 0
+        Least labelled items of the larger class on the calibration side (a stratified k-fold needs k there).
     setting : str
         The setting to name (``calib_fraction``).
     source : str
@@ -135,18 +139,24 @@ def check_splits(
 
     def counts(mask: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
         cal = np.stack([(mask & (labels == c)).sum(axis=1) for c in classes], axis=1)
-        sides = [cal, cal.sum(axis=1, keepdims=True), (~mask).sum(axis=1, keepdims=True)]
+        sides = [
+            cal,
+            cal.sum(axis=1, keepdims=True),
+            cal.max(axis=1, keepdims=True),
+            (~mask).sum(axis=1, keepdims=True),
+        ]
         return np.concatenate(sides, axis=1)
 
     _first_short(
         group_keys,
         seeds,
         lambda keys, block: counts(calibration_mask(keys, block, fraction)),
-        np.array([need_cal] * len(classes) + [need_cal_total, need_eval]),
+        np.array([need_cal] * len(classes) + [need_cal_total, need_cal_largest, need_eval]),
         lambda seed, row: (
-            f"{source}: {setting}={fraction:g}: split seed={seed} gets {_sides(classes, [*row[:-2], row[-1]])} "
+            f"{source}: {setting}={fraction:g}: split seed={seed} gets {_sides(classes, [*row[:-3], row[-1]])} "
             f"of its {len(labels)} labelled items (needs >= {need_cal} of each class"
-            f"{f' and >= {need_cal_total} in all' if need_cal_total > need_cal * len(classes) else ''} to calibrate "
+            f"{f' and >= {need_cal_total} in all' if need_cal_total > need_cal * len(classes) else ''}"
+            f"{f' and >= {need_cal_largest} of one class' if need_cal_largest > need_cal else ''} to calibrate "
             f"and >= {need_eval} to evaluate: {why}); raise {setting} or label more items"
         ),
     )
@@ -161,19 +171,20 @@ def check_parts(
     value: int,
     source: str,
     why: str,
-    need_total: int = 0,
+    need_largest: int = 0,
 ) -> None:
     """Refuse when a fold's training part (every other fold) holds fewer than ``need`` labelled items of a class
-    present in ``labels`` (or fewer than ``need_total`` in all); ``roles`` assigns each item its fold."""
+    present in ``labels`` (or its larger class fewer than ``need_largest``: a stratified k-fold needs k there);
+    ``roles`` assigns each item its fold."""
     classes = [c for c in (1, 0) if np.any(labels == c)]
     for fold in np.unique(roles):
         held = roles == fold
         row = [int(np.count_nonzero(~held & (labels == c))) for c in classes]
-        if min(row) < need or sum(row) < need_total:
+        if min(row) < need or max(row) < need_largest:
             raise InputError(
                 f"{source}: {setting}={value}: fold {int(fold)}'s training part gets {_sides(classes, [*row, int(held.sum())])} "
                 f"of its {len(labels)} labelled items (needs >= {need} of each class"
-                f"{f' and >= {need_total} in all' if need_total > need * len(classes) else ''}: {why}); lower {setting} or "
+                f"{f' and >= {need_largest} of one class' if need_largest > need else ''}: {why}); lower {setting} or "
                 "label more items"
             )
 

@@ -148,9 +148,10 @@ class LogisticStacking(ClassifierMixin, LogOddsTransformer, BaseEstimator):
         if class_counts.min() == 0:
             self._constant_fallback(int(labels[0]), labels.size, where)
             return self
-        if class_counts.min() < 2 or labels.size < n_folds:
+        if class_counts.min() < 2 or class_counts.max() < n_folds:  # a stratified k-fold needs k of one class
             raise InputError(
-                f"{where}: y: {n_folds}-fold out-of-fold scores need >= 2 items of each class and >= n_folds items "
+                f"{where}: y: {n_folds}-fold out-of-fold scores need >= 2 items of each class and >= n_folds of one "
+                "class "
                 f"(class counts {class_counts.tolist()}, {labels.size} items); lower n_folds or add labelled items"
             )
         Z = signed_votes(votes)

@@ -168,7 +168,7 @@ def preflight(config: Config, data: FitInput) -> None:
         data.roles,
         data.panel.labels,
         need=2,
-        need_total=config.stacking_folds if stacking else 0,
+        need_largest=config.stacking_folds if stacking else 0,
         setting="folds",
         value=config.folds,
         source=str(config.data),

@@ -156,9 +156,10 @@ def preflight(config: Config, data: InclusionInput) -> None:
     part without two items (the paired tests)."""
     panel, source = data.panel, str(config.data)
     check_votes(panel, source=source)
-    folds = [config.stacking_folds] if "stacking" in config.aggregators else []
-    folds += [config.crossfit_folds] if config.calib_scores == "crossfit" else []
-    why = "the calibrators fit on both classes" + (f", cross-fitting uses {max(folds)} folds" if folds else "")
+    stacking = config.stacking_folds if "stacking" in config.aggregators else 0  # a stratified k-fold
+    crossfit = config.crossfit_folds if config.calib_scores == "crossfit" else 0
+    why = "the calibrators fit on both classes" + (", stacking cross-fits in stacking_folds folds" if stacking else "")
+    why += ", calib_scores=crossfit uses crossfit_folds folds" if crossfit else ""
     check_labels(panel.labels, need=2, source=source, study=NAME, why="the calibrators fit on both classes")
     check_splits(
         panel.group_keys,
@@ -166,7 +167,8 @@ def preflight(config: Config, data: InclusionInput) -> None:
         config.seeds,
         config.calib_fraction,
         need_cal=2,
-        need_cal_total=max(folds, default=0),
+        need_cal_total=crossfit,
+        need_cal_largest=stacking,
         need_eval=2,
         setting="calib_fraction",
         source=source,
