@@ -128,7 +128,7 @@ def main() -> None:
         env=_env(),
     )
     beeline = str(Path(__import__("pyspark").__file__).parent / "bin" / "beeline")
-    from judgecal_dist.engine.sql.server import read_state
+    from judgecal_dist.engine.sql.state import read_state
 
     pid = int(read_state(wh)["pid"])  # type: ignore[index]
     try:

@@ -131,8 +131,8 @@ def sql(
 def _run_and_print(
     session: Any, query: str, data: str | None, out: str | None, limit: int, fmt: str, allow_writes: bool
 ) -> None:
-    from judgecal_dist.engine.jobs.spark import run_sql
     from judgecal_dist.engine.sql.client import server_failures
+    from judgecal_dist.engine.sql.query import run_sql
 
     with server_failures(session):
         results = run_sql(
@@ -218,7 +218,8 @@ def serve(
     Every client (JDBC, Spark Connect) reads files only inside the registered datasets and the warehouse, writes
     only into the warehouse, and never changes a registered database: each plan is checked before it runs.
     """
-    from judgecal_dist.engine.sql.server import ServerSettings, read_state, start_server, stop_server
+    from judgecal_dist.engine.sql.server import ServerSettings, start_server, stop_server
+    from judgecal_dist.engine.sql.state import read_state
 
     engine = _engine(conf_path)
     folder = _folder(engine, warehouse)

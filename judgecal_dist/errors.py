@@ -7,7 +7,7 @@ every other :class:`JudgecalError` to exit code 1.
 
 from __future__ import annotations
 
-__all__ = ["JudgecalError", "InputError", "ConfigError", "RunError"]
+__all__ = ["JudgecalError", "InputError", "ConfigError", "RunError", "first_line"]
 
 
 class JudgecalError(Exception):
@@ -24,3 +24,9 @@ class ConfigError(JudgecalError, ValueError):
 
 class RunError(JudgecalError, RuntimeError):
     """A run failed after its input was accepted (a replicate raised, results could not be committed)."""
+
+
+def first_line(err: BaseException) -> str:
+    """The first line of an error's message (its class name when empty): what a one-line error shows of a cause."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__

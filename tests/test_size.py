@@ -33,9 +33,7 @@ FUNCTIONS = {
 FILES = {
     "judgecal_dist/cli.py": 662,
     "judgecal_dist/engine/jobs/counts.py": 523,
-    "judgecal_dist/engine/jobs/spark.py": 568,
     "judgecal_dist/engine/results/store.py": 600,
-    "judgecal_dist/engine/sql/server.py": 588,
     "judgecal_dist/methods/fcps/select.py": 537,
     "judgecal_dist/models/continuous.py": 719,
     "judgecal_dist/models/documents.py": 725,

@@ -16,11 +16,14 @@ import errno
 import hashlib
 import json
 import logging
+import os
+import posixpath
 import random
 import sys
 import time
 from collections.abc import Callable
 from typing import IO, Any, TypeVar
+from urllib.parse import urlsplit
 
 import fsspec
 from fsspec import AbstractFileSystem
@@ -31,6 +34,8 @@ from judgecal_dist.extras import require_extra
 
 __all__ = [
     "fingerprint_inputs",
+    "location_key",
+    "is_inside",
     "open_fs",
     "require_exists",
     "require_bucket",
@@ -89,6 +94,29 @@ def access_errors() -> tuple[type[BaseException], ...]:
 
 #: Exceptions a corrupt, truncated or unreadable input file raises while it is decoded.
 DECODE_ERRORS: tuple[type[BaseException], ...] = (OSError, EOFError, ValueError, UnicodeDecodeError)
+
+
+def location_key(location: str) -> tuple[str, str]:
+    """(scheme, normalised absolute path) of a path or URL, for comparing folders: ``s3a``/``s3n`` are ``s3``; no
+    scheme, ``file:/x`` and ``file:///x`` are local paths, absolute with links and ``~`` resolved.
+
+    Examples
+    --------
+    >>> location_key("s3a://bucket/a/../b/")
+    ('s3', '/bucket/b')
+    """
+    parts = urlsplit(location)
+    scheme = parts.scheme.lower() if len(parts.scheme) > 1 else ""  # a Windows drive letter is not a scheme
+    if scheme in ("", "file"):
+        path = parts.path if scheme else location
+        return "file", os.path.realpath(os.path.abspath(os.path.expanduser(path)))
+    scheme = "s3" if scheme in ("s3a", "s3n") else scheme
+    return scheme, posixpath.normpath(f"/{parts.netloc}/{parts.path.lstrip('/')}")
+
+
+def is_inside(path: tuple[str, str], root: tuple[str, str]) -> bool:
+    """Whether the :func:`location_key` ``path`` is ``root`` or lies below it."""
+    return path[0] == root[0] and (path[1] == root[1] or path[1].startswith(root[1].rstrip("/") + "/"))
 
 
 def open_fs(url: str, storage_options: dict[str, Any] | None = None) -> tuple[AbstractFileSystem, str]:

@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fsspec.core import split_protocol
-
 from judgecal_dist.errors import InputError
+from judgecal_dist.io.filesystem import is_inside, location_key
 
 __all__ = ["Ownership", "refuse_output_inside"]
 
@@ -122,15 +120,6 @@ class Ownership:
         return dict(content)
 
 
-def _location(url: str) -> tuple[str, tuple[str, ...]]:
-    """A URL as (protocol, path components) for comparing folders: local paths absolute with links resolved."""
-    protocol, path = split_protocol(str(url))
-    protocol = {None: "file", "local": "file", "s3a": "s3"}.get(protocol, protocol)
-    if protocol == "file":
-        path = os.path.realpath(os.path.expanduser(path))
-    return str(protocol), tuple(part for part in path.split("/") if part)
-
-
 def refuse_output_inside(output: str, output_option: str, inputs: Mapping[str, str | None]) -> None:
     """Refuse an ``output`` equal to or inside one of ``inputs`` (option -> URL), before any input is read.
 
@@ -142,13 +131,13 @@ def refuse_output_inside(output: str, output_option: str, inputs: Mapping[str, s
     InputError
         One line naming both options and the fix (an output folder outside the input).
     """
-    where, inside = _location(output)
+    target = location_key(output)
     for option, url in inputs.items():
         if not url:
             continue
-        protocol, root = _location(url)
-        if protocol == where and inside[: len(root)] == root:
-            relation = "is" if inside == root else "is inside"
+        root = location_key(url)
+        if is_inside(target, root):
+            relation = "is" if target == root else "is inside"
             raise InputError(
                 f"{output_option}: {output} {relation} {option} {url}: a result written into its input changes the "
                 f"input under every rerun; choose an {output_option} outside {url}"

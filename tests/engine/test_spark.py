@@ -19,6 +19,7 @@ from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.jobs import spark as sp
 from judgecal_dist.engine.jobs import stats
 from judgecal_dist.engine.jobs.local import judge_cells_arrow
+from judgecal_dist.engine.sql.query import run_sql
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.dataset import read_dataset_table as read_arrow_table
 from judgecal_dist.io.schema import LABELS_SCHEMA, VERDICTS_SCHEMA
@@ -302,7 +303,7 @@ def test_run_sql_on_views_matches_published_llmbar_numbers(spark, llmbar_root):
         WHERE item_id LIKE 'Natural/%' AND judge_id LIKE 'GPT-4/Vanilla/%'
         GROUP BY judge_id ORDER BY judge_id
     """
-    (result,) = sp.run_sql(spark, query, llmbar_root)
+    (result,) = run_sql(spark, query, llmbar_root)
     assert not result.truncated
     assert result.rows.to_dict("list") == {
         "judge_id": ["GPT-4/Vanilla/ab", "GPT-4/Vanilla/ba"],
@@ -313,11 +314,11 @@ def test_run_sql_on_views_matches_published_llmbar_numbers(spark, llmbar_root):
 
 def test_run_sql_writes_parquet_and_returns_a_preview(spark, random_root, tmp_path):
     out = tmp_path / "result"
-    (preview,) = sp.run_sql(spark, "SELECT * FROM verdicts", random_root, out=str(out), limit=5)
+    (preview,) = run_sql(spark, "SELECT * FROM verdicts", random_root, out=str(out), limit=5)
     assert len(preview.rows) == 5 and preview.truncated and list(preview.rows.columns) == VERDICTS_SCHEMA.names
     assert pq.read_table(out).num_rows == len(random_tables()[0])
     with pytest.raises(InputError, match=r"sql: .*already exists"):
-        sp.run_sql(spark, "SELECT 1 AS x", random_root, out=str(out))
+        run_sql(spark, "SELECT 1 AS x", random_root, out=str(out))
 
 
 @pytest.mark.parametrize(
@@ -332,7 +333,7 @@ def test_run_sql_writes_parquet_and_returns_a_preview(spark, random_root, tmp_pa
 )
 def test_run_sql_errors(spark, random_root, query, match):
     with pytest.raises(InputError, match=match) as info:
-        sp.run_sql(spark, query, random_root)
+        run_sql(spark, query, random_root)
     assert "\n" not in str(info.value)
 
 

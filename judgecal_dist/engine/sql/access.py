@@ -29,7 +29,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from judgecal_dist.engine.sql.guard import _drain, _inside, _location_key, _seq, _simple_name
+from judgecal_dist.engine.sql.jvm import drain, seq, simple_name
+from judgecal_dist.io.filesystem import is_inside, location_key
 
 __all__ = ["GRANT_KEY", "Access", "Refused", "analyzed", "check_plan", "grant_value", "install_check_rule"]
 
@@ -137,15 +138,15 @@ class Access:
         return _under(path, [*self.readable, *self.written])
 
     def can_write(self, path: str) -> bool:
-        key = _location_key(path)
-        if any(_inside(key, _location_key(p)) or _inside(_location_key(p), key) for p in self.protected):
+        key = location_key(path)
+        if any(is_inside(key, location_key(p)) or is_inside(location_key(p), key) for p in self.protected):
             return False
         return self.writable is None or _under(path, self.writable)
 
 
 def _under(path: str, roots: Iterable[str]) -> bool:
-    key = _location_key(path)
-    return any(_inside(key, _location_key(root)) for root in roots)
+    key = location_key(path)
+    return any(is_inside(key, location_key(root)) for root in roots)
 
 
 def _under_any(roots: Iterable[str], path: str) -> bool:
@@ -154,7 +155,7 @@ def _under_any(roots: Iterable[str], path: str) -> bool:
 
 def _display(path: str) -> str:
     """A local path as a plain path (``file:///x``, ``file:/x`` and ``/x`` alike), another URL as it is."""
-    scheme, key = _location_key(path)
+    scheme, key = location_key(path)
     return key if scheme == "file" else path
 
 
@@ -197,21 +198,21 @@ def _nodes(plan: Any) -> Iterator[Any]:
             logical = (
                 node.getClass().getClassLoader().loadClass("org.apache.spark.sql.catalyst.plans.logical.LogicalPlan")
             )
-        stack.extend(_seq(node.children()))
-        stack.extend(c for c in _seq(node.innerChildren()) if logical.isInstance(c))
-        stack.extend(_seq(node.subqueries()))
+        stack.extend(seq(node.children()))
+        stack.extend(c for c in seq(node.innerChildren()) if logical.isInstance(c))
+        stack.extend(seq(node.subqueries()))
 
 
 def _node(node: Any, access: Access, writes: list[str]) -> None:
-    name = _simple_name(node)
+    name = simple_name(node)
     if any(code in name for code in _CODE_NODES) or name.startswith(_CODE_NODE_PREFIXES) or "Python" in name:
         raise Refused(f"{name} is refused: it runs code the plan check cannot follow")
     _expressions(node)
     if name == "LogicalRelation":
         relation = node.relation()
-        if _simple_name(relation) != "HadoopFsRelation":
-            raise Refused(f"reads through {_simple_name(relation)} (not files); only file tables may be read")
-        _reads([str(p.toString()) for p in _seq(relation.location().rootPaths())], access)
+        if simple_name(relation) != "HadoopFsRelation":
+            raise Refused(f"reads through {simple_name(relation)} (not files); only file tables may be read")
+        _reads([str(p.toString()) for p in seq(relation.location().rootPaths())], access)
     elif name == "HiveTableRelation":
         _reads([str(node.tableMeta().location().toString())], access)
     elif name == "DataSourceV2Relation":
@@ -222,21 +223,21 @@ def _node(node: Any, access: Access, writes: list[str]) -> None:
         _temp_view_using(node, access)
     elif name == "LoadDataCommand" or "Streaming" in name:
         raise Refused(f"{name} is refused (it copies or streams files)")
-    elif not _seq(node.children()) and name not in _SAFE_LEAVES and ("Relation" in name or "Scan" in name):
+    elif not seq(node.children()) and name not in _SAFE_LEAVES and ("Relation" in name or "Scan" in name):
         raise Refused(f"reads through {name}; only file tables may be read")
     _writes(node, name, access, writes)
     _catalog(node, name, access)
 
 
 def _expressions(node: Any) -> None:
-    stack = list(_seq(node.expressions()))
+    stack = list(seq(node.expressions()))
     while stack:
         expression = stack.pop()
-        name = _simple_name(expression)
+        name = simple_name(expression)
         if any(code in name for code in _CODE_EXPRESSIONS):
             shown = "reflect/java_method" if "Reflection" in name else name
             raise Refused(f"{shown} is refused: it runs code the plan check cannot follow")
-        stack.extend(_seq(expression.children()))
+        stack.extend(seq(expression.children()))
 
 
 def _reads(paths: list[str], access: Access) -> None:
@@ -249,9 +250,9 @@ def _file_table_roots(table: Any) -> list[str]:
     from py4j.protocol import Py4JError
 
     try:
-        return [str(p.toString()) for p in _seq(table.fileIndex().rootPaths())]
+        return [str(p.toString()) for p in seq(table.fileIndex().rootPaths())]
     except Py4JError:
-        raise Refused(f"reads through {_simple_name(table)} (not files); only file tables may be read") from None
+        raise Refused(f"reads through {simple_name(table)} (not files); only file tables may be read") from None
 
 
 def _temp_view_using(node: Any, access: Access) -> None:
@@ -308,7 +309,7 @@ def _catalog(node: Any, name: str, access: Access) -> None:
     if access.admin or name in _READ_COMMANDS or not _is_command(node):
         return
     if name in ("CreateNamespace", "SetNamespaceProperties"):
-        keys = [str(k) for k in _seq(node.properties().keys())]
+        keys = [str(k) for k in seq(node.properties().keys())]
         if any(k.lower().startswith("judgecal.") for k in keys):
             raise Refused(f"{name} sets judgecal.* properties: only `judgecal catalog add` registers a database")
     for database in _databases_named(node):
@@ -326,21 +327,21 @@ def _is_command(node: Any) -> bool:
 
 def _databases_named(node: Any) -> Iterator[str]:
     """Database names a command names: resolved identifiers among its children, TableIdentifier fields."""
-    for child in [node, *_seq(node.children())]:
-        kind = _simple_name(child)
+    for child in [node, *seq(node.children())]:
+        kind = simple_name(child)
         if kind == "ResolvedNamespace":
-            parts = [str(p) for p in _seq(child.namespace())]
+            parts = [str(p) for p in seq(child.namespace())]
             if parts:
                 yield parts[-1]
         elif kind in ("ResolvedIdentifier", "ResolvedTable", "ResolvedPersistentView"):
             parts = [str(p) for p in child.identifier().namespace()]
             if parts:
                 yield parts[-1]
-    for item in _drain(node.productIterator()):
+    for item in drain(node.productIterator()):
         if item is None or isinstance(item, str | bool | int | float):
             continue
         try:
-            kind = _simple_name(item)
+            kind = simple_name(item)
         except Exception:  # noqa: BLE001 - a py4j value without a class (a converted collection)
             continue
         if kind == "TableIdentifier" and item.database().isDefined():
@@ -354,7 +355,7 @@ def registered(jss: Any) -> dict[str, str]:
     """``{database: URL}`` of every judgecal database of the session's catalog (the metastore, not a query)."""
     external = jss.sharedState().externalCatalog()
     found = {}
-    for database in _seq(external.listDatabases()):
+    for database in seq(external.listDatabases()):
         properties = external.getDatabase(database).properties()
         source = properties.get(SOURCE_KEY)
         if source.isDefined():

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from judgecal_dist.errors import InputError, RunError
+from judgecal_dist.errors import InputError, RunError, first_line
 
 __all__ = ["NoCatalog", "SqlSession", "open_session", "connect", "server_failures"]
 
@@ -131,7 +131,7 @@ def connect(url: str, token: str | None = None) -> SqlSession:
         guard_port = spark.conf.get(GUARD_PORT_KEY, None)
     except Exception as err:  # noqa: BLE001 - any failure of the first call: the server is not usable
         spark.stop()
-        raise InputError(f"--connect {url}: the server did not answer ({_first_line(err)})") from err
+        raise InputError(f"--connect {url}: the server did not answer ({first_line(err)})") from err
     if not guard_port:
         spark.stop()
         raise InputError(
@@ -169,11 +169,6 @@ def server_failures(session: SqlSession) -> Iterator[None]:
                 f"sql: the server at {session.where} stopped answering ({found.group(1)}); "
                 "`judgecal serve --status` says whether it runs"
             ) from err
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
 
 
 def _quiet_query_errors() -> None:
@@ -218,13 +213,8 @@ def open_session(
         copied state file, or an unusable ``connect_url``.
     """
     from judgecal_dist.engine.jobs.spark import get_session
-    from judgecal_dist.engine.sql.server import (
-        ServerSettings,
-        catalog_conf,
-        read_state,
-        running_server,
-        warehouse_folder,
-    )
+    from judgecal_dist.engine.sql.server import ServerSettings, catalog_conf, warehouse_folder
+    from judgecal_dist.engine.sql.state import read_state, running_server
 
     _quiet_query_errors()
     folder = warehouse_folder(warehouse, engine.sql_warehouse)

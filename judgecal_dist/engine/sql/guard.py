@@ -25,17 +25,16 @@ the parser, before any plan exists, so :class:`SqlGuard` turns it off.
 
 from __future__ import annotations
 
-import os
-import posixpath
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
+from judgecal_dist.engine.sql.jvm import drain, seq, simple_name
 from judgecal_dist.errors import InputError
+from judgecal_dist.io.filesystem import is_inside, location_key
 
 __all__ = [
     "QUERY_NODES",
@@ -200,36 +199,6 @@ def split_statements(spark: SparkSession, text: str) -> list[str]:
     return statements
 
 
-def _simple_name(obj: Any) -> str:
-    return str(obj.getClass().getSimpleName()).rstrip("$")
-
-
-def _seq(scala_seq: Any) -> list[Any]:
-    return _drain(scala_seq.iterator())
-
-
-def _drain(iterator: Any) -> list[Any]:
-    items = []
-    while iterator.hasNext():
-        items.append(iterator.next())
-    return items
-
-
-def _location_key(location: str) -> tuple[str, str]:
-    """(scheme, normalised absolute path) of a path or URL; ``s3a``/``s3n`` are ``s3``, no scheme is a local path."""
-    parts = urlsplit(location)
-    scheme = parts.scheme.lower() if len(parts.scheme) > 1 else ""  # a Windows drive letter is not a scheme
-    if scheme in ("", "file"):
-        path = parts.path if scheme else location
-        return "file", os.path.realpath(os.path.abspath(path))
-    scheme = "s3" if scheme in ("s3a", "s3n") else scheme
-    return scheme, posixpath.normpath(f"/{parts.netloc}/{parts.path.lstrip('/')}")
-
-
-def _inside(path: tuple[str, str], root: tuple[str, str]) -> bool:
-    return path[0] == root[0] and (path[1] == root[1] or path[1].startswith(root[1].rstrip("/") + "/"))
-
-
 @dataclass
 class _Walk:
     """What one statement's walk found; the first offence ends it."""
@@ -274,7 +243,7 @@ class SqlGuard:
         self.views = frozenset(v.lower() for v in views or ())
         self.data_url = data_url
         self.allow_writes = allow_writes
-        self._root = _location_key(data_url) if data_url is not None else None
+        self._root = location_key(data_url) if data_url is not None else None
         self._access: Any = None
         spark.conf.set("spark.sql.variable.substitute", "false")
         jvm = spark._jvm  # noqa: SLF001 - py4j is the only way to the parsed plan
@@ -356,7 +325,7 @@ class SqlGuard:
         walk.visits += 1
         if walk.visits > _MAX_VISITS:
             raise _Refused(f"the plan has more than {_MAX_VISITS} nodes")
-        name = _simple_name(plan)
+        name = simple_name(plan)
         if name in NEVER_NODES:
             raise _Refused(f"{name} is refused ({_never_reason(name)})")
         if name == "SetCommand":
@@ -369,9 +338,9 @@ class SqlGuard:
                 )
             walk.commands.append(plan)
         if name in _RELATIONS:
-            self._relation(name, _seq(plan.multipartIdentifier()), ctes)
+            self._relation(name, seq(plan.multipartIdentifier()), ctes)
         elif name == "UnresolvedTableValuedFunction":
-            self._table_function(".".join(_seq(plan.name())))
+            self._table_function(".".join(seq(plan.name())))
         elif name == "UnresolvedWith":
             ctes = self._with(plan, ctes, walk)
         elif name == "ExplainCommand":
@@ -380,14 +349,14 @@ class SqlGuard:
             self._plan(plan.plan(), ctes, walk)
         elif name == "Generate":
             self._generator(plan.generator())
-        for expression in _seq(plan.expressions()):
+        for expression in seq(plan.expressions()):
             self._expression(expression, ctes, walk)
-        for child in _seq(plan.children()):
+        for child in seq(plan.children()):
             self._plan(child, ctes, walk)
 
     def _with(self, plan: Any, ctes: frozenset[str], walk: _Walk) -> frozenset[str]:
         # Each CTE sees those before it and itself (WITH RECURSIVE); the body sees them all.
-        for relation in _seq(plan.cteRelations()):
+        for relation in seq(plan.cteRelations()):
             cte_name = str(relation._1()).lower()
             ctes = ctes | {cte_name}
             self._plan(relation._2(), ctes, walk)
@@ -400,7 +369,7 @@ class SqlGuard:
         if len(parts) == 1 and (parts[0].lower() in self.views or parts[0].lower() in ctes):
             return
         if len(parts) == 2 and ("/" in parts[1] or ":" in parts[1]):
-            if self._root is not None and _inside(_location_key(parts[1]), self._root):
+            if self._root is not None and is_inside(location_key(parts[1]), self._root):
                 return
             where = f"outside --data {self.data_url}" if self._root is not None else "(only the catalog's tables)"
             raise _Refused(f"reads the path {parts[1]!r} (data source {parts[0]!r}) {where}; query {self._readable()}")
@@ -417,7 +386,7 @@ class SqlGuard:
             )
 
     def _generator(self, generator: Any) -> None:
-        if _simple_name(generator) == "UnresolvedGenerator":
+        if simple_name(generator) == "UnresolvedGenerator":
             self._table_function(str(generator.name().funcName()))
 
     def _set(self, plan: Any) -> None:
@@ -432,14 +401,14 @@ class SqlGuard:
         walk.visits += 1
         if walk.visits > _MAX_VISITS:
             raise _Refused(f"the plan has more than {_MAX_VISITS} nodes")
-        name = _simple_name(expression)
+        name = simple_name(expression)
         if name == "UnresolvedFunction":
-            self._function(_seq(expression.nameParts()))
+            self._function(seq(expression.nameParts()))
         elif name == "ExpressionWithUnresolvedIdentifier":
             raise _Refused("a function named by IDENTIFIER(...) is refused (its name is unknown until it runs)")
         elif self._is(expression, "org.apache.spark.sql.catalyst.expressions.PlanExpression"):
             self._plan(expression.plan(), ctes, walk)
-        for child in _seq(expression.children()):
+        for child in seq(expression.children()):
             self._expression(child, ctes, walk)
 
     def _function(self, parts: list[str]) -> None:
@@ -453,7 +422,7 @@ class SqlGuard:
     # -- writes --------------------------------------------------------------------------------------------------
     def _write_targets(self, command: Any) -> None:
         """Refuse a command naming a dataset view or a location inside or above the dataset's folder."""
-        name = _simple_name(command)
+        name = simple_name(command)
         for text in self._strings(command, 0, [0]):
             if name not in _CACHE_COMMANDS and text.lower() in self.views:
                 raise _Refused(f"{name} targets the dataset's view {text}; the dataset's tables are never written")
@@ -477,8 +446,8 @@ class SqlGuard:
     def _overlaps(self, text: str) -> bool:
         if self._root is None:
             return False
-        target = _location_key(text)
-        return _inside(target, self._root) or _inside(self._root, target)
+        target = location_key(text)
+        return is_inside(target, self._root) or is_inside(self._root, target)
 
     def _strings(self, obj: Any, depth: int, count: list[int]) -> Iterator[str]:
         """Every string in a command's fields (locations, options, identifiers); query plans are walked elsewhere."""
@@ -496,21 +465,21 @@ class SqlGuard:
             yield str(obj.toString())
             return
         plan = "org.apache.spark.sql.catalyst.plans.logical.LogicalPlan"
-        if depth > 0 and self._is(obj, plan) and _simple_name(obj) in QUERY_NODES - _RELATIONS:
+        if depth > 0 and self._is(obj, plan) and simple_name(obj) in QUERY_NODES - _RELATIONS:
             return  # a query feeding the command: its reads were checked by the walk
         if self._is(obj, "scala.Option"):
             if obj.isDefined():
                 yield from self._strings(obj.get(), depth + 1, count)
         elif self._is(obj, "scala.collection.Iterable"):
-            for item in _seq(obj):
+            for item in seq(obj):
                 yield from self._strings(item, depth + 1, count)
         elif self._is(obj, "scala.Product"):
-            if self._is(obj, "org.apache.spark.sql.catalyst.expressions.Expression") and _simple_name(obj) == "Literal":
+            if self._is(obj, "org.apache.spark.sql.catalyst.expressions.Expression") and simple_name(obj) == "Literal":
                 value = obj.value()
                 if value is not None and not isinstance(value, bool | int | float):
                     yield str(value) if isinstance(value, str) else str(value.toString())
                 return
-            for item in _drain(obj.productIterator()):
+            for item in drain(obj.productIterator()):
                 yield from self._strings(item, depth + 1, count)
 
 

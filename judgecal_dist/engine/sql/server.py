@@ -24,7 +24,6 @@ address is asked for explicitly (``allow_remote``).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import ipaddress
 import json
 import logging
@@ -41,19 +40,28 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from judgecal_dist.engine.sql.state import (
+    LOCK_FILE,
+    SERVER_MODULE,
+    STATE_FILE,
+    lock_held,
+    pid_alive,
+    read_state,
+    remove_state,
+    stale_message,
+    take_lock,
+    write_state,
+)
 from judgecal_dist.errors import InputError, RunError
 
 __all__ = [
     "DEFAULT_WAREHOUSE",
     "WAREHOUSE_ENV",
-    "STATE_FILE",
     "LOG_FILE",
     "GUARD_PORT_KEY",
     "ServerSettings",
     "catalog_conf",
     "check_bind",
-    "read_state",
-    "running_server",
     "start_server",
     "stop_server",
     "warehouse_folder",
@@ -64,15 +72,12 @@ log = logging.getLogger(__name__)
 #: The per-user catalog every command finds without options, and the environment variable that moves it.
 DEFAULT_WAREHOUSE = "~/.judgecal/warehouse"
 WAREHOUSE_ENV = "JUDGECAL_WAREHOUSE"
-STATE_FILE = "server.json"
-LOCK_FILE = "server.lock"
 LOG_FILE = "logs/server.log"
 #: The environment variable carrying the server process's settings (spark_conf may hold secrets: never argv).
 _SETTINGS_ENV = "JUDGECAL_SERVER_SETTINGS"
 #: The Spark setting through which a Spark Connect client finds the statement checker of a judgecal server.
 GUARD_PORT_KEY = "spark.judgecal.guard.port"
 #: Marker in the server process's command line (a pid reused by another program is not our server).
-_MODULE = "judgecal_dist.engine.sql.server"
 
 
 @dataclass(frozen=True)
@@ -193,109 +198,6 @@ def _accepts(host: str, port: int) -> bool:
 
 
 # -- state file and lock ------------------------------------------------------------------------------------------
-def read_state(warehouse: str | Path) -> dict[str, Any] | None:
-    """The state file's content, or None when there is none (a truncated file counts as none)."""
-    path = Path(warehouse).expanduser() / STATE_FILE
-    try:
-        return dict(json.loads(path.read_text()))
-    except FileNotFoundError:
-        return None
-    except (ValueError, OSError):
-        return None
-
-
-def _write_state(folder: Path, state: Mapping[str, Any]) -> None:
-    tmp = folder / f".{STATE_FILE}.{os.getpid()}"
-    tmp.write_text(json.dumps(dict(state), indent=2, sort_keys=True))
-    os.chmod(tmp, 0o600)
-    tmp.replace(folder / STATE_FILE)  # a reader never sees half a state file
-
-
-def _take_lock(folder: Path) -> int | None:
-    """An open descriptor holding the warehouse's lock, or None when a server (starting or running) holds it.
-
-    The lock is ``flock`` on ``server.lock``: the kernel releases it when its last holder exits, kill -9 included,
-    so it never goes stale; a copied warehouse's lock file is not locked.
-    """
-    fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
-
-
-def _lock_held(folder: Path) -> bool:
-    """True when a server process holds the lock of ``folder`` (no lock file: none ever ran there)."""
-    try:
-        fd = os.open(folder / LOCK_FILE, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)  # closing drops the probe's own lock
-    return False
-
-
-def _pid_alive(pid: int, folder: Path) -> bool:
-    """True when ``pid`` runs and is the judgecal server of ``folder`` (a reused pid, or the server of the
-    warehouse this one was copied from, is not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return False  # another user's process: not ours
-    cmdline = Path(f"/proc/{pid}/cmdline")
-    if cmdline.exists():
-        try:
-            args = cmdline.read_bytes().decode(errors="replace").split("\0")
-        except OSError:
-            return False
-        return _MODULE in args and str(folder) in args
-    return True
-
-
-def running_server(warehouse: str | Path) -> dict[str, Any] | None:
-    """The state of the server of ``warehouse`` when it runs and is ready; None when none runs.
-
-    Raises
-    ------
-    InputError
-        A state file whose process is gone or that names another warehouse (a stale file or a copied folder:
-        ``judgecal serve --stop`` clears it), or a server still starting.
-    """
-    folder = Path(warehouse).expanduser().resolve()
-    state = read_state(folder)
-    if state is None:
-        return None
-    if state.get("warehouse") != str(folder) or not _pid_alive(int(state.get("pid", -1)), folder):
-        raise InputError(_stale(folder, state))
-    if state.get("status") != "ready":
-        raise InputError(
-            f"{folder / STATE_FILE}: the server (pid {state.get('pid')}) is still starting; wait for "
-            "`judgecal serve` to report it ready"
-        )
-    return state
-
-
-def _stale(folder: Path, state: Mapping[str, Any]) -> str:
-    named = state.get("warehouse")
-    if named is not None and named != str(folder):
-        return (
-            f"{folder / STATE_FILE}: the state file names another warehouse ({named}): a copied folder; no server "
-            f"runs for this one; run `judgecal serve --stop --warehouse {folder}` to clear it"
-        )
-    return (
-        f"{folder / STATE_FILE}: stale state file: pid {state.get('pid')} is not running (the server "
-        "died without a clean stop); run `judgecal serve --stop` to clear it"
-    )
-
-
 # -- start and stop ------------------------------------------------------------------------------------------------
 #: The server process's steps, as its state file names them, and the line `judgecal serve` prints for each.
 _STEPS = {
@@ -329,15 +231,15 @@ def start_server(settings: ServerSettings, *, allow_remote: bool = False, timeou
     check_bind(settings.host, allow_remote=allow_remote)
     folder = settings.folder
     settings = replace(settings, warehouse=str(folder))  # absolute once: the process starts in another folder
-    if not _lock_held(folder):  # refusals before the folder or its lock file is created (a held lock refuses below)
+    if not lock_held(folder):  # refusals before the folder or its lock file is created (a held lock refuses below)
         if (state := read_state(folder)) is not None:
-            raise InputError(_stale(folder, state))
+            raise InputError(stale_message(folder, state))
         _check_port_free(settings.host, settings.thrift_port, "--thrift-port")
         _check_port_free(settings.host, settings.connect_port, "--connect-port")
         if settings.thrift_port == settings.connect_port:
             raise InputError(f"--connect-port {settings.connect_port}: the same as --thrift-port; pick two ports")
     folder.mkdir(parents=True, exist_ok=True)
-    lock = _take_lock(folder)
+    lock = take_lock(folder)
     if lock is None:
         state = read_state(folder) or {}
         which = f"pid {state['pid']}, {state.get('jdbc_url') or 'starting'}" if "pid" in state else "starting"
@@ -352,7 +254,7 @@ def start_server(settings: ServerSettings, *, allow_remote: bool = False, timeou
             proc = subprocess.Popen(
                 # the warehouse on the command line marks the process as this warehouse's server; the settings
                 # (spark_conf may hold secret keys) travel in the environment, readable by this user only
-                [sys.executable, "-m", _MODULE, str(folder)],
+                [sys.executable, "-m", SERVER_MODULE, str(folder)],
                 stdin=subprocess.DEVNULL,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
@@ -388,7 +290,7 @@ def start_server(settings: ServerSettings, *, allow_remote: bool = False, timeou
             return state
         time.sleep(0.25)
     _terminate(proc.pid, 10.0)
-    _remove_state(folder, proc.pid)
+    remove_state(folder, proc.pid)
     raise RunError(f"the server was not ready after {timeout:.0f} s: {_last_log_line(log_path)} (log: {log_path})")
 
 
@@ -413,14 +315,14 @@ def stop_server(warehouse: str | Path, *, timeout: float = 60.0) -> str:
     if state is None:
         raise InputError(f"{folder / STATE_FILE}: not found: no server runs for this warehouse")
     pid = int(state.get("pid", -1))
-    if not _lock_held(folder) or state.get("warehouse") != str(folder) or not _pid_alive(pid, folder):
-        _remove_state(folder, pid)
+    if not lock_held(folder) or state.get("warehouse") != str(folder) or not pid_alive(pid, folder):
+        remove_state(folder, pid)
         named = state.get("warehouse")
         if named is not None and named != str(folder):
             return f"cleared the state file copied from {named} (its server, pid {pid}, was not touched)"
         return f"cleared the stale state file of pid {pid} (the server was not running)"
     _terminate(pid, timeout)
-    _remove_state(folder, pid)
+    remove_state(folder, pid)
     return f"stopped the server (pid {pid})"
 
 
@@ -460,12 +362,6 @@ def _group_exists(pgid: int) -> bool:
     except (ProcessLookupError, PermissionError):
         return False
     return True
-
-
-def _remove_state(folder: Path, pid: int) -> None:
-    state = read_state(folder)
-    if state is not None and int(state.get("pid", -1)) == pid:  # only the file we (that pid) wrote
-        (folder / STATE_FILE).unlink(missing_ok=True)
 
 
 def _last_log_line(path: Path) -> str:
@@ -536,7 +432,7 @@ def serve_forever(settings: ServerSettings) -> None:
 
     def step(name: str) -> None:
         steps[name] = round(time.monotonic() - began, 1)
-        _write_state(folder, base | {"status": "starting", "steps": steps})
+        write_state(folder, base | {"status": "starting", "steps": steps})
         log.info("judgecal server: %s", _STEPS[name])
 
     step("spark")
@@ -575,7 +471,7 @@ def serve_forever(settings: ServerSettings) -> None:
         "token": token,  # the state file is 0600: only this user's judgecal clients read it
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    _write_state(folder, ready)
+    write_state(folder, ready)
     log.info("judgecal server ready: %s %s", ready["jdbc_url"], ready["connect_url"])
     try:
         while not stop.wait(1.0):
@@ -585,7 +481,7 @@ def serve_forever(settings: ServerSettings) -> None:
         none = jvm.scala.Option.empty()
         connect_service.stop(none, none)
         spark.stop()
-        _remove_state(folder, os.getpid())
+        remove_state(folder, os.getpid())
         log.info("judgecal server stopped")
 
 
