@@ -336,6 +336,11 @@ PAPER_CLAIMS = {
     "inclusion": "judgecal_dist.studies.inclusion.report:PAPER",
     "budget": "judgecal_dist.studies.budget.report:PAPER",
     "budget_fraction": "judgecal_dist.studies.budget.report:PAPER_FRACTIONS",
+    "narrowband": "judgecal_dist.studies.narrowband.study:PAPER",
+    "regime_map": "judgecal_dist.studies.regime_map.paper:PAPER",
+    "itc": "judgecal_dist.studies.itc.report:PAPER",
+    "continuous": "judgecal_dist.studies.continuous.paper:PAPER",
+    "ensemble": "judgecal_dist.studies.ensemble.report:PAPER",
 }
 
 

@@ -18,6 +18,7 @@ from judgecal_dist.studies.base import StudyResult, interval_note
 from judgecal_dist.studies.continuous.export import export_corrector, exported_choice
 from judgecal_dist.studies.continuous.figures import figure_one, figures
 from judgecal_dist.studies.continuous.findings import findings
+from judgecal_dist.studies.continuous.paper import paper_lines
 from judgecal_dist.studies.continuous.recommend import recommend
 from judgecal_dist.studies.continuous.sections import crossovers, extra_sections, markdown
 from judgecal_dist.studies.continuous.summary import (
@@ -106,6 +107,8 @@ def _report(
         "![judge vs reference](figures/judge_vs_reference.png)",
         "",
         *extra_sections(config, parts, table, data),
+        *paper_lines(table),
+        "",
     ]
     return "\n".join(lines) + "\n"
 

@@ -23,13 +23,65 @@ from judgecal_dist.studies.itc.model import export_model, exported_method
 from judgecal_dist.studies.itc.recommend import DEGENERATE_TIE_RATE, recommend, starred
 from judgecal_dist.studies.itc.votes import vote_section, vote_tables
 from judgecal_dist.studies.recommendation import exported_model, words
-from judgecal_dist.studies.report_kit import markdown_table, number, section
+from judgecal_dist.studies.report_kit import Claim, Here, PaperClaims, markdown_table, number, paper_and_here, section
 
 if TYPE_CHECKING:
     from judgecal_dist.studies.itc.config import Config
     from judgecal_dist.studies.itc.data import ItcInput
 
-__all__ = ["summarise"]
+__all__ = ["PAPER", "summarise"]
+
+_POOL = (
+    "pool: the paper's judge is a thinking model giving pairwise verdicts; here votes come from comparing two "
+    "independently scored responses, sample by sample"
+)
+#: The itc study's headline claims of its paper.
+PAPER = PaperClaims(
+    "Distribution-Calibrated Inference Time Compute for Thinking LLM-as-a-Judge",
+    (
+        Claim(
+            "The calibrated Davidson rule has lower MAE than self-consistency once there are 4 or more votes",
+            "lower on every RewardBench 2 task at 4 and 12 votes (e.g. Focus 0.332 vs 0.394 at 4)",
+            "below_sc",
+            _POOL,
+        ),
+        Claim(
+            "More votes do not help self-consistency, while the Davidson rule holds or improves",
+            "self-consistency 0.394 -> 0.403, Davidson 0.332 -> 0.303 (Focus, 4 -> 12 votes)",
+            "sc_flat",
+            _POOL,
+        ),
+        Claim(
+            "Results on the WMT23 translation pairs and the leave-one-out comparison with human raters",
+            "Davidson best among the aggregators; calibrated judge level with single raters",
+            None,
+            "the WMT23 human ratings and the paper's thinking-model votes are not in the shared data",
+        ),
+        Claim(
+            "Tie-vote rates by model and prompt",
+            "12.4-37.6%",
+            None,
+            "the paper's votes are not in the shared data (the rates of the judges here are in the vote table)",
+        ),
+    ),
+)
+
+
+def _paper_here(findings: dict[str, Any]) -> dict[str, Here]:
+    out = {}
+    below = findings.get("davidson_below_sc_for_n_ge_4")
+    if below:
+        per = "; ".join(f"{n} votes: {v['davidson_below_sc']} of {v['cells']} cells" for n, v in below["per_n"].items())
+        out["below_sc"] = Here(f"Davidson lower in {per}", agrees=bool(below["holds"]))
+    flat = findings.get("sc_flat_or_worse_as_n_grows")
+    if flat:
+        lo, hi = flat["n"]
+        out["sc_flat"] = Here(
+            f"{lo} -> {hi} votes: self-consistency no better by 0.01 in {flat['cells_sc_not_better_by_0.01']} of "
+            f"{flat['cells']} cells, Davidson within 0.01 or better in {flat['davidson_within_0.01_or_better']}",
+            agrees=bool(flat["holds"]),
+        )
+    return out
 
 
 def _davidson_below_sc(mae: pd.DataFrame, budgets: list[Any]) -> dict[str, Any]:
@@ -228,6 +280,7 @@ def _report(config: Config, summary: pd.DataFrame, extra: dict[str, Any]) -> str
         "never starred.",
         *_judge_sections(config, summary),
         *_finding_lines(extra["findings"]),
+        *paper_and_here(PAPER, _paper_here(extra["findings"])),
         *vote_section(extra["vote_tables"]),
         *section(
             None, "Skipped methods: " + "; ".join(f"{m} ({why})" for m, why in skipped.items()) if skipped else ""

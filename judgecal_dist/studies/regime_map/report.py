@@ -21,6 +21,7 @@ from judgecal_dist.studies.regime_map.config import SINGLE, extra_menus
 from judgecal_dist.studies.regime_map.diagnostics import growth_population
 from judgecal_dist.studies.regime_map.diagnostics_report import diagnostics_report
 from judgecal_dist.studies.regime_map.extended import extended
+from judgecal_dist.studies.regime_map.paper import paper_lines
 from judgecal_dist.studies.regime_map.recommend import recommend, verdict
 from judgecal_dist.studies.regime_map.sensitivity import ALPHA, alpha_report
 from judgecal_dist.studies.regime_map.split_check import SPLIT, variant_report
@@ -385,6 +386,7 @@ def summarise(config: Config, parts: pd.DataFrame, data: Any) -> StudyResult:
     if not split_rows.empty:
         extra["split_variants"], more = variant_report(parts, split_rows)
         lines += more
+    lines += paper_lines(config.synthetic, records, paired, extra)
     return StudyResult(
         records=records,
         summary=pd.DataFrame(records),
