@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 from pydantic import ConfigDict, Field, model_validator
 
 from judgecal_dist.engine.jobs.panel import ORIENTATIONS, Panel
+from judgecal_dist.methods.pipeline import AGGREGATORS
 from judgecal_dist.settings import (
+    AggregationFields,
     Count,
     Fraction,
     NonNegative,
@@ -23,6 +25,7 @@ from judgecal_dist.settings import (
     one_of,
     refuse,
 )
+from judgecal_dist.studies.candidates import RecommendFields
 
 MODES = ("budget", "fraction")
 #: Calibrators of the H.7 matched-calibrator sweep (all-judges one-coin fixed).
@@ -33,7 +36,7 @@ MIN_BUDGET_REPLICATES = 2
 FRACTIONS = (0.05, 0.10, 0.15, 0.20, 0.30, 0.40, 0.50, 0.60, 0.70)
 
 
-class Config(SplitFields, PipelineFields):
+class Config(SplitFields, RecommendFields, PipelineFields, AggregationFields):
     """Settings of the budget study (``studies/configs/budget.yaml``); every key can be ``--set``.
 
     The pipeline hyperparameters (``eps``, ``alpha0``, ``beta_penalty``, ``n_bins``, ...) are the shared
@@ -59,6 +62,12 @@ class Config(SplitFields, PipelineFields):
     fractions: Annotated[tuple[Fraction, ...], listed(min_length=1)] = FRACTIONS
     top_k: Annotated[int, integer(1)] = 5
     calibrators: Annotated[tuple[Annotated[str, one_of(CALIBRATORS)], ...], listed(min_length=1)] = CALIBRATORS
+    aggregators: Annotated[tuple[Annotated[str, one_of(AGGREGATORS)], ...], listed(min_length=1)] = Field(
+        default=("one_coin", "stacking"),
+        description="aggregators swept on all judges at every budget, each uncalibrated and with every calibrator "
+        "(one_coin, always included, also runs the top-k' arm and the max-t test); add the aggregator the "
+        "inclusion study recommends to check its label needs (budget mode)",
+    )
     platt_penalty: NonNegative = 0.0
     orientation: Annotated[str, one_of(ORIENTATIONS)] = "natural"
     sample: Count = 0
@@ -73,7 +82,9 @@ class Config(SplitFields, PipelineFields):
 
     @model_validator(mode="after")
     def _check(self) -> Config:
-        check_export(self.export, ("one_coin",), ("beta", *self.calibrators), ("all", f"top{self.top_k}"))
+        if "one_coin" not in self.aggregators:
+            raise refuse("aggregators", list(self.aggregators), "must hold one_coin (the arms of the max-t test)")
+        check_export(self.export, self.aggregators, ("none", "beta", *self.calibrators), ("all", f"top{self.top_k}"))
         if self.mode == "budget" and self.replicates < MIN_BUDGET_REPLICATES:
             allowed = f"must be an integer >= {MIN_BUDGET_REPLICATES} in budget mode (the max-t test)"
             raise refuse("replicates", self.replicates, allowed)
@@ -96,6 +107,8 @@ class BudgetInput:
         Where the grid came from (``config``, ``llmbar-size`` or ``large``).
     cal_sizes : ndarray of int64
         :math:`|\\mathcal C_s|` of every planned split (budget mode) or :math:`|\\mathcal C|` per split x fraction.
+    others : tuple of dict
+        The other studies' choices named by ``compare`` (:func:`~judgecal_dist.studies.recommendation.read_choices`).
     """
 
     panel: Panel
@@ -103,6 +116,7 @@ class BudgetInput:
     dropped: tuple[int, ...]
     grid: str
     cal_sizes: npt.NDArray[np.int64] = field(repr=False)
+    others: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)

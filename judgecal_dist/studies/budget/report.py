@@ -197,7 +197,7 @@ def _max_t_section(
 
 def summarise_budgets(config: Config, parts: pd.DataFrame, data: BudgetInput) -> StudyResult:
     """Records per (budget, panel, calibrator), the max-t section, figures and the report (budget mode)."""
-    by = ["budget_index", "panel", "calibrator"]
+    by = ["budget_index", "aggregator", "panel", "calibrator"]
     ratio = split_overlap_ratio(parts, data.panel.n_items)
     summary = _over_splits(config, parts, by, ratio)
     sizes = parts.groupby(by)["budget"].agg(n_labels_mean="mean", n_labels_min="min", n_labels_max="max")
@@ -205,14 +205,14 @@ def summarise_budgets(config: Config, parts: pd.DataFrame, data: BudgetInput) ->
         full_budget=("full_budget", "first"),
         identity_share=("identity_map", "mean"),
         fit_warnings=("fit_warnings", "sum"),
+        n_judges=("n_judges", "max"),
     )
     summary = summary.join(sizes.join(extra_cols), on=by)
     summary["budget"] = summary["n_labels_mean"].round().astype(int)
-    summary["aggregator"] = "one_coin"
     lead = ["aggregator", "panel", "calibrator", "budget_index", "budget", "full_budget"]
     summary = _sorted(summary[lead + [c for c in summary.columns if c not in lead]], "budget_index")
 
-    delta = delta_matrix(parts, config.top_k)
+    delta = delta_matrix(parts[parts["aggregator"] == "one_coin"], config.top_k)
     budgets = summary.groupby("budget_index")["budget"].first().reindex(delta.columns).tolist()
     res = multiplier_max_t(
         delta.to_numpy(),
@@ -235,7 +235,7 @@ def summarise_budgets(config: Config, parts: pd.DataFrame, data: BudgetInput) ->
         records=json_records(summary),
         summary=summary,
         report=_budget_report(config, summary, max_t, grid, panel),
-        figures={"nll_vs_budget.png": _budget_figure(config, summary, max_t)},
+        figures={"nll_vs_budget.png": _budget_figure(config, summary[summary["aggregator"] == "one_coin"], max_t)},
         extra={
             "mode": "budget",
             "panel": {"dataset": panel.dataset, "items": panel.n_items, "judges": panel.n_judges} | panel.info,
@@ -243,7 +243,7 @@ def summarise_budgets(config: Config, parts: pd.DataFrame, data: BudgetInput) ->
             "max_t": max_t,
             "choices": _choices(config),
         },
-        **_exported(config, data, recommend(config, summary)),
+        **_exported(config, data, recommend(config, summary, others=data.others)),
     )
 
 
@@ -272,7 +272,7 @@ def summarise_fractions(config: Config, parts: pd.DataFrame, data: BudgetInput) 
             "panel": {"dataset": panel.dataset, "items": panel.n_items, "judges": panel.n_judges} | panel.info,
             "choices": _choices(config),
         },
-        **_exported(config, data, recommend(config, summary, x="fraction")),
+        **_exported(config, data, recommend(config, summary, x="fraction", others=data.others)),
     )
 
 
@@ -318,18 +318,21 @@ def _choice_lines(config: Config) -> list[str]:
 def _budget_table(config: Config, summary: pd.DataFrame) -> list[str]:
     """One row per budget: NLL [interval] of each panel + calibrator, beta against raw and beta at identity."""
     topk = f"top{config.top_k}"
-    columns = [("all", "none"), ("all", "beta"), (topk, "none"), (topk, "beta")]
-    columns += [("all", c) for c in config.calibrators if c != "beta"]
+    columns = [("one_coin", "all", "none"), ("one_coin", "all", "beta"), ("one_coin", topk, "none")]
+    columns += [("one_coin", topk, "beta"), *(("one_coin", "all", c) for c in config.calibrators if c != "beta")]
+    cals = ("none", *dict.fromkeys(("beta", *config.calibrators)))
+    columns += [(a, "all", c) for a in config.aggregators if a != "one_coin" for c in cals]
     rows = []
     for _, group in summary.groupby("budget_index", sort=True):
-        cells = {(r.panel, r.calibrator): r for _, r in group.iterrows()}
-        raw, beta = cells[("all", "none")]["nll"], cells[("all", "beta")]["nll"]
+        cells = {(r.aggregator, r.panel, r.calibrator): r for _, r in group.iterrows()}
+        raw, beta = cells[("one_coin", "all", "none")]["nll"], cells[("one_coin", "all", "beta")]["nll"]
         label = f"{group['budget'].iloc[0]}" + (" (full)" if group["full_budget"].iloc[0] else "")
         rows.append(
             [label, *(row_interval(cells[c], "nll") if c in cells else "" for c in columns), _change(beta, raw)]
-            + [number(cells[("all", "beta")]["identity_share"], ".2f")]
+            + [number(cells[("one_coin", "all", "beta")]["identity_share"], ".2f")]
         )
-    header = ["budget", *(f"{p} + {c}" for p, c in columns), "beta vs raw (all)", "beta left at identity (all)"]
+    names = [f"{p} + {c}" if a == "one_coin" else f"{a} + {c} ({p})" for a, p, c in columns]
+    header = ["budget", *names, "beta vs raw (all)", "beta left at identity (all)"]
     return markdown_table(header, rows)
 
 
@@ -458,14 +461,17 @@ def _budget_report(
         f"half fixed per split; budgets {grid['budgets']} plus the whole calibration half "
         f"({grid['calibration_half_min']}..{grid['calibration_half_max']} items; grid: {grid['source']}"
         + (f", dropped {grid['dropped']}" if grid["dropped"] else "")
-        + f"). One-coin aggregator; evaluation NLL, mean over splits [{config.ci_level:.0%} interval].",
+        + f"). One-coin aggregator (other aggregators on all judges: "
+        f"{', '.join(a for a in config.aggregators if a != 'one_coin') or 'none'}); evaluation NLL, mean over "
+        f"splits [{config.ci_level:.0%} interval].",
         *section(
             None,
             f"Intervals: {interval_note(config.ci_level)}",
             rows=_budget_table(config, summary),
             after=[
-                "Columns: panel + calibrator (all = every judge, top-k = the k most accurate on the budget's labels; "
-                "none = uncalibrated); beta vs raw = NLL of all + beta relative to all + none; beta left at identity "
+                "Columns: panel + calibrator of one-coin (all = every judge, top-k = the k most accurate on the "
+                "budget's labels; none = uncalibrated), then aggregator + calibrator (panel) of the other aggregators "
+                "(empty where a budget is too small to fit them); beta vs raw = NLL of all + beta relative to all + none; beta left at identity "
                 "= share of splits where the penalised beta calibrator stayed the identity map."
             ],
         ),
@@ -582,8 +588,11 @@ def _exported(config: Config, data: BudgetInput, recommendation: Recommendation)
         agg, _, rest = config.export.partition("+")
         cal, _, panel = rest.partition("@")
     else:
-        best = recommendation.support.iloc[0]
-        agg, cal, panel = "one_coin", str(best["calibrator"]), str(best["panel"])
+        best = recommendation.choice
+        agg, cal, panel = str(best["aggregator"]), str(best["calibrator"]), str(best["panel"])
     model = export_model(config, data.panel, (agg, cal, panel), study="budget", alphas=())
-    line = exported_model(model.name, FORMAT, "one_coin+<calibrator>@<all or topK>") + ", fitted on every labelled item"
+    line = (
+        exported_model(model.name, FORMAT, "<aggregator>+<calibrator>@<all or topK>")
+        + ", fitted on every labelled item"
+    )
     return {"model": {"model.json": model.document}, "recommendation": replace(recommendation, exported=line)}

@@ -42,7 +42,7 @@ from judgecal_dist.errors import InputError
 from judgecal_dist.methods.aggregation.aggregate import OneCoin
 from judgecal_dist.methods.aggregation.votes import count_judge_votes
 from judgecal_dist.methods.calibration import BetaCalibration, PlattCalibrator
-from judgecal_dist.methods.pipeline import Settings, calibrator
+from judgecal_dist.methods.pipeline import Settings, aggregate, apply_calibrator, calibrator
 from judgecal_dist.methods.selection.curate import top_k
 from judgecal_dist.splits import calibration_mask, split_uniforms
 from judgecal_dist.stats.metrics import metric_table
@@ -50,6 +50,7 @@ from judgecal_dist.studies.base import StudyResult
 from judgecal_dist.studies.budget import report as budget_report
 from judgecal_dist.studies.budget.config import CALIBRATORS, FRACTIONS, BudgetInput, Config, Replicate
 from judgecal_dist.studies.preflight import check_votes
+from judgecal_dist.studies.recommendation import read_choices
 
 __all__ = [
     "NAME",
@@ -126,6 +127,7 @@ def load(config: Config, engine: EngineConfig) -> BudgetInput:
         storage_options=dict(engine.storage_options),
     )
     seeds = config.seeds
+    others = tuple(read_choices(config.compare, engine.storage_options))
     if config.mode == "fraction":
         sizes = np.stack([calibration_mask(panel.group_keys, seeds, float(f)).sum(axis=1) for f in config.fractions])
         if sizes.min() < 2 or sizes.max() > panel.n_items - 2:
@@ -133,7 +135,7 @@ def load(config: Config, engine: EngineConfig) -> BudgetInput:
                 f"{config.data}: labels: {panel.n_items} items are too few for fractions {list(config.fractions)}: "
                 f"a split has {int(sizes.min())}..{int(sizes.max())} calibration items (need >= 2 on each side)"
             )
-        return BudgetInput(panel=panel, budgets=(), dropped=(), grid="fractions", cal_sizes=sizes.T)
+        return BudgetInput(panel=panel, budgets=(), dropped=(), grid="fractions", cal_sizes=sizes.T, others=others)
     sizes = calibration_mask(panel.group_keys, seeds, config.calib_fraction).sum(axis=1)
     if config.budgets:
         grid, name = tuple(sorted(set(config.budgets))), "config"
@@ -147,7 +149,7 @@ def load(config: Config, engine: EngineConfig) -> BudgetInput:
             f"no budget of {list(grid)} fits below it; set budgets= smaller values"
         )
     dropped = tuple(b for b in grid if b >= smallest)
-    return BudgetInput(panel=panel, budgets=budgets, dropped=dropped, grid=name, cal_sizes=sizes)
+    return BudgetInput(panel=panel, budgets=budgets, dropped=dropped, grid=name, cal_sizes=sizes, others=others)
 
 
 def preflight(config: Config, data: BudgetInput) -> None:
@@ -235,6 +237,51 @@ def _budget_rows(panel: Panel, rep: Replicate) -> list[dict[str, Any]]:
             fit = (v_fit[:, cols], y_fit)
             for row in _scored_rows(config, fit, (v_eval[:, cols], y_eval), cals):
                 rows.append(key | {"panel": panel_name, "n_judges": int(fit[0].shape[1])} | row)
+        # In item order, as the inclusion study passes its calibration half: stacking's folds follow the order.
+        ranked = np.sort(items)
+        for agg in (a for a in config.aggregators if a != "one_coin"):
+            fit_sorted = (panel.votes[ranked], panel.labels[ranked])
+            for row in _pipeline_rows(config, agg, fit_sorted, (v_eval, y_eval), all_cals):
+                rows.append(key | {"aggregator": agg, "panel": "all", "n_judges": panel.n_judges} | row)
+    return rows
+
+
+def _pipeline_rows(
+    config: Config,
+    agg: str,
+    fit: tuple[npt.NDArray[np.int8], npt.NDArray[np.int8]],
+    evaluation: tuple[npt.NDArray[np.int8], npt.NDArray[np.int8]],
+    calibrators: tuple[str, ...],
+) -> list[dict[str, Any]]:
+    """Another aggregator (the pipeline the inclusion study may recommend, stacking by default) fitted on ``fit`` as
+    the inclusion study fits it (:func:`~judgecal_dist.methods.pipeline.aggregate`: stacking's calibrators read its
+    out-of-fold scores), then each calibrator; one row per calibrator as :func:`_scored_rows`.
+
+    A budget too small for the aggregator (stacking's folds need both labels) gives no rows: the arm starts at the
+    first budget it can fit, and the report's table leaves the smaller budgets empty.
+    """
+    (v_fit, y_fit), (v_eval, y_eval) = fit, evaluation
+    settings = Settings.of(config)
+    rows = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            s_fit, s_eval, _ = aggregate(agg, settings, v_fit, y_fit, v_eval)
+        except ValueError:
+            return []
+    for name in ("none", *calibrators):
+        with warnings.catch_warnings(record=True) as cal_caught:
+            warnings.simplefilter("always")
+            cal = _calibrator(name, config) if name != "none" else None
+            try:
+                p = apply_calibrator(cal.fit(s_fit, y_fit) if cal is not None else None, s_eval, settings)
+            except ValueError:
+                continue
+        metrics = metric_table(y_eval, p, eps=config.eps, n_bins=config.n_bins)
+        identity = cal is None or _is_identity(cal)
+        rows.append(
+            {"calibrator": name, **metrics, "identity_map": identity, "fit_warnings": len(caught) + len(cal_caught)}
+        )
     return rows
 
 

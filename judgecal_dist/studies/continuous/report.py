@@ -124,7 +124,7 @@ def summarise(config: Config, parts: pd.DataFrame, data: ContinuousInput) -> Stu
     model = export_corrector(config, data, corrector, judge, parts)
     fmt = model.document["format"]
     exported = (
-        f"exported: `{corrector}` for {judge} as `model/model.json` ({fmt}, fitted on the {len(model.fitted_items or [])} "
+        f"exported: `{corrector}` for {judge} as `model/model.json` ({fmt}, fitted on the {model.document['fitted_on']['labelled_items']} "
         f"anchors of seed {config.seed} at {max(config.budgets)} per rubric; `judgecal score --model <this run>` "
         "corrects that judge's 1-10 scores onto 1-5; `--set export=<corrector>@<judge>` exports another)"
     )

@@ -18,22 +18,14 @@ from judgecal_dist.settings import (
     check_export,
     check_panels,
     integer,
-    one_of,
 )
-from judgecal_dist.studies.candidates import CandidateFields
+from judgecal_dist.studies.candidates import CandidateFields, RecommendFields
+from judgecal_dist.studies.recommendation import candidate_name
 
-#: Simplest first: the one-standard-error rule moves toward these (after fewer judges).
-CALIBRATOR_ORDER = ("none", "temperature", "platt", "beta", "isotonic")
-AGGREGATOR_ORDER = ("majority", "accuracy_weighted", "log_odds", "one_coin", "dawid_skene", "stacking")
-RULES = ("one_se", "lowest")
+__all__ = ["Config", "Replicate", "candidate_name"]
 
 
-def candidate_name(aggregator: str, calibrator: str, panel: str) -> str:
-    """``aggregator+calibrator@panel``: how reports and ``--set export=...`` name a candidate."""
-    return f"{aggregator}+{calibrator}@{panel}"
-
-
-class Config(StudyFields, CandidateFields, PipelineFields, AggregationFields):
+class Config(StudyFields, CandidateFields, RecommendFields, PipelineFields, AggregationFields):
     """Settings of ``judgecal fit``: the candidates, the cross-fitting and the choice rule.
 
     The candidates and ``export`` are the shared :class:`~judgecal_dist.studies.candidates.CandidateFields`:
@@ -47,7 +39,6 @@ class Config(StudyFields, CandidateFields, PipelineFields, AggregationFields):
     sample: Count = 0
     seed: Seed = 0
     folds: Annotated[int, integer(2, 50, description="cross-fitting folds (grouped by group_id)")] = 5
-    rule: Annotated[str, one_of(RULES)] = "one_se"
     resamples: Resamples = 2000
 
     @model_validator(mode="after")

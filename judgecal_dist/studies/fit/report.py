@@ -3,6 +3,7 @@ runner-up, a reliability diagram with bin counts, and the exported model's per-j
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,7 +15,7 @@ from judgecal_dist.io.figures import png, pyplot
 from judgecal_dist.methods.aggregation.votes import count_judge_votes
 from judgecal_dist.stats.metrics import brier, ece_positive, nll, reliability_bins
 from judgecal_dist.studies.base import interval_note
-from judgecal_dist.studies.recommendation import Recommendation, estimate
+from judgecal_dist.studies.recommendation import PROTOCOL, RULE_TEXT, Recommendation, compare_words, estimate
 from judgecal_dist.studies.report_kit import level_text, markdown_table, number, row_interval, section
 
 __all__ = ["Card", "card", "judge_weights", "WEIGHTS_FILE"]
@@ -215,9 +216,38 @@ def _body_lines(
     ]
 
 
-def _recommendation(config: Any, support: pd.DataFrame, exported_first: bool, model: Any) -> Recommendation:
+def _choice_record(support: pd.DataFrame) -> dict[str, Any]:
+    """The chosen candidate as other studies read it: its name, parts and cross-fitted NLL with its interval."""
+    row = support.iloc[0]
+    agg, _, rest = str(row["candidate"]).partition("+")
+    cal, _, panel = rest.partition("@")
+    return {"candidate": row["candidate"], "aggregator": agg, "calibrator": cal, "panel": panel} | {
+        k: float(row[k]) for k in ("nll", "nll_ci_low", "nll_ci_high")
+    }
+
+
+def _others(config: Any, choice: dict[str, Any], others: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The other studies' choices (``compare``), or, without them, why they may choose differently."""
+    if others:
+        return compare_words(choice, "fit", others)
+    return [
+        "the inclusion and budget studies choose by the same rule among the same deployable panels, on "
+        f"{PROTOCOL['inclusion']} (inclusion) and {PROTOCOL['budget']} (budget) instead of {PROTOCOL['fit']}; "
+        "where they name another pipeline, it is one whose NLL interval overlaps this one or the data differ "
+        "(`--set compare=[<their run folders>]` names their choices here)"
+    ]
+
+
+def _recommendation(
+    config: Any, support: pd.DataFrame, exported_first: bool, model: Any, others: Sequence[Mapping[str, Any]]
+) -> Recommendation:
     first, second = support.iloc[-1 if exported_first else 0], support.iloc[1] if len(support) > 1 else None
+    choice = _choice_record(support)
+    rule = RULE_TEXT[config.rule] + " (SE: the SD of the items' cross-fitted losses over sqrt(n))"
     return Recommendation(
+        rule=rule,
+        others=_others(config, choice, others),
+        choice=choice,
         use=f"{model.name} ({len(model.judge_ids)} judges), exported as model/model.json: "
         "judgecal score --model <this run> applies it",
         expected=", ".join(estimate(first, m, m.upper() if m != "brier" else "Brier") for m in ("nll", "brier", "ece"))
@@ -240,6 +270,7 @@ def card(
     crossfit: dict[str, np.ndarray],
     panel: Panel,
     model: Any,
+    others: Sequence[Mapping[str, Any]] = (),
 ) -> Card:
     """The model card of the exported candidate, from the cross-fitted ``candidates`` (lowest NLL first)."""
     names = [(chosen, "chosen")] + [(runner_up, "runner-up")] * bool(runner_up)
@@ -257,6 +288,6 @@ def card(
         text="\n".join(lines),
         records=records,
         figures={"reliability.png": _reliability_png(bins, title)},
-        recommendation=_recommendation(config, pd.DataFrame(records), exported != chosen, model),
+        recommendation=_recommendation(config, pd.DataFrame(records), exported != chosen, model, others),
         tables={WEIGHTS_FILE: weights},
     )

@@ -51,14 +51,10 @@ from judgecal_dist.splits import assign_blocks
 from judgecal_dist.stats.metrics import pointwise_nll
 from judgecal_dist.studies.base import StudyResult
 from judgecal_dist.studies.fit import report
-from judgecal_dist.studies.fit.config import (
-    AGGREGATOR_ORDER,
-    CALIBRATOR_ORDER,
-    Config,
-    Replicate,
-    candidate_name,
-)
+from judgecal_dist.studies.fit.config import Config, Replicate
 from judgecal_dist.studies.preflight import check_parts, check_votes
+from judgecal_dist.studies.recommendation import candidate_name, read_choices
+from judgecal_dist.studies.recommendation import choose as pick
 
 __all__ = ["NAME", "Config", "load", "preflight", "plan", "run_replicate", "summarise", "choose"]
 
@@ -83,6 +79,7 @@ class FitInput:
     ds_engine: str = "local"
     ds: dict[tuple[int, str], DawidSkene] = field(default_factory=dict)
     ds_warnings: dict[tuple[int, str], int] = field(default_factory=dict)
+    others: tuple[dict[str, Any], ...] = ()
 
 
 def load(config: Config, engine: EngineConfig) -> FitInput:
@@ -97,11 +94,12 @@ def load(config: Config, engine: EngineConfig) -> FitInput:
         raise ConfigError(
             f"folds={config.folds}: {len(np.unique(panel.group_keys))} groups leave a fold empty; lower folds"
         )
-    data = FitInput(panel=panel, config=config, roles=roles, engine=engine)
+    others = tuple(read_choices(config.compare, engine.storage_options))
+    data = FitInput(panel=panel, config=config, roles=roles, engine=engine, others=others)
     preflight(config, data)  # before the Dawid-Skene fits below: a degenerate panel fails them
     if "dawid_skene" not in config.aggregators:
         return data
-    data = FitInput(panel, config, roles, engine, choose_engine(url, None, engine))
+    data = FitInput(panel, config, roles, engine, choose_engine(url, None, engine), others=others)
     for fold in range(config.folds):
         held = roles == fold
         train = ~held
@@ -251,17 +249,11 @@ def candidate_table(config: Config, parts: pd.DataFrame, labels: np.ndarray) -> 
 
 
 def choose(table: pd.DataFrame, rule: str) -> tuple[str, str]:
-    """(chosen candidate, runner-up) by ``rule`` (module docstring)."""
-    best = table.iloc[0]
-    if rule == "lowest":
-        return str(best["candidate"]), str(table.iloc[1]["candidate"]) if len(table) > 1 else ""
-    near = table[table["nll"] <= best["nll"] + best["se"]].copy()
-    near["cal_rank"] = near["calibrator"].map(CALIBRATOR_ORDER.index)
-    near["agg_rank"] = near["aggregator"].map(AGGREGATOR_ORDER.index)
-    near = near.sort_values(["n_judges", "cal_rank", "agg_rank", "nll"], kind="stable")
-    chosen = str(near.iloc[0]["candidate"])
-    others = table[table["candidate"] != chosen]
-    return chosen, str(others.iloc[0]["candidate"]) if len(others) else ""
+    """(chosen candidate, runner-up) by ``rule``: the one rule of every pipeline recommendation
+    (:func:`judgecal_dist.studies.recommendation.choose`, on each candidate's cross-fitted NLL and its SE)."""
+    picked = pick(table, rule)
+    runner = "" if picked.runner_up is picked.chosen else str(picked.runner_up["candidate"])
+    return str(picked.chosen["candidate"]), runner
 
 
 def _export(data: FitInput, name: str, crossfit_p: np.ndarray) -> Any:
@@ -327,7 +319,7 @@ def summarise(config: Config, parts: pd.DataFrame, data: FitInput) -> StudyResul
             "crossfit_p": crossfit[exported_name],
         }
     )
-    card = report.card(config, table, chosen, runner_up, exported_name, crossfit, panel, model)
+    card = report.card(config, table, chosen, runner_up, exported_name, crossfit, panel, model, data.others)
     return StudyResult(
         records=card.records,
         summary=table.drop(columns=["sd"]),

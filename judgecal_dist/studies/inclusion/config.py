@@ -24,7 +24,7 @@ from judgecal_dist.settings import (
     number,
     one_of,
 )
-from judgecal_dist.studies.candidates import CandidateFields
+from judgecal_dist.studies.candidates import CandidateFields, RecommendFields
 from judgecal_dist.studies.inclusion.controls import CONTROLS
 from judgecal_dist.studies.inclusion.grain import GRAINS
 from judgecal_dist.studies.inclusion.search import SEARCHES, SearchSettings, is_search
@@ -41,7 +41,7 @@ DIAGNOSTIC_PANEL = re.compile(r"(oracle|random)[1-9][0-9]*|l1|operating|no_p3")
 ITEM_FEATURES = ("agreement", "coverage")
 
 
-class Config(SplitFields, CandidateFields, PipelineFields, AggregationFields):
+class Config(SplitFields, CandidateFields, RecommendFields, PipelineFields, AggregationFields):
     """Settings of the inclusion study (``studies/configs/inclusion.yaml``); every key can be ``--set``.
 
     The candidates (``aggregators``, ``calibrators``, ``panels``, ``calibrator_input``, ``conformal_alphas``,

@@ -15,7 +15,6 @@ import pandas as pd
 from judgecal_dist.engine.jobs.panel import Panel
 from judgecal_dist.methods.calibration.conformal import SplitConformal
 from judgecal_dist.methods.pipeline import (
-    PANELS,
     Settings,
     aggregate,
     apply_calibrator,
@@ -148,14 +147,15 @@ def choices(config: Config) -> dict[str, Any]:
 
 
 def exported_candidate(config: Config, summary: pd.DataFrame) -> tuple[str, str, str]:
-    """(aggregator, calibrator, panel) the run exports: ``export`` when set, else the lowest mean NLL among the
-    fixed panels (a searched panel is a procedure, not a fixed judge list, so it is not exported)."""
+    """(aggregator, calibrator, panel) the run exports: ``export`` when set, else the recommended pipeline (the one
+    rule's choice among the deployable panels, :func:`judgecal_dist.studies.inclusion.recommend.choice`)."""
     if config.export != "auto":
         agg, _, rest = config.export.partition("+")
         cal, _, panel = rest.partition("@")
         return agg, cal, panel
-    fixed = summary[summary["panel"].isin(PANELS) | summary["panel"].str.fullmatch(r"top\d+")]
-    best = fixed.sort_values("nll", kind="stable").iloc[0]
+    from judgecal_dist.studies.inclusion.recommend import choice
+
+    best = choice(config, summary).chosen
     return str(best["aggregator"]), str(best["calibrator"]), str(best["panel"])
 
 

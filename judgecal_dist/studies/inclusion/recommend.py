@@ -1,29 +1,35 @@
-"""The inclusion study's answer: the pipeline with the lowest evaluation NLL, and what curating would cost."""
+"""The inclusion study's answer: the pipeline the one rule chooses (:func:`~judgecal_dist.studies.recommendation.
+choose`), what it gives, the label-free fallback and what curating would cost."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
 from judgecal_dist.studies.base import interval_note
-from judgecal_dist.studies.recommendation import Recommendation, estimate, overlap
+from judgecal_dist.studies.recommendation import (
+    Choice,
+    Recommendation,
+    choose,
+    compare_words,
+    estimate,
+    pipeline_words,
+    rule_words,
+    runner_up_words,
+)
 
-__all__ = ["recommend"]
+__all__ = ["recommend", "choice"]
 
 KEYS = ("aggregator", "calibrator", "panel")
 #: Aggregators that need no labels (majority vote; Dawid-Skene is fitted on the verdicts alone).
 LABEL_FREE = ("majority", "dawid_skene")
 
 
-def _panel(row: pd.Series, n_judges: int | None) -> str:
-    if row["panel"] != "all":
-        return f"the {row['panel']} panel"
-    return f"all {n_judges} judges" if n_judges else "all judges"
-
-
-def _name(row: pd.Series, n_judges: int | None) -> str:
-    return f"{row['aggregator']} + {row['calibrator']} on {_panel(row, n_judges)}"
+def choice(config: Any, summary: pd.DataFrame) -> Choice:
+    """The rule's pick from the summary grid (the pipeline ``export: auto`` exports, too)."""
+    return choose(summary, getattr(config, "rule", "one_se"), level=config.ci_level, judges="panel_size")
 
 
 def _expected(row: pd.Series) -> str:
@@ -31,20 +37,21 @@ def _expected(row: pd.Series) -> str:
 
 
 def recommend(
-    config: Any, summary: pd.DataFrame, n_judges: int | None = None, n_items: int | None = None
+    config: Any,
+    summary: pd.DataFrame,
+    n_judges: int | None = None,
+    n_items: int | None = None,
+    others: Sequence[Mapping[str, Any]] = (),
 ) -> Recommendation:
-    """The lowest-NLL pipeline, the runner-up, the raw (label-free) fallback and the curated panels' cost.
+    """The rule's pipeline, the runner-up, the raw (label-free) fallback and the curated panels' cost.
 
     ``n_judges``/``n_items`` (when known) name the panel size and the calibration labels the answer rests on; the
-    ``inclusion_scale`` study, whose one-pass execution never holds the panel, leaves them out.
+    ``inclusion_scale`` study, whose one-pass execution never holds the panel, leaves them out. ``others`` are the
+    other studies' choices (``compare``).
     """
-    ranked = summary.sort_values("nll", kind="stable")
-    best, second = ranked.iloc[0], ranked.iloc[1] if len(ranked) > 1 else ranked.iloc[0]
-    tie = overlap(best, second, "nll")
-    runner = f"{_name(second, n_judges)}: {estimate(second, 'nll', 'NLL')}" + (
-        " (intervals overlap: interchangeable on this data)" if tie else " (intervals separate)"
-    )
-    support = [best, second]
+    picked = choice(config, summary)
+    best = picked.chosen
+    support = [best, picked.runner_up]
     changes = []
     # Without labels only the unsupervised aggregators can run (one-coin counts and stacking fits need labels).
     free = summary[summary["aggregator"].isin(LABEL_FREE) & (summary["calibrator"] == "none")]
@@ -52,14 +59,15 @@ def recommend(
     if len(free):
         fallback = free.sort_values("nll", kind="stable").iloc[0]
         changes.append(
-            f"without labels, use {fallback['aggregator']} uncalibrated on {_panel(fallback, n_judges)}: "
-            f"{estimate(fallback, 'nll', 'NLL')}"
+            f"without labels, use {fallback['aggregator']} uncalibrated on "
+            f"{pipeline_words(fallback, n_judges).split(' on ', 1)[1]}: {estimate(fallback, 'nll', 'NLL')}"
         )
         support.append(fallback)
     labels = f"about {round(config.calib_fraction * n_items)}" if n_items else f"{config.calib_fraction:.0%} of the"
     changes.append(
-        f"this answer uses {labels} labelled items for calibration; with fewer, run the budget study "
-        "(`judgecal run budget`) to see where calibration and the full panel stop paying off"
+        f"this answer uses {labels} labelled items for calibration; with fewer, the budget study "
+        "(`judgecal run budget`, whose `aggregators` sweep this pipeline's aggregator) shows where its calibration "
+        "and the full panel stop paying off"
     )
     curated = summary[
         (summary["panel"] != "all")
@@ -74,13 +82,17 @@ def recommend(
         )
         support += [r for _, r in curated.iterrows()]
     rows = pd.DataFrame(support).drop_duplicates(subset=list(KEYS))
+    rule = getattr(config, "rule", "one_se")
     return Recommendation(
-        use=_name(best, n_judges),
+        use=pipeline_words(best, n_judges),
         expected=_expected(best),
-        runner_up=runner,
+        runner_up=runner_up_words(picked, n_judges),
         changes=changes,
         interval=interval_note(config.ci_level),
         support=rows,
         keys=KEYS,
         metrics=("nll", "ece", "accuracy", "delta_nll"),
+        rule=rule_words(picked, rule, n_judges),
+        others=compare_words(picked.record(), "inclusion", others),
+        choice=picked.record(),
     )

@@ -22,7 +22,8 @@ References
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -75,6 +76,7 @@ from judgecal_dist.studies.inclusion.recommend import recommend
 from judgecal_dist.studies.inclusion.search import SEARCHES, is_search, run_searches
 from judgecal_dist.studies.inclusion.summary import saturation, side_tables, summary_table
 from judgecal_dist.studies.preflight import check_labels, check_splits, check_votes
+from judgecal_dist.studies.recommendation import exported_model, read_choices
 
 __all__ = [
     "NAME",
@@ -101,6 +103,7 @@ class InclusionInput:
 
     panel: Panel
     judges: pd.DataFrame
+    others: tuple[dict[str, Any], ...] = ()
 
 
 def load(config: Config, engine: EngineConfig) -> InclusionInput:
@@ -124,15 +127,16 @@ def load(config: Config, engine: EngineConfig) -> InclusionInput:
             f"{config.data}: labels: label: every labelled item has the same label; calibration needs "
             "both classes (or orientation=gold_positive, with penalised calibrators only)"
         )
+    others = tuple(read_choices(config.compare, engine.storage_options))
     seeds = config.seeds
     if config.judge_grain != "judge":  # the engine's counts are per stored judge: count the regrained panel here
-        return InclusionInput(panel=panel, judges=_panel_judges(panel, seeds, config.calib_fraction))
+        return InclusionInput(panel, _panel_judges(panel, seeds, config.calib_fraction), others)
     per_split = judge_summary(judge_cells(config.data_url, seeds, config.calib_fraction, config=engine))
     cal = per_split[per_split["side"] == "calibration"]
     judges = cal.groupby("judge_id", as_index=False)[["rows", "votes", "correct"]].mean()
     judges["parse_rate"] = cal.groupby("judge_id")["parse_rate"].mean().to_numpy()
     judges["accuracy"] = judges["correct"] / judges["votes"].where(judges["votes"] > 0)
-    return InclusionInput(panel=panel, judges=judges.sort_values("accuracy", ascending=False, kind="stable"))
+    return InclusionInput(panel, judges.sort_values("accuracy", ascending=False, kind="stable"), others)
 
 
 def _panel_judges(panel: Panel, seeds: list[int], calib_fraction: float) -> pd.DataFrame:
@@ -482,5 +486,8 @@ def summarise(config: Config, parts: pd.DataFrame, data: InclusionInput) -> Stud
             **{name: json_records(sides[name]) for name in reported},
             "judges": json_records(data.judges),
         },
-        recommendation=recommend(config, summary, panel.n_judges, panel.n_items),
+        recommendation=replace(
+            recommend(config, summary, panel.n_judges, panel.n_items, data.others),
+            exported=exported_model(exported.name, FORMAT, "aggregator+calibrator@panel"),
+        ),
     )

@@ -1,6 +1,7 @@
 """One question, one answer: on LLMBar's same halves with log-odds calibrator input, the budget study at the full
 budget and the inclusion study fit the same pipelines, give them the same evaluation NLL, and so agree on the
-full panel vs top-5 (issue 15, "One default pipeline everywhere")."""
+full panel vs top-5 (issue 15, "One default pipeline everywhere"); the stacking arm the budget study sweeps for
+the inclusion study's recommendation is the inclusion study's stacking pipeline (issue 29)."""
 
 from __future__ import annotations
 
@@ -24,14 +25,21 @@ def test_budget_at_full_budget_agrees_with_inclusion(llmbar_dir, tmp_path):
     url = str(tmp_path / "llmbar")
     ingest("llmbar", str(llmbar_dir), url)
     both = {"data": url, "replicates": SPLITS, "seed": 0, "calibrator_input": "logit"}
-    on_budget = crossed(budget, budget.Config(**both, budgets=[100], top_k=5, calibrators=["beta"]))
+    aggs = ["one_coin", "stacking"]
+    on_budget = crossed(budget, budget.Config(**both, budgets=[100], top_k=5, calibrators=["beta"], aggregators=aggs))
     on_inclusion = crossed(
         inclusion,
-        inclusion.Config(**both, aggregators=["one_coin"], calibrators=["beta"], panels=["all", "top5"]),
+        inclusion.Config(**both, aggregators=aggs, calibrators=["beta"], panels=["all", "top5"]),
     )
-    full = on_budget[on_budget["full_budget"] & (on_budget["calibrator"] == "beta")]
-    by_budget = full.set_index(["seed", "panel"])["nll"].sort_index()
+    beta = on_budget[on_budget["full_budget"] & (on_budget["calibrator"] == "beta")]
     metrics = on_inclusion[(on_inclusion["kind"] == "metrics") & (on_inclusion["calibrator"] == "beta")]
+    stacked = beta[beta["aggregator"] == "stacking"].set_index("seed")["nll"].sort_index()
+    inc_stacked = metrics[(metrics["aggregator"] == "stacking") & (metrics["panel"] == "all")].set_index("seed")["nll"]
+    assert list(stacked.index) == list(range(SPLITS))
+    np.testing.assert_allclose(stacked.to_numpy(), inc_stacked.loc[stacked.index].to_numpy(), rtol=1e-6)
+    full = beta[beta["aggregator"] == "one_coin"]
+    metrics = metrics[metrics["aggregator"] == "one_coin"]
+    by_budget = full.set_index(["seed", "panel"])["nll"].sort_index()
     by_inclusion = metrics.set_index(["seed", "panel"])["nll"].sort_index()
     assert list(by_budget.index) == [(s, p) for s in range(SPLITS) for p in ("all", "top5")]
     np.testing.assert_allclose(

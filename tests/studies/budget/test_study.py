@@ -146,7 +146,7 @@ def test_replicate_matches_direct_fits_at_an_inner_and_the_full_budget(data):
     assert (table["n_eval"] == evaluation.size).all()
     for n in (50, order.size):
         items = order[:n]
-        rows = table[table["budget"] == n].set_index(["panel", "calibrator"])
+        rows = table[(table["budget"] == n) & (table["aggregator"] == "one_coin")].set_index(["panel", "calibrator"])
         assert rows["full_budget"].all() == (n == order.size)
         raw, calibrated = _reference_nll(panel.votes, panel.labels, items, evaluation)
         assert rows.loc[("all", "none"), "nll"] == pytest.approx(raw, rel=1e-9)
@@ -156,7 +156,11 @@ def test_replicate_matches_direct_fits_at_an_inner_and_the_full_budget(data):
         assert rows.loc[("top5", "beta"), "nll"] == pytest.approx(calibrated_top, rel=1e-6)
         assert rows.loc[("top5", "beta"), "n_judges"] == 5
     assert set(table["calibrator"]) == {"none", "beta", "platt", "temperature"}
-    assert len(table) == (len(data.budgets) + 1) * (4 + 2)
+    one_coin, stacked = table[table["aggregator"] == "one_coin"], table[table["aggregator"] == "stacking"]
+    assert len(one_coin) == (len(data.budgets) + 1) * (4 + 2)
+    # The default sweep also fits stacking on all judges (the inclusion study's usual choice), with every calibrator.
+    full = stacked[stacked["full_budget"]]
+    assert set(full["calibrator"]) == {"none", "beta", "platt", "temperature"} and (full["panel"] == "all").all()
 
 
 def test_budget_study_through_the_runner(panel_url, tmp_path, ray_local):
@@ -165,11 +169,13 @@ def test_budget_study_through_the_runner(panel_url, tmp_path, ray_local):
     assert (folder / "_SUCCESS").is_file()
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["study"] == "budget" and summary["mode"] == "budget"
-    records = summary["results"]
     k_budgets = len(budget.SMALL_GRID) + 1
-    assert len(records) == k_budgets * 6
+    stacked = [r for r in summary["results"] if r["aggregator"] == "stacking"]
+    assert {r["calibrator"] for r in stacked} == {"none", "beta", "platt", "temperature"}
+    records = [r for r in summary["results"] if r["aggregator"] == "one_coin"]
+    assert len(records) == k_budgets * 6 and len(summary["results"]) == len(records) + len(stacked)
     for rec in records:
-        assert rec["replicates"] == 6 and rec["aggregator"] == "one_coin"
+        assert rec["replicates"] == 6
         for metric in ("nll", "brier", "ece", "accuracy"):
             assert rec[f"{metric}_ci_low"] <= rec[metric] <= rec[f"{metric}_ci_high"]
     assert [r["budget"] for r in records if r["panel"] == "all" and r["calibrator"] == "beta"][:-1] == list(
@@ -177,7 +183,7 @@ def test_budget_study_through_the_runner(panel_url, tmp_path, ray_local):
     )
     # The max-t section equals a direct call on Delta rebuilt here from the committed parts.
     parts = pd.concat(pd.read_parquet(p) for p in sorted((folder / "replicates").glob("part-*.parquet")))
-    beta = parts[parts["calibrator"] == "beta"]
+    beta = parts[(parts["calibrator"] == "beta") & (parts["aggregator"] == "one_coin")]
     delta = np.array(
         [
             [
@@ -294,7 +300,9 @@ def test_llmbar_budget_sweep(llmbar_dir, tmp_path_factory, ray_local):
     summary = json.loads(Path(url, "summary.json").read_text())
     assert summary["panel"]["items"] == 419 and summary["panel"]["judges"] == 130
     assert summary["max_t"]["K"] == 8  # spec §5.3: K = 8 on LLMBar
-    rec = {(r["budget_index"], r["panel"], r["calibrator"]): r for r in summary["results"]}
+    rec = {
+        (r["budget_index"], r["panel"], r["calibrator"]): r for r in summary["results"] if r["aggregator"] == "one_coin"
+    }
     full = 7
     # The raw 130-judge one-coin posterior is overconfident; every calibrator cuts its NLL by more than half once
     # 75+ labels are available, and the three calibrators agree at the full half. Measured once (100 splits):

@@ -144,6 +144,8 @@ def test_continuous_study_through_the_runner(rb2_slice: Path, tmp_path: Path, ra
     assert model.kind == "linear-corrector" and model.judge_id == "nano" and model.document["fit"] == "nuts"
     assert "exported: `linear_hb` for nano as `model/model.json`" in summary["recommendation"]["use"]
     assert "exported: `linear_hb` for nano" in (folder / "report.md").read_text().split("## Recommendation")[1][:2000]
+    anchors = len(model.document["fitted_on"]["item_ids"])  # the items the fit saw, counted from the document
+    assert anchors > 0 and f"fitted on the {anchors} anchors" in summary["recommendation"]["use"]
     rows40 = lin.xs(("nano", 40, 0), level=("judge", "budget", "seed")).reset_index()
     for _, row in rows40.iterrows():
         got = model.document["rubrics"][model.rubrics.index(row["rubric"])]

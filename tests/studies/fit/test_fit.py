@@ -114,8 +114,20 @@ def test_inclusion_exports_its_recommended_pipeline(llmbar_url, tmp_path, export
     sets = [f"data={llmbar_url}", "replicates=2", "permutation_resamples=200", f"export={export}", *FAST[:3]]
     run = execute(prepare("inclusion", sets), EngineConfig(ray_num_cpus=2), output=str(tmp_path), serial=True)
     model = load_model(run)
+    # auto exports the recommendation: the one rule (one-SE toward simpler) applied here by hand to the summary.
     summary = pd.read_parquet(Path(run) / "summary.parquet").sort_values("nll", kind="stable")
-    best = summary.iloc[0]
+    se = (summary["nll_ci_high"] - summary["nll_ci_low"]) / (2 * 1.959964)
+    near = summary[summary["nll"] <= summary["nll"].iloc[0] + se.iloc[0]].assign(
+        cal=lambda t: t["calibrator"].map(["none", "platt", "isotonic"].index),
+        agg=lambda t: t["aggregator"].map(["majority", "one_coin", "stacking"].index),
+    )
+    best = near.sort_values(["panel_size", "cal", "agg", "nll"], kind="stable").iloc[0]
+    recommended = json.loads((Path(run) / "summary.json").read_text())["recommendation"]["choice"]
+    assert (recommended["aggregator"], recommended["calibrator"], recommended["panel"]) == (
+        best.aggregator,
+        best.calibrator,
+        best.panel,
+    )
     expected = (
         f"{best.aggregator} + {best.calibrator} @ {best.panel}" if export == "auto" else "majority + isotonic @ top3"
     )
