@@ -391,7 +391,8 @@ def joint_verdict(max_t: dict[str, Any]) -> str:
 
 def _budget_here(config: Config, summary: pd.DataFrame, max_t: dict[str, Any]) -> dict[str, Here]:
     """Our measurements for :data:`PAPER`: the full budget's calibrator NLLs and the joint test."""
-    full = summary[summary["full_budget"].astype(bool) & (summary["panel"] == "all")].set_index("calibrator")
+    one_coin = summary["aggregator"] == "one_coin"  # the paper's claims are about one-coin
+    full = summary[summary["full_budget"].astype(bool) & (summary["panel"] == "all") & one_coin].set_index("calibrator")
     out: dict[str, Here] = {}
     if {"none", "beta"} <= set(full.index):
         raw, beta = full.loc["none"], full.loc["beta"]
