@@ -39,6 +39,7 @@ __all__ = [
     "open_fs",
     "require_exists",
     "require_bucket",
+    "require_regular_file",
     "has_directories",
     "open_input",
     "read_json_file",
@@ -166,6 +167,31 @@ def require_exists(fs: AbstractFileSystem, path: str, url: str) -> None:
         raise InputError(f"{url}: cannot access ({type(err).__name__}: {err})") from err
     if not found:
         raise InputError(f"{url}: no such file or directory")
+
+
+def require_regular_file(fs: AbstractFileSystem, path: str, url: str, *, max_bytes: int | None = None) -> int:
+    """The size of ``path`` (-1 on an object store without ``max_bytes``: not asked), refused before anything is
+    read when it is not a regular file (a device such as ``/dev/zero``, a fifo, a folder; a symlink is judged by
+    its target), or when it is larger than ``max_bytes``. Reading a link to a device would never end.
+
+    Raises
+    ------
+    InputError
+        ``<url>: not a regular file (...)`` or ``<url>: N bytes, more than ... can be``; ``FileNotFoundError``
+        when it does not exist (callers name it their way).
+    """
+    if max_bytes is None and not has_directories(fs):  # an object store holds files only: no request needed
+        return -1
+    info = fs.info(path)
+    if info.get("type") != "file":
+        raise InputError(
+            f"{url}: not a regular file ({info.get('type')}: a folder, device, fifo or a link to one); "
+            "point it at the file itself"
+        )
+    size = int(info.get("size") or 0)
+    if max_bytes is not None and size > max_bytes:
+        raise InputError(f"{url}: {size} bytes, more than the {max_bytes} such a file can hold; not the right file")
+    return size
 
 
 def has_directories(fs: AbstractFileSystem) -> bool:

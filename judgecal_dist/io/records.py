@@ -7,12 +7,13 @@ JSON has no NaN or infinity, and ``json`` does not know numpy scalars, arrays or
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["plain", "json_records", "jsonable", "to_json"]
+__all__ = ["plain", "json_records", "jsonable", "to_json", "json_depth"]
 
 
 def plain(value: Any) -> Any:
@@ -60,3 +61,26 @@ def to_json(obj: Any, *, indent: int | None = 2) -> str:
     '{"nll": 0.5, "ece": null, "n": [0, 1]}'
     """
     return json.dumps(jsonable(obj), indent=indent, allow_nan=False)
+
+
+_JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"')
+
+
+def json_depth(raw: bytes, *, limit: int | None = None) -> int:
+    """How deeply the arrays and objects of a JSON text nest, read without parsing it (brackets inside strings
+    do not count), so that a document nested past what a reader takes is refused before ``json.loads`` recurses.
+
+    Examples
+    --------
+    >>> json_depth(b'{"a": [[1], "]]]"]}'), json_depth(b"3")
+    (3, 0)
+
+    With ``limit``, a text with no more than ``limit`` opening brackets in all (a long list of ids) is answered
+    with that count (at least its depth, at most ``limit``) from two byte counts, without the scan.
+    """
+    opened = raw.count(b"[") + raw.count(b"{")
+    if limit is not None and opened <= limit:
+        return opened
+    stripped = np.frombuffer(_JSON_STRING.sub(b'""', raw), dtype=np.uint8)
+    steps = np.isin(stripped, (ord("["), ord("{"))).astype(np.int64) - np.isin(stripped, (ord("]"), ord("}")))
+    return int(np.cumsum(steps).max(initial=0))

@@ -24,9 +24,10 @@ from pydantic import ValidationError
 from judgecal_dist.engine.results.store import RunStore
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.filesystem import open_fs
-from judgecal_dist.io.records import to_json
+from judgecal_dist.io.records import json_depth, to_json
 from judgecal_dist.models import binary, continuous, davidson, escalation, fcps, legacy
-from judgecal_dist.models.documents import KINDS, describe
+from judgecal_dist.models.bounds import describe, implausible
+from judgecal_dist.models.documents import KINDS, BinaryPipelineDoc, Document
 
 __all__ = ["MODEL_FILE", "LEGACY_FILE", "model_from_dict", "load_model", "save_model", "model_document"]
 
@@ -37,6 +38,10 @@ MODEL_FILE = "model/model.json"
 #: The one-coin + beta calibration of earlier versions (``judgecal.calibration/v2``), still read.
 LEGACY_FILE = "model/calibration.json"
 _LEGACY_FORMAT = legacy.FORMAT
+#: What a model document may be before it is parsed: its JSON nests a few levels (FCPS cells: 6), and its largest
+#: part is the fingerprint of the fitted items; beyond these it is not a model (and would exhaust the parser).
+MAX_DOCUMENT_DEPTH = 32
+MAX_DOCUMENT_BYTES = 1 << 30
 #: Formats that earlier versions wrote and that no scorer applies (the study that writes them exports a kind now).
 _RETIRED = {
     "judgecal.escalation/v1": "rerun the ensemble study with this version",
@@ -72,19 +77,37 @@ def model_from_dict(
     fmt = state.get("format")
     if fmt == _LEGACY_FORMAT:
         log.debug("%s: %s read as %s (one_coin + beta)", source, _LEGACY_FORMAT, binary.FORMAT)
-        return legacy.from_dict(state, source=source, digest=digest)
+        model = legacy.from_dict(state, source=source, digest=digest)
+        checked(BinaryPipelineDoc, model.document, source)  # the converted numbers meet the pipeline's ranges
+        return model
     if fmt in _RETIRED:
         raise InputError(f"{source}: format: {fmt!r} is not applied by this version; {_RETIRED[fmt]}")
     known = {f: model for f, model in KINDS.values()}
     if fmt not in known:
         raise InputError(f"{source}: format: expected one of {sorted(known)} (or {_LEGACY_FORMAT!r}), got {fmt!r}")
-    try:
-        doc = known[fmt].model_validate(dict(state))
-    except ValidationError as err:
-        raise InputError(f"{source}: {describe(err)}") from err
+    doc = checked(known[fmt], state, source)
     if fmt in _WITH_FILES:
         return _BUILDERS[fmt](doc, dict(state), source=source, digest=digest, read_file=read_file)
     return _BUILDERS[fmt](doc, dict(state), source=source, digest=digest)
+
+
+def checked(kind: type[Document], state: Mapping[str, Any], source: str) -> Any:
+    """The typed document of ``state``: refused naming the first bad field (its legal range included), and a
+    warning naming each value outside its plausible range. Every model of every kind is read through here.
+
+    Raises
+    ------
+    InputError
+        A field that fails ``kind``'s schema: a missing required field, a wrong type, a value out of its legal
+        range (``<source>: calibrator.slope = 1e+308 is outside [-1000, 1000]; refit the model or ...``).
+    """
+    try:
+        doc = kind.model_validate(dict(state))
+    except ValidationError as err:
+        raise InputError(f"{source}: {describe(err)}") from err
+    for line in implausible(kind, state):
+        log.warning("%s: %s; applied as it is (check the fit that wrote it)", source, line)
+    return doc
 
 
 _BUILDERS: dict[str, Any] = {
@@ -125,7 +148,12 @@ def load_model(url: str, *, storage_options: Mapping[str, Any] | None = None) ->
         if not name:
             raise InputError(f"{url}: {MODEL_FILE}: not found (not a run folder with an exported model)")
         store.require_success()
-    raw = store.read_bytes(name)
+    raw = store.read_bytes(name, max_bytes=MAX_DOCUMENT_BYTES)
+    if json_depth(raw, limit=MAX_DOCUMENT_DEPTH) > MAX_DOCUMENT_DEPTH:
+        raise InputError(
+            f"{store.url_of(name)}: nested deeper than the {MAX_DOCUMENT_DEPTH} levels a model document has; "
+            "not a model: export it again from its run"
+        )
     try:
         state = json.loads(raw.decode("utf-8"))  # NaN / Infinity literals parse, and the schema names their field
     except (UnicodeDecodeError, json.JSONDecodeError) as err:

@@ -83,7 +83,7 @@ def _weights(agg: Mapping[str, Any], n_judges: int, where: str) -> npt.NDArray[n
 
 
 def _conformal(state: Mapping[str, Any], source: str) -> list[SplitConformal]:
-    entries = state.get("conformal", [])
+    entries = _require(state, "conformal", source)  # never a silent "no sets": the fit wrote its thresholds
     if not isinstance(entries, list):
         raise InputError(f"{source}: conformal: expected a list, got {type(entries).__name__}")
     out = []

@@ -15,16 +15,21 @@ DOCUMENT: dict[str, Any] = {
     "judge_ids": ["j1", "j2", "j3"],
     "aggregator": {"name": "one_coin", "weights": [1.0, 0.5, -0.25], "class_prior": 0.5},
     "calibrator": {"name": "isotonic", "x": [-1.0, 0.0, 1.0], "y": [0.1, 0.5, 0.9]},
+    "eps": 1e-6,
+    "conformal": [],
 }
 
 
-def _score(tmp: Path, **changes: Any) -> list[str]:
+def _score(tmp: Path, *, text: str | None = None, **changes: Any) -> list[str]:
     doc = json.loads(json.dumps(DOCUMENT))
     for key, value in changes.items():
         section, _, name = key.partition("__")
-        (doc[section] if name else doc)[name or section] = value
+        if value is ...:
+            del (doc[section] if name else doc)[name or section]
+        else:
+            (doc[section] if name else doc)[name or section] = value
     path = tmp / "model.json"
-    path.write_text(json.dumps(doc))
+    path.write_text(json.dumps(doc) if text is None else text)
     data = write_arena(str(tmp / "arena"))
     return ["score", "--model", str(path), "--data", data, "--output", str(tmp / "out"), "--engine", "local"]
 
@@ -101,6 +106,14 @@ def _davidson_on_other_data(tmp: Path, votes: str) -> list[str]:
     return ["score", "--model", str(path), "--data", data, "--output", str(tmp / "out"), "--engine", "local"]
 
 
+def _device(tmp: Path) -> list[str]:
+    """A model path that is a link to a device (reading it would never end)."""
+    argv = _score(tmp)
+    (tmp / "model.json").unlink()
+    (tmp / "model.json").symlink_to("/dev/zero")
+    return argv
+
+
 def _fit(tmp: Path, *sets: str) -> list[str]:
     return ["fit", "--data", write_arena(str(tmp / "arena")), "--output", str(tmp / "out"), *sets]
 
@@ -109,6 +122,10 @@ CASES: dict[str, Callable[[Path], list[str]]] = {
     "models-not-finite": lambda t: _score(t, aggregator__weights=[1.0, math.nan, 0.5]),
     "models-wrong-length": lambda t: _score(t, aggregator__weights=[1.0, 0.5]),
     "models-probability": lambda t: _score(t, aggregator__class_prior=1.2),
+    "models-outside-range": lambda t: _score(t, calibrator={"name": "platt", "slope": 1e308, "intercept": 0.0}),
+    "models-required-field": lambda t: _score(t, eps=...),
+    "models-not-a-file": _device,
+    "models-too-deep": lambda t: _score(t, text="[" * 100_000 + "]" * 100_000),
     "models-unknown-aggregator": lambda t: _score(t, aggregator__name="borda"),
     "models-isotonic-order": lambda t: _score(t, calibrator__x=[1.0, 0.0, 2.0]),
     "models-unknown-key": lambda t: _score(t, weights=[1.0]),

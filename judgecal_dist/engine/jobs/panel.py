@@ -21,6 +21,7 @@ from judgecal_dist.engine.votes.codec import VERDICT_COLUMNS, binary_codes, cate
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.dataset import choose_dataset, read_dataset_table
 from judgecal_dist.io.schema import MISSING_CODE, VERDICT_CODES
+from judgecal_dist.io.validate import check_unique_keys
 from judgecal_dist.splits import group_keys
 
 __all__ = ["Panel", "load_panel", "ORIENTATIONS"]
@@ -91,7 +92,8 @@ def load_panel(
     Raises
     ------
     InputError
-        Several datasets in the table and none chosen, no labelled items, or no verdicts for ``sample``.
+        Several datasets in the table and none chosen, an item labelled twice, no labelled items, or no verdicts
+        for ``sample``.
     """
     if orientation not in ORIENTATIONS:
         raise InputError(f"orientation: must be one of {ORIENTATIONS}, got {orientation!r}")
@@ -103,6 +105,10 @@ def load_panel(
         dictionary_columns=["dataset", "judge_id", "verdict"],
     )
     labels = read_dataset_table(url, "labels", ["dataset", "item_id", "label"], storage_options=storage_options)
+    try:  # an item labelled twice (same or another value) has no one label: refused for every study and candidate
+        check_unique_keys(labels, ["dataset", "item_id"], source=f"{url.rstrip('/')}/labels")
+    except InputError as err:
+        raise InputError(f"{err}; an item has one label: keep one row per item and ingest the labels again") from err
     dataset = choose_dataset(pc.unique(labels["dataset"]).to_pylist(), dataset, where=url)
 
     item_index, y, info = _labelled_items(labels.filter(pc.equal(labels["dataset"], dataset)), url, dataset)

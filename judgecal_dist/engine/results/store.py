@@ -3,9 +3,8 @@
 Layout (ARCHITECTURE.md, results contract)::
 
     <output>/<study>/<run_id>/
-        manifest.json            config, versions, git sha, input fingerprints, config and input digests (the
-                                 run's identity), status (running, succeeded, failed + error), times; never
-                                 credentials
+        manifest.json            config, versions, git sha, input fingerprints, config and input digests (the run's
+                                 identity), status (running, succeeded, failed + error), times; never credentials
         replicates/part-<seed>.parquet   Parquet metadata: judgecal.seed and the run's digests
         replicates/_rejected/    parts that failed verification on resume, set aside (never deleted)
         summary.parquet, summary.json, report.md, figures/*.png, model/*.json
@@ -29,8 +28,7 @@ or its heartbeat expired) is taken over, so a rerun after a crash resumes. Objec
 create-if-absent, so the lease is written, read back after a short pause and checked again before every commit of
 a result file: of two attempts that raced for it, the one that lost the lease stops before ``_SUCCESS``. An attempt
 that finds ``_SUCCESS`` already committed writes nothing (runs are deterministic: the committed results are its
-results too). Transient object-store errors are retried with backoff
-(:func:`~judgecal_dist.io.filesystem.retry_transient`).
+results too). Transient object-store errors are retried (:func:`~judgecal_dist.io.filesystem.retry_transient`).
 """
 
 from __future__ import annotations
@@ -55,7 +53,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from judgecal_dist.errors import InputError, RunError
-from judgecal_dist.io.filesystem import has_directories, open_fs, retry_transient
+from judgecal_dist.io.filesystem import has_directories, open_fs, require_regular_file, retry_transient
 from judgecal_dist.io.records import to_json
 from judgecal_dist.io.schema import SUCCESS
 
@@ -381,11 +379,13 @@ class RunStore:
         self.fs.invalidate_cache(self.path)
         return self._retry(lambda: self.fs.exists(self._p(name)), name)
 
-    def read_bytes(self, name: str) -> bytes:
+    def read_bytes(self, name: str, *, max_bytes: int | None = None) -> bytes:
+        url = self.url_of(name)  # a device, fifo or folder in its place is refused unread (require_regular_file)
         try:
+            self._retry(lambda: require_regular_file(self.fs, self._p(name), url, max_bytes=max_bytes), name)
             return self._retry(lambda: self.fs.cat_file(self._p(name)), name)
         except FileNotFoundError as err:
-            raise InputError(f"{self.url_of(name)}: not found") from err
+            raise InputError(f"{url}: not found") from err
 
     def read_json(self, name: str) -> Any:
         return json.loads(self.read_bytes(name).decode("utf-8"))
