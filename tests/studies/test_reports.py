@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -20,6 +21,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from judgecal_dist.config import EngineConfig
+from judgecal_dist.stats.ranges import metric_range
 from judgecal_dist.studies.base import StudyResult, interval_note
 from judgecal_dist.studies.recommendation import preview
 
@@ -373,3 +375,61 @@ def test_report_sets_each_paper_claim_beside_ours(rendered, study):
             assert cells[3] == "n/a", cells
         if cells[3] == "no":  # a difference always carries its one-line reason
             assert cells[4].strip(" |"), f"{study}: no reason beside a differing claim: {claim.claim}"
+
+
+#: A printed interval: a number, then ``[low, high]`` (with the level inside or not).
+PRINTED_INTERVAL = re.compile(r"\d[%)]? \[(?:\d+%: )?([-+]?\d[\d,]*\.?\d*), ([-+]?\d[\d,]*\.?\d*)\]")
+
+
+def _recorded_intervals(node: Any, out: list[tuple[str, float, float]], sibling: str = "") -> None:
+    """(metric, low, high) of every interval a result records: ``<m>_ci_low``/``_ci_high`` pairs (scalars or lists),
+    ``ci_low``/``ci_high`` beside the metric they bound and ``<m>_ci`` pairs."""
+    if isinstance(node, list):
+        for item in node:
+            _recorded_intervals(item, out, sibling)
+        return
+    if not isinstance(node, dict):
+        return
+    named = [k for k in node if metric_range(k) is not None and not k.endswith(("_ci_low", "_ci_high"))]
+    for key, value in node.items():
+        if key.endswith("ci_low") and f"{key[:-3]}high" in node:
+            metric = key[: -len("_ci_low")] or (named[0] if named else sibling)
+            lows, highs = value, node[f"{key[:-3]}high"]
+            pairs = zip(lows, highs, strict=True) if isinstance(lows, list) else [(lows, highs)]
+            out += [(metric, float(a), float(b)) for a, b in pairs if a is not None and b is not None]
+        elif key.endswith("_ci") and isinstance(value, list | tuple) and len(value) == 2:
+            out.append((key[:-3], float(value[0]), float(value[1])))
+        _recorded_intervals(value, out, key)
+
+
+@pytest.mark.parametrize("study", STUDIES)
+def test_no_interval_leaves_its_metrics_range(rendered, study):
+    """Every interval a study records (summary table, summary.json) lies in its metric's declared range, and every
+    interval report.md prints is one of them (so the report prints none the range check did not see)."""
+    result, _ = _result(rendered, study)
+    family = study.split("_")[0]
+    recorded: list[tuple[str, float, float]] = []
+    for column in result.summary.columns:
+        if column.endswith("_ci_low") and f"{column[:-3]}high" in result.summary:
+            metric = column.removesuffix("_ci_low")
+            pairs = result.summary[[column, f"{column[:-3]}high"]].to_numpy(dtype=float)
+            recorded += [(metric, a, b) for a, b in pairs]
+    _recorded_intervals(json.loads(json.dumps(result.extra, default=str)), recorded)
+    _recorded_intervals(json.loads(json.dumps(result.records, default=str)), recorded)
+    outside = []
+    for metric, low, high in recorded:
+        bounds = metric_range(metric, study=family)
+        assert bounds is not None, f"{study}: {metric} has an interval but no declared range (stats.ranges)"
+        if not (math.isnan(low) or bounds.contains(low) and bounds.contains(high)):
+            outside.append(f"{metric} [{low:.4g}, {high:.4g}] outside [{bounds.low}, {bounds.high}]")
+    assert not outside, f"{study}: {outside[:5]}"
+    finite = [(a, b) for _, a, b in recorded if not math.isnan(a)]
+    for match in PRINTED_INTERVAL.finditer(result.report):
+        low, high = (float(x.replace(",", "")) for x in match.groups())
+        tol = [0.5 * 10.0 ** -len(x.partition(".")[2]) + 1e-12 for x in match.groups()]
+        found = any(abs(a * s - low) <= tol[0] and abs(b * s - high) <= tol[1] for a, b in finite for s in (1.0, 100.0))
+        context = result.report[max(0, match.start() - 60) : match.end()].replace("\n", " ")
+        # regime map's proxy diagnostics (AUC, gap) are percentile bootstraps, in range by construction, kept only
+        # in the report
+        found = found or study == "regime_map" and re.search(r"(AUC|gap) [-+]?[\d.]+ \[[^]]*\]$", context) is not None
+        assert found, f"{study}: report.md prints an interval no summary records: ...{context}"

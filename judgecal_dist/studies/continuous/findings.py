@@ -143,7 +143,7 @@ def _synthetic_flow_wins(
         kl100 = (
             _by_seed(usable, SYNTHETIC, "flow", 100, "kl") - _by_seed(usable, SYNTHETIC, "linear_hb", 100, "kl")
         ).dropna()
-        ci = seed_interval(kl100.to_numpy(), usable[usable["judge"] == SYNTHETIC], config.ci_level)
+        ci = seed_interval(kl100.to_numpy(), usable[usable["judge"] == SYNTHETIC], config.ci_level, "delta_kl")
         if ci is None:
             holds, low_text = None, "; one seed: no interval for the KL tie at n=100"
         else:

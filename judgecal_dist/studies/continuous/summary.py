@@ -12,7 +12,8 @@ from judgecal_dist.methods.continuous.saturation import (
     projection_leftover,
     saturation_summary,
 )
-from judgecal_dist.stats.inference import CorrectedT, corrected_resampled_t
+from judgecal_dist.stats.intervals import RangeInterval, mean_interval
+from judgecal_dist.stats.ranges import metric_range
 from judgecal_dist.studies.continuous.data import arm_scores
 
 if TYPE_CHECKING:
@@ -71,11 +72,12 @@ def split_overlap_ratio(rows: pd.DataFrame) -> float:
     return test / max(float(rows["n_items"].mean()) - test, 1.0)
 
 
-def seed_interval(values: np.ndarray, rows: pd.DataFrame, level: float) -> CorrectedT | None:
-    """Corrected resampled t over seeds (None with one seed: no spread over seeds to read)."""
+def seed_interval(values: np.ndarray, rows: pd.DataFrame, level: float, metric: str) -> RangeInterval | None:
+    """Corrected resampled t over seeds inside ``metric``'s range (None with one seed: no spread over seeds)."""
     if len(values) < 2:
         return None
-    return corrected_resampled_t(values, test_train_ratio=split_overlap_ratio(rows), confidence=level)
+    bounds = metric_range(metric, study="continuous")
+    return mean_interval(values, bounds, test_train_ratio=split_overlap_ratio(rows), confidence=level)
 
 
 def summary_table(config: Config, parts: pd.DataFrame) -> pd.DataFrame:
@@ -91,7 +93,7 @@ def summary_table(config: Config, parts: pd.DataFrame) -> pd.DataFrame:
             if values.size == 0:
                 row[m] = row[f"{m}_ci_low"] = row[f"{m}_ci_high"] = np.nan
                 continue
-            ci = seed_interval(values, group, config.ci_level)
+            ci = seed_interval(values, group, config.ci_level, m)
             low, high = (ci.low, ci.high) if ci else (np.nan, np.nan)
             row[m], row[f"{m}_ci_low"], row[f"{m}_ci_high"] = float(values.mean()), low, high
         for m in EXTRA:
@@ -121,7 +123,7 @@ def crossover(config: Config, parts: pd.DataFrame, metric: str = "mae", flow: st
         below, budgets, detail = [], [], []
         cell_rows = sizes[(sizes["judge"] == judge) & (sizes["rubric"] == rubric)]
         for budget, d in cell.groupby(level="budget"):
-            ci = seed_interval(d.to_numpy(), cell_rows, config.ci_level)
+            ci = seed_interval(d.to_numpy(), cell_rows, config.ci_level, f"delta_{metric}")
             low, high = (ci.low, ci.high) if ci else (np.nan, np.nan)
             budgets.append(int(budget))
             below.append(bool(high < 0))

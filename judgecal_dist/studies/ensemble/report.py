@@ -373,9 +373,23 @@ def _pct(x: Any, digits: int = 2) -> str:
     return percent(x, digits, symbol=False, missing="—")
 
 
+def _pct_bracket(low: Any, high: Any, digits: int = 2) -> str:
+    """A bootstrap interval of an accuracy in percent, ``[low, high]`` (its ends, never value +- a half-width, which
+    could pass 100)."""
+    return f"[{_pct(low, digits)}, {_pct(high, digits)}]"
+
+
 def _accuracy_lines(overall: pd.DataFrame, by_subset: pd.DataFrame) -> list[str]:
     rows = [
-        [r.tier, r.prompt_variant, r.join, r.k, r.n, _pct(r.accuracy), percent(r.accuracy_ci_half_width, symbol=False)]
+        [
+            r.tier,
+            r.prompt_variant,
+            r.join,
+            r.k,
+            r.n,
+            _pct(r.accuracy),
+            _pct_bracket(r.accuracy_ci_low, r.accuracy_ci_high),
+        ]
         + [r.n_tied, number(r.cost_per_example, ".5f"), number(r.cost_ratio, ".3f")]
         for r in overall.itertuples()
     ]
@@ -383,23 +397,23 @@ def _accuracy_lines(overall: pd.DataFrame, by_subset: pd.DataFrame) -> list[str]
     subsets = []
     for (tier, variant, _, k), group in k1.groupby(["tier", "prompt_variant", "dataset", "k"], sort=True):
         cells = [
-            f"{_pct(r.accuracy)} ± {percent(r.accuracy_ci_half_width, 1, symbol=False)}"
+            f"{_pct(r.accuracy)} {_pct_bracket(r.accuracy_ci_low, r.accuracy_ci_high, 1)}"
             for r in group.sort_values("subset").itertuples()
         ]
         subsets.append([tier, variant, k, *cells])
-    header = ["tier", "variant", "join", "k", "n", "accuracy", "±", "ties", "$/ex", "× baseline"]
+    header = ["tier", "variant", "join", "k", "n", "accuracy", "95% interval", "ties", "$/ex", "× baseline"]
     return [
         *section(
-            "Accuracy vs k (accuracy % ± CI half-width, n, ties, $/example)",
+            "Accuracy vs k (accuracy % with its interval, n, ties, $/example)",
             "Columns: tier = judge model; variant = prompt (base, or criteria: one category-aware sentence added); "
             "join = how tiers are matched to examples; k = samples averaged per response; n = evaluable examples; "
-            "± = half-width of the 95% bootstrap interval; ties = examples whose top mean is shared (counted wrong); "
+            "95% interval = percentile bootstrap over the examples; ties = examples whose top mean is shared (counted wrong); "
             "$/ex = mean cost per example; × baseline = cost relative to the reference tier with one sample on the "
             "base prompt.",
             rows=markdown_table(header, rows),
         ),
         *section(
-            "Per subset (accuracy % ± half-width) at k = 1 and k = K",
+            "Per subset (accuracy % [95% interval]) at k = 1 and k = K",
             rows=markdown_table(["tier", "variant", "k", *sorted(k1["subset"].unique())], subsets),
         ),
     ]

@@ -13,7 +13,8 @@ from judgecal_dist.io.figures import heatmap, plain_log_axis, png, pyplot
 from judgecal_dist.io.rubric_panel import rubric_bayes_mse
 from judgecal_dist.methods.fcps.paths import PATH_RULES
 from judgecal_dist.methods.fcps.select import FAMILY_LADDER, MENUS, menu_families, selection_penalty
-from judgecal_dist.stats.inference import corrected_resampled_t
+from judgecal_dist.stats.intervals import mean_interval
+from judgecal_dist.stats.ranges import metric_range
 from judgecal_dist.studies.base import StudyResult, interval_note
 from judgecal_dist.studies.regime_map.cfps import cfps_report
 from judgecal_dist.studies.regime_map.cold_start import COLD, cold_start_report
@@ -35,14 +36,18 @@ __all__ = ["summarise", "t_interval", "split_overlap_ratio"]
 _DIAGNOSTICS = ("effective_support", "seen_term", "unseen_rate", "cell_pressure")
 
 
-def t_interval(values: np.ndarray, level: float, test_train_ratio: float = 0.0) -> tuple[float, float, float]:
-    """Mean and t interval over splits: the corrected resampled t with ``test_train_ratio`` = n_2/n_1 when the
-    splits share items (real data), the one-sample t with 0 when every replicate draws fresh data."""
+def t_interval(
+    values: np.ndarray, level: float, test_train_ratio: float = 0.0, metric: str | None = None
+) -> tuple[float, float, float]:
+    """Mean and t interval over splits inside ``metric``'s range: the corrected resampled t with
+    ``test_train_ratio`` = n_2/n_1 when the splits share items (real data), the one-sample t with 0 when every
+    replicate draws fresh data."""
     x = np.asarray(values, dtype=np.float64)
     mean = float(x.mean())
     if x.size < 2:
         return mean, mean, mean
-    res = corrected_resampled_t(x, test_train_ratio=test_train_ratio, confidence=level)
+    bounds = None if metric is None else metric_range(metric)
+    res = mean_interval(x, bounds, test_train_ratio=test_train_ratio, confidence=level)
     return mean, res.low, res.high
 
 
@@ -83,7 +88,7 @@ def _records(config: Config, parts: pd.DataFrame, ratio: float) -> list[dict[str
         for budget, group in chosen.groupby("budget", sort=True):
             family, share = _modal(group["family"], FAMILY_LADDER)
             path, _ = _modal(group["path"], PATH_RULES)
-            mean, low, high = t_interval(group["test_mse"].to_numpy(), config.ci_level, ratio)
+            mean, low, high = t_interval(group["test_mse"].to_numpy(), config.ci_level, ratio, "test_mse")
             record = {
                 "budget": int(budget),
                 "menu": menu,
@@ -107,7 +112,7 @@ def _table_vs_scalar(config: Config, parts: pd.DataFrame, ratio: float) -> list[
     delta = (scalar - table).rename("delta").reset_index()
     out = []
     for budget, group in delta.groupby("budget", sort=True):
-        mean, low, high = t_interval(group["delta"].to_numpy(), config.ci_level, ratio)
+        mean, low, high = t_interval(group["delta"].to_numpy(), config.ci_level, ratio, "delta_test_mse")
         out.append({"budget": int(budget), "delta": mean, "ci_low": low, "ci_high": high, "n_splits": len(group)})
     return out
 
@@ -154,7 +159,9 @@ def _sweep(config: Config, parts: pd.DataFrame, ratio: float) -> list[dict[str, 
         scalar = _selected(part, "scalar").set_index(["budget", "seed"])["test_mse"]
         bayes = _bayes_mse(config, float(weight))
         for budget in sorted(part["budget"].unique()):
-            mean, low, high = t_interval((scalar[budget] - table[budget]).to_numpy(), config.ci_level, ratio)
+            mean, low, high = t_interval(
+                (scalar[budget] - table[budget]).to_numpy(), config.ci_level, ratio, "delta_test_mse"
+            )
             out.append(
                 {
                     "interaction_weight": float(weight),
