@@ -27,7 +27,7 @@ from judgecal_dist.errors import InputError
 from judgecal_dist.methods.aggregation.votes import MISSING, VOTE_A, VOTE_B, LogOddsTransformer, check_votes
 from judgecal_dist.stats.checks import DEFAULT_EPS, check_eps, check_param, check_same_length
 
-__all__ = ["DawidSkene", "UNLABELLED", "vote_indicators"]
+__all__ = ["DawidSkene", "UNLABELLED", "vote_cells", "vote_indicators"]
 
 UNLABELLED: int = -1  # code of an item without a known label in ``y`` (semi-supervised fits)
 
@@ -44,6 +44,33 @@ def vote_indicators(votes: npt.NDArray[np.int8]) -> npt.NDArray[np.float64]:
     np.equal(votes.T, VOTE_B, out=out[:n_judges])
     np.equal(votes.T, VOTE_A, out=out[n_judges:])
     return out
+
+
+def vote_cells(
+    votes: npt.NDArray[np.int8], labels: npt.NDArray[np.int64] | None = None
+) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int64] | None, npt.NDArray[np.intp], npt.NDArray[np.float64]]:
+    """Items collapsed to cells: one row per distinct (vote pattern, label code), with its item count.
+
+    Returns
+    -------
+    cell_votes : ndarray of shape (n_cells, n_judges)
+    cell_labels : ndarray of shape (n_cells,) or None
+        None when ``labels`` is None.
+    inverse : ndarray of shape (n_items,)
+        The cell of each item (``cell_votes[inverse]`` is ``votes``).
+    counts : ndarray of shape (n_cells,)
+        Items per cell, as float64 weights.
+    """
+    keyed = votes if labels is None else np.column_stack([votes, labels.astype(votes.dtype)])
+    cells, inverse, counts = np.unique(keyed, axis=0, return_inverse=True, return_counts=True)
+    n_judges = votes.shape[1]
+    cell_labels = None if labels is None else cells[:, n_judges].astype(np.int64)
+    return (
+        np.ascontiguousarray(cells[:, :n_judges]),
+        cell_labels,
+        inverse.reshape(-1),
+        counts.astype(np.float64),
+    )
 
 
 def _normalise(log_joint: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -235,17 +262,20 @@ class DawidSkene(ClassifierMixin, LogOddsTransformer, BaseEstimator):
         self.check_params(where)
         votes = check_votes(V, where=where)
         labels = _check_partial_labels(y, votes.shape[0], where) if self.semi_supervised else None
-        Ht = vote_indicators(votes)
-        T = self.initial_posteriors(Ht, labels)
+        # EM runs over cells: items sharing a vote pattern and a label code have the same posterior at every
+        # iteration, so one row per cell weighted by its count gives the same sums (up to their order).
+        cell_votes, cell_labels, inverse, w = vote_cells(votes, labels)
+        Ht = vote_indicators(cell_votes)
+        T = self.initial_posteriors(Ht, cell_labels)
         self.loss_history_: list[float] = []
         self.converged_ = False
         ll_prev = None
         for it in range(1, int(self.n_iter) + 1):
-            prior, confusion = self.m_step(Ht, T)
-            T_new, ll = self.e_step(Ht, prior, confusion, labels)
+            prior, confusion = self.m_step(Ht, T, w)
+            T_new, ll = self.e_step(Ht, prior, confusion, cell_labels, w)
             delta = float(np.max(np.abs(T_new[:, 1] - T[:, 1])))
             T = T_new
-            self.loss_history_.append(-ll / T.shape[0])
+            self.loss_history_.append(-ll / votes.shape[0])
             self.n_iter_ = it
             self.converged_ = self.meets_stopping_rule(delta, ll, ll_prev)
             if self.converged_ and not self.fixed_iter:
@@ -253,7 +283,8 @@ class DawidSkene(ClassifierMixin, LogOddsTransformer, BaseEstimator):
             ll_prev = ll
         if not self.converged_ and not self.fixed_iter:
             self.warn_not_converged(where)
-        prior, confusion = self.m_step(Ht, T)
+        prior, confusion = self.m_step(Ht, T, w)
+        T = T[inverse]
         anchored = labels is not None and bool((labels != UNLABELLED).any())
         self.label_switched_ = not anchored and self.needs_label_swap(confusion, (votes != MISSING).any(axis=0))
         if self.label_switched_:
@@ -360,6 +391,7 @@ class DawidSkene(ClassifierMixin, LogOddsTransformer, BaseEstimator):
         prior: float,
         confusion: npt.NDArray[np.float64],
         labels: npt.NDArray[np.int64] | None = None,
+        weight: npt.NDArray[np.float64] | None = None,
     ) -> tuple[npt.NDArray[np.float64], float]:
         r"""Soft labels of the items under :math:`(\pi, \Pi)` and their observed-data log-likelihood.
 
@@ -371,6 +403,8 @@ class DawidSkene(ClassifierMixin, LogOddsTransformer, BaseEstimator):
             :math:`\pi` and :math:`\Pi^{(j)}_{yv}` (``[j, y, v]``), as :meth:`m_step` returns them.
         labels : ndarray of shape (n_items,), optional
             Codes 0, 1 or -1; a labelled item is clamped and contributes its label's term to the likelihood.
+        weight : ndarray of shape (n_items,), optional
+            Items per row when the rows are :func:`vote_cells`; the log-likelihood sums them weighted.
 
         Returns
         -------
@@ -385,14 +419,20 @@ class DawidSkene(ClassifierMixin, LogOddsTransformer, BaseEstimator):
             known = np.flatnonzero(labels != UNLABELLED)
             lse[known] = log_joint[known, labels[known]]
             T = _clamp(T, labels)
-        return T, float(lse.sum())
+        return T, float(lse.sum() if weight is None else weight @ lse)
 
-    def m_step(self, Ht: npt.NDArray[np.float64], T: npt.NDArray[np.float64]) -> tuple[float, npt.NDArray[np.float64]]:
-        r""":math:`(\pi, \Pi)` from soft labels: :meth:`m_step_from_counts` of ``Ht @ T``."""
-        return self.m_step_from_counts(Ht @ T, float(T[:, 1].sum()), T.shape[0])
+    def m_step(
+        self, Ht: npt.NDArray[np.float64], T: npt.NDArray[np.float64], weight: npt.NDArray[np.float64] | None = None
+    ) -> tuple[float, npt.NDArray[np.float64]]:
+        r""":math:`(\pi, \Pi)` from soft labels: :meth:`m_step_from_counts` of ``Ht @ T`` (rows weighted by
+        ``weight``, the items per :func:`vote_cells` row, when given)."""
+        if weight is None:
+            return self.m_step_from_counts(Ht @ T, float(T[:, 1].sum()), T.shape[0])
+        Tw = T * weight[:, None]
+        return self.m_step_from_counts(Ht @ Tw, float(Tw[:, 1].sum()), float(weight.sum()))
 
     def m_step_from_counts(
-        self, counts: npt.NDArray[np.float64], t1: float, n_items: int
+        self, counts: npt.NDArray[np.float64], t1: float, n_items: float
     ) -> tuple[float, npt.NDArray[np.float64]]:
         r"""The M-step from its sufficient statistics, which add up over batches of items.
 
@@ -402,7 +442,8 @@ class DawidSkene(ClassifierMixin, LogOddsTransformer, BaseEstimator):
             ``Ht @ T``: row ``v*J + j``, column ``y`` holds :math:`\sum_i T_{iy}\,\mathbb 1[V_{ij} = v]`.
         t1 : float
             :math:`\sum_i T_{i1}`.
-        n_items : int
+        n_items : float
+            Items (a sum of cell weights).
 
         Returns
         -------

@@ -9,7 +9,7 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
 from judgecal_dist.errors import ConfigError, InputError
-from judgecal_dist.methods.aggregation.dawid_skene import DawidSkene
+from judgecal_dist.methods.aggregation.dawid_skene import DawidSkene, vote_cells
 from tests.methods.conftest import simulate_panel
 
 # crowd-kit (test-only dependency) can emit pandas/transformers deprecation noise; it is silenced for its tests
@@ -215,3 +215,51 @@ def test_semi_supervised_rejects_labels(params, y, match):
 def test_rejects_hyperparameters(params, match):
     with pytest.raises(ConfigError, match=match):
         DawidSkene(**params).fit(np.array([[1, 0], [0, 0]]))
+
+
+def _naive_row_em(V: np.ndarray, y: np.ndarray, n_iter: int, smoothing: float, eps: float) -> tuple:
+    """Row-by-row semi-supervised EM written from the model's equations (no cells, no indicator matrices)."""
+    n, J = V.shape
+    T1 = np.array([np.mean(row[row >= 0]) if (row >= 0).any() else 0.5 for row in V])
+    T1[y >= 0] = y[y >= 0]
+    for it in range(n_iter + 1):  # n_iter M- and E-steps, then the final M-step
+        prior = T1.mean()
+        conf = np.full((J, 2, 2), smoothing)
+        for i in range(n):
+            for j in range(J):
+                if V[i, j] >= 0:
+                    conf[j, 1, V[i, j]] += T1[i]
+                    conf[j, 0, V[i, j]] += 1.0 - T1[i]
+        conf /= conf.sum(axis=2, keepdims=True)
+        if it == n_iter:
+            break
+        logc = np.log(np.clip(conf, eps, 1 - eps))
+        new = np.empty(n)
+        for i in range(n):
+            lj = np.log(np.clip([1 - prior, prior], eps, 1 - eps))
+            for j in range(J):
+                if V[i, j] >= 0:
+                    lj = lj + logc[j, :, V[i, j]]
+            new[i] = 1.0 / (1.0 + np.exp(lj[0] - lj[1]))
+        new[y >= 0] = y[y >= 0]
+        T1 = new
+    return prior, conf, T1
+
+
+def test_cell_em_equals_naive_row_em_with_held_out_labels_latent():
+    rng = np.random.default_rng(7)
+    truth = rng.integers(0, 2, 300)
+    acc = np.array([0.9, 0.75, 0.65, 0.55])
+    V = np.where(rng.random((300, 4)) < acc, truth[:, None], 1 - truth[:, None]).astype(np.int8)
+    V[rng.random(V.shape) < 0.2] = -1
+    y = np.where(rng.random(300) < 0.2, truth, -1)
+    y[:30] = -1  # a held-out fold: its labels left latent
+    cells, cell_labels, inverse, counts = vote_cells(V, y)
+    assert len(cells) < 150 and counts.sum() == 300
+    np.testing.assert_array_equal(cells[inverse], V)
+    np.testing.assert_array_equal(cell_labels[inverse], y)
+    model = DawidSkene(n_iter=5, fixed_iter=True, smoothing=0.1, semi_supervised=True).fit(V, y)
+    prior, conf, T1 = _naive_row_em(V, y, 5, 0.1, model.eps)
+    assert model.prior_ == pytest.approx(prior, rel=1e-12)
+    np.testing.assert_allclose(model.confusion_, conf, rtol=1e-12)
+    np.testing.assert_allclose(model.posteriors_[:, 1], T1, rtol=1e-10, atol=1e-14)
