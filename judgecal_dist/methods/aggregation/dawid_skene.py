@@ -62,8 +62,15 @@ def vote_cells(
         Items per cell, as float64 weights.
     """
     keyed = votes if labels is None else np.column_stack([votes, labels.astype(votes.dtype)])
-    cells, inverse, counts = np.unique(keyed, axis=0, return_inverse=True, return_counts=True)
     n_judges = votes.shape[1]
+    if keyed.shape[1] <= 39:  # codes -1, 0, 1 as base-3 digits fit an int64: a 1-D unique, far faster than rows'
+        powers = 3 ** np.arange(keyed.shape[1], dtype=np.int64)
+        _, first, inverse, counts = np.unique(
+            (keyed.astype(np.int64) + 1) @ powers, return_index=True, return_inverse=True, return_counts=True
+        )
+        cells = keyed[first]
+    else:
+        cells, inverse, counts = np.unique(keyed, axis=0, return_inverse=True, return_counts=True)
     cell_labels = None if labels is None else cells[:, n_judges].astype(np.int64)
     return (
         np.ascontiguousarray(cells[:, :n_judges]),

@@ -263,3 +263,12 @@ def test_cell_em_equals_naive_row_em_with_held_out_labels_latent():
     assert model.prior_ == pytest.approx(prior, rel=1e-12)
     np.testing.assert_allclose(model.confusion_, conf, rtol=1e-12)
     np.testing.assert_allclose(model.posteriors_[:, 1], T1, rtol=1e-10, atol=1e-14)
+
+
+def test_vote_cells_of_a_wide_panel():
+    rng = np.random.default_rng(3)
+    V = rng.integers(-1, 2, (50, 45)).astype(np.int8)
+    V = np.vstack([V, V[:10]])  # ten items repeat a pattern
+    cells, labels, inverse, counts = vote_cells(V)
+    assert labels is None and len(cells) == 50 and counts.sum() == 60
+    np.testing.assert_array_equal(cells[inverse], V)
