@@ -51,7 +51,8 @@ from judgecal_dist.engine.results.store import RunStore
 from judgecal_dist.engine.votes.codec import block_columns, unpack
 from judgecal_dist.engine.votes.spark import item_votes_spark
 from judgecal_dist.errors import InputError
-from judgecal_dist.methods.aggregation.dawid_skene import UNLABELLED, DawidSkene, vote_indicators
+from judgecal_dist.methods.aggregation.cells import vote_indicators
+from judgecal_dist.methods.aggregation.dawid_skene import UNLABELLED, DawidSkene
 
 __all__ = ["DSResult", "dawid_skene_spark"]
 

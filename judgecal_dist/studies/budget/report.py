@@ -8,17 +8,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from judgecal_dist.io.figures import colours, plain_log_axis, png, pyplot
 from judgecal_dist.io.records import json_records, plain
-from judgecal_dist.methods.pipeline import CALIBRATORS
 from judgecal_dist.stats.inference import corrected_resampled_t, summarise_over_splits
 from judgecal_dist.stats.resampling import MaxTResult, multiplier_max_t
 from judgecal_dist.studies.base import StudyResult, interval_note
+from judgecal_dist.studies.budget.figures import budget_figure, fraction_figure
+from judgecal_dist.studies.budget.paper import budget_here, fraction_here, per_budget
 from judgecal_dist.studies.budget.recommend import recommend
 from judgecal_dist.studies.recommendation import Recommendation, exported_model, words
 from judgecal_dist.studies.report_kit import (
     Claim,
-    Here,
     PaperClaims,
     interval,
     markdown_table,
@@ -235,7 +234,7 @@ def summarise_budgets(config: Config, parts: pd.DataFrame, data: BudgetInput) ->
         records=json_records(summary),
         summary=summary,
         report=_budget_report(config, summary, max_t, grid, panel),
-        figures={"nll_vs_budget.png": _budget_figure(config, summary[summary["aggregator"] == "one_coin"], max_t)},
+        figures={"nll_vs_budget.png": budget_figure(config, summary[summary["aggregator"] == "one_coin"], max_t)},
         extra={
             "mode": "budget",
             "panel": {"dataset": panel.dataset, "items": panel.n_items, "judges": panel.n_judges} | panel.info,
@@ -266,7 +265,7 @@ def summarise_fractions(config: Config, parts: pd.DataFrame, data: BudgetInput) 
         records=json_records(summary),
         summary=summary,
         report=_fraction_report(config, summary, panel),
-        figures={"nll_vs_fraction.png": _fraction_figure(summary)},
+        figures={"nll_vs_fraction.png": fraction_figure(summary)},
         extra={
             "mode": "fraction",
             "panel": {"dataset": panel.dataset, "items": panel.n_items, "judges": panel.n_judges} | panel.info,
@@ -366,19 +365,10 @@ def _max_t_lines(config: Config, max_t: dict[str, Any]) -> list[str]:
     )
 
 
-def _per_budget(max_t: dict[str, Any]) -> tuple[str, bool]:
-    """What the corrected per-budget intervals say, in words, and whether any of them excludes 0."""
-    above = sum(1 for low in max_t["delta_ci_low"] if low is not None and low > 0)
-    below = sum(1 for high in max_t["delta_ci_high"] if high is not None and high < 0)
-    if above or below:
-        return f"{above} of {len(max_t['budgets'])} corrected per-budget intervals lie above 0 and {below} below", True
-    return f"every one of the {len(max_t['budgets'])} corrected per-budget intervals contains 0", False
-
-
 def joint_verdict(max_t: dict[str, Any]) -> str:
     """The one sentence saying which of the joint max-t test and the corrected per-budget intervals the report
     relies on, and why, where they could disagree."""
-    split, separated = _per_budget(max_t)
+    split, separated = per_budget(max_t)
     joint = "rejects the joint null" if max_t["reject"] else "does not reject the joint null"
     agree = max_t["reject"] == separated
     return (
@@ -387,69 +377,6 @@ def joint_verdict(max_t: dict[str, Any]) -> str:
         + "this report relies on the corrected per-budget intervals, because the max-t test treats the splits as "
         "independent although they share items, so its p-value is optimistic."
     )
-
-
-def _budget_here(config: Config, summary: pd.DataFrame, max_t: dict[str, Any]) -> dict[str, Here]:
-    """Our measurements for :data:`PAPER`: the full budget's calibrator NLLs and the joint test."""
-    one_coin = summary["aggregator"] == "one_coin"  # the paper's claims are about one-coin
-    full = summary[summary["full_budget"].astype(bool) & (summary["panel"] == "all") & one_coin].set_index("calibrator")
-    out: dict[str, Here] = {}
-    if {"none", "beta"} <= set(full.index):
-        raw, beta = full.loc["none"], full.loc["beta"]
-        ratio = raw["nll"] / beta["nll"]
-        out["beta_drop"] = Here(
-            f"{number(ratio, '.1f')}x at the full budget: raw {row_interval(raw, 'nll')}, beta "
-            f"{row_interval(beta, 'nll')}",
-            agrees=bool(ratio >= 5),
-        )
-        others = [c for c in ("platt", "temperature") if c in full.index]
-        if others:
-            # On a log scale, a calibrator nearer the raw NLL than beta's did not make beta's transition.
-            middle = np.sqrt(raw["nll"] * beta["nll"])
-            out["only_beta"] = Here(
-                "; ".join(f"{c} {row_interval(full.loc[c], 'nll')}" for c in others)
-                + f" (raw {number(raw['nll'])}, beta {number(beta['nll'])})",
-                agrees=bool(all(full.loc[c, "nll"] > middle for c in others)),
-            )
-    out["max_t"] = Here(
-        f"T = {number(max_t['t_obs'], '.3f')} against c = {number(max_t['critical_value'], '.3f')}, p = "
-        f"{number(max_t['pvalue'], '.4g')}: {'rejected' if max_t['reject'] else 'not rejected'}; "
-        + _per_budget(max_t)[0]
-        + " (the report relies on these)",
-        agrees=bool(max_t["reject"]),
-        why="" if max_t["reject"] else "procedure and pool: see the joint test above",
-    )
-    out["below_bonferroni"] = Here(
-        f"c = {number(max_t['critical_value'], '.3f')} vs Bonferroni {number(max_t['bonferroni_z'], '.3f')}",
-        agrees=bool(max_t["critical_value"] < max_t["bonferroni_z"]),
-    )
-    return out
-
-
-def _fraction_here(summary: pd.DataFrame) -> dict[str, Here]:
-    """Our measurements for :data:`PAPER_FRACTIONS`: beta's NLL reduction below 20% and from 30% on."""
-    rows = summary.pivot_table(index="fraction", columns="calibrator", values=["nll", "accuracy"])
-    if ("nll", "beta") not in rows or ("nll", "none") not in rows:
-        return {}
-    change = rows[("nll", "beta")] / rows[("nll", "none")] - 1
-    beta = summary[summary["calibrator"] == "beta"].set_index("fraction")
-
-    def at(shares: pd.Index) -> str:
-        return "; ".join(
-            f"{number(f, '.2f')}: {percent(change[f], 1, sign=True)}, beta {row_interval(beta.loc[f], 'nll')}"
-            for f in shares
-        )
-
-    out = {}
-    small, large = change.index[change.index < 0.2], change.index[change.index >= 0.3]
-    if len(small):
-        out["small_share"] = Here(
-            f"NLL change by share: {at(small)}",
-            agrees=bool(change[small].between(-0.65, -0.3).all()),
-        )
-    if len(large):
-        out["large_share"] = Here(f"NLL change by share: {at(large)}", agrees=bool((change[large] <= -0.85).all()))
-    return out
 
 
 def _budget_report(
@@ -477,7 +404,7 @@ def _budget_report(
             ],
         ),
         *_max_t_lines(config, max_t),
-        *paper_and_here(PAPER, _budget_here(config, summary, max_t)),
+        *paper_and_here(PAPER, budget_here(config, summary, max_t)),
         *_choice_lines(config),
         *section(None, "Figure: `figures/nll_vs_budget.png`."),
         "",
@@ -506,77 +433,12 @@ def _fraction_report(config: Config, summary: pd.DataFrame, panel: Any) -> str:
             f"Intervals: {interval_note(config.ci_level)}",
             rows=markdown_table([*header, "accuracy beta"], rows),
         ),
-        *paper_and_here(PAPER_FRACTIONS, _fraction_here(summary)),
+        *paper_and_here(PAPER_FRACTIONS, fraction_here(summary)),
         *_choice_lines(config),
         *section(None, "Figure: `figures/nll_vs_fraction.png`."),
         "",
     ]
     return "\n".join(lines)
-
-
-#: One colour per calibrator in every panel (and the same as the inclusion study's figures).
-COLOURS = colours(CALIBRATORS)
-
-
-def _line(ax: Any, rows: pd.DataFrame, x: str, label: str, colour: Any, metric: str = "nll", style: str = "-") -> None:
-    rows = rows.sort_values(x)
-    ax.plot(rows[x], rows[metric], style, marker="o", ms=3, color=colour, label=label)
-    ax.fill_between(rows[x], rows[f"{metric}_ci_low"], rows[f"{metric}_ci_high"], color=colour, alpha=0.12)
-
-
-def _budget_figure(config: Config, summary: pd.DataFrame, max_t: dict[str, Any]) -> bytes:
-    plt = pyplot()
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), dpi=110)
-    topk = f"top{config.top_k}"
-    budgets = sorted(summary["budget"].unique())
-    for panel_name, style in (("all", "-"), (topk, "--")):  # colour = calibrator, line style = panel
-        for cal in ("beta", "none"):
-            rows = summary[(summary["panel"] == panel_name) & (summary["calibrator"] == cal)]
-            _line(axes[0], rows, "budget", f"{panel_name} + {cal}", COLOURS[cal], style=style)
-    axes[0].set_title(f"All judges (solid) vs {topk} (dashed), one-coin")
-    for cal in ("none", *dict.fromkeys(("beta", *config.calibrators))):
-        rows = summary[(summary["panel"] == "all") & (summary["calibrator"] == cal)]
-        _line(axes[1], rows, "budget", cal, COLOURS[cal])
-    axes[1].set_title("Calibrators compared, all judges")
-    for ax in axes[:2]:
-        ax.set_xlabel("label budget (calibration items)")
-        ax.set_ylabel("evaluation NLL (mean, 95% interval)")
-        plain_log_axis(ax, "x", budgets)
-        plain_log_axis(ax, "y")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    x = np.asarray(max_t["budgets"], dtype=float)
-    axes[2].plot(x, max_t["delta_mean"], marker="o", ms=3, color="0.2")
-    axes[2].fill_between(x, max_t["delta_ci_low"], max_t["delta_ci_high"], color="0.2", alpha=0.15)
-    axes[2].axhline(0.0, color="grey", lw=0.8)
-    plain_log_axis(axes[2], "x", x)
-    axes[2].set_xlabel("label budget (calibration items)")
-    axes[2].set_ylabel(f"NLL({topk}) - NLL(all), beta (> 0: all better)")
-    axes[2].set_title(f"Joint test across budgets: p = {max_t['pvalue']:.3g}")
-    axes[2].grid(alpha=0.3)
-    fig.tight_layout()
-    return png(fig)
-
-
-def _fraction_figure(summary: pd.DataFrame) -> bytes:
-    plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.0), dpi=110)
-    for cal in ("none", "beta"):
-        rows = summary[summary["calibrator"] == cal]
-        _line(axes[0], rows, "fraction", f"one-coin + {cal}", COLOURS[cal])
-        _line(axes[1], rows, "fraction", f"one-coin + {cal}", COLOURS[cal], metric="accuracy")
-    axes[0].set_ylabel("evaluation NLL (mean, 95% interval)")
-    axes[0].set_title("NLL")
-    plain_log_axis(axes[0], "y")
-    axes[1].set_ylabel("evaluation accuracy (mean, 95% interval)")
-    axes[1].set_title("Accuracy")
-    for ax in axes:
-        ax.set_xlabel("share of labelled items used for calibration")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.suptitle("All judges, one-coin: uncalibrated vs beta over the calibration share")
-    fig.tight_layout()
-    return png(fig)
 
 
 def _exported(config: Config, data: BudgetInput, recommendation: Recommendation) -> dict[str, Any]:

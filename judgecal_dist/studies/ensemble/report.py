@@ -20,13 +20,10 @@ from judgecal_dist.io.score_collections import attach_tier
 from judgecal_dist.methods.repeated import ensemble as ens
 from judgecal_dist.models.escalation import FORMAT, EscalationPolicy, policy_from_frontier
 from judgecal_dist.studies.base import StudyResult
+from judgecal_dist.studies.ensemble.paper import PAPER, paper_here
 from judgecal_dist.studies.ensemble.recommend import recommend
 from judgecal_dist.studies.recommendation import exported_model, words
 from judgecal_dist.studies.report_kit import (
-    Claim,
-    Here,
-    PaperClaims,
-    interval,
     markdown_table,
     number,
     paper_and_here,
@@ -477,49 +474,6 @@ def _bad_input_lines(bad: dict[str, Any]) -> list[str]:
     return section("Bad input (counted, never dropped silently)", "\n".join(bullets))
 
 
-_SAME_FILES = "procedure: the same files; a different join of the tiers or of refused examples changes n"
-#: The ensemble study's headline claims of its paper: accuracy of the reference conditions on the shared files.
-PAPER = PaperClaims(
-    "An Empirical Investigation of Practical LLM-as-a-Judge Improvement Techniques on RewardBench 2",
-    (
-        Claim("Full model, one sample, base prompt (the baseline)", "71.7% ± 2.1", "full/base/1", _SAME_FILES),
-        Claim("Full model, mean of 8 samples", "81.5% ± 1.8", "full/base/8", _SAME_FILES),
-        Claim(
-            "Full model, 8 samples with the task criteria in the prompt (the paper's best)",
-            "83.6% ± 1.7",
-            "full/criteria/8",
-            _SAME_FILES,
-        ),
-        Claim("Mini model, mean of 8 samples", "79.2% ± 2.0", "mini/base/8", _SAME_FILES),
-        Claim("Nano model, mean of 8 samples", "71.4% ± 2.1", "nano/base/8", _SAME_FILES),
-        Claim(
-            "Calibration-context prompts (a scored reference example in the prompt) and their combination with "
-            "criteria",
-            "72.4-73.8% at one sample, 82.6% combined at 8",
-            None,
-            "the scores under those prompts are not in the shared files",
-        ),
-    ),
-)
-_PAPER_ACCURACY = {"full/base/1": 0.717, "full/base/8": 0.815, "full/criteria/8": 0.836, "mini/base/8": 0.792}
-_PAPER_ACCURACY["nano/base/8"] = 0.714
-
-
-def _paper_here(overall: pd.DataFrame) -> dict[str, Here]:
-    """Each reference condition's accuracy with its interval; agrees when it rounds to the paper's 0.1 points."""
-    out = {}
-    for key, paper in _PAPER_ACCURACY.items():
-        tier, variant, k = key.split("/")
-        rows = overall[(overall["tier"] == tier) & (overall["prompt_variant"] == variant) & (overall["k"] == int(k))]
-        if len(rows):
-            r = rows.iloc[0]
-            out[key] = Here(
-                f"{interval(r['accuracy'], r['accuracy_ci_low'], r['accuracy_ci_high'], '.3f')} (n {r['n']}, {r['join']})",
-                agrees=bool(abs(r["accuracy"] - paper) <= 0.0005 + 1e-9),
-            )
-    return out
-
-
 def _report(config: Config, overall: pd.DataFrame, by_subset: pd.DataFrame, extra: dict[str, Any]) -> str:
     lines = [
         "# Ensemble scoring and escalation",
@@ -529,7 +483,7 @@ def _report(config: Config, overall: pd.DataFrame, by_subset: pd.DataFrame, extr
         *_routing_lines(config, extra),
         *_agreement_lines(config, extra["agreement"]),
         *_bad_input_lines(extra["bad_input"]),
-        *paper_and_here(PAPER, _paper_here(overall)),
+        *paper_and_here(PAPER, paper_here(overall)),
         *section("Protocol", "\n".join(f"- {k}: {words(v)}" for k, v in extra["choices"].items())),
         "",
         "Figures: `figures/accuracy_vs_k.png`, `figures/pareto_frontier.png`, `figures/variance_vs_error.png`.",

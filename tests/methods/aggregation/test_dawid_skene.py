@@ -9,7 +9,8 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
 from judgecal_dist.errors import ConfigError, InputError
-from judgecal_dist.methods.aggregation.dawid_skene import DawidSkene, vote_cells
+from judgecal_dist.methods.aggregation.cells import vote_cells
+from judgecal_dist.methods.aggregation.dawid_skene import DawidSkene
 from tests.methods.conftest import simulate_panel
 
 # crowd-kit (test-only dependency) can emit pandas/transformers deprecation noise; it is silenced for its tests
