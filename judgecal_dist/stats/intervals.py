@@ -275,6 +275,8 @@ def mean_interval(
     else:
         q = float(norm.ppf(0.5 + confidence / 2.0))
     low, high = _transformed(mean, q * res.standard_error, bounds)
+    # the scale's round trip (logit then expit) can move an end by an ulp past the estimate when the spread is 0
+    low, high = min(low, res.estimate), max(high, res.estimate)
     head = "corrected resampled t" if test_train_ratio > 0 else ("t" if critical == "t" else "normal")
     return RangeInterval(res.estimate, low, high, f"{head}, {scale_name(bounds)} scale")
 
