@@ -7,7 +7,15 @@ difference is exact over vote patterns (Monte Carlo over the fitted accuracies o
 per-split rows go through ``summarise_over_splits`` twice: without ``split_sizes`` (the old procedure, a
 percentile bootstrap of the split means) and with ``split_sizes=("n_eval", "n_cal")`` (Nadeau-Bengio), and the
 script prints coverage of the truth, mean interval width and the sd of the point estimate over datasets, with the
-ratios new / old and width at the largest R / width at the smallest. Usage (from the repository root)::
+ratios new / old and width at the largest R / width at the smallest.
+
+A second table does the same for bounded metrics of one pipeline (one-coin on all judges, no calibrator): its
+evaluation NLL (range [0, log 1/eps]), accuracy and Brier score ([0, 1]), whose true values are exact over vote
+patterns as well (:func:`tests.stats.panel_simulation.true_metrics`). Per metric and R it prints coverage, mean
+width and the share of intervals leaving the metric's range for three methods: the interval service
+(:func:`judgecal_dist.stats.intervals.mean_interval`: corrected resampled t on the metric's own scale), the
+symmetric corrected resampled t it replaced, and mean +- 1.96 SD/sqrt(S) without the correction (the error bars
+some papers print). Usage (from the repository root)::
 
     python -m benchmarks.interval_coverage
     python -m benchmarks.interval_coverage --datasets 500 --replicates 50 500 2000
@@ -22,7 +30,17 @@ import numpy as np
 import pandas as pd
 
 from judgecal_dist.stats.inference import summarise_over_splits
-from tests.stats.panel_simulation import simulate_split_differences, true_difference
+from judgecal_dist.stats.intervals import corrected_resampled_t, mean_interval
+from judgecal_dist.stats.ranges import metric_range
+from tests.stats.panel_simulation import (
+    ACCURACIES,
+    METRICS,
+    STRONG,
+    simulate_split_differences,
+    simulate_split_metrics,
+    true_difference,
+    true_metrics,
+)
 
 
 def _stats(summary: pd.DataFrame, truth: float) -> tuple[float, float]:
@@ -62,7 +80,54 @@ def main(argv: list[str] | None = None) -> None:
         print()
         for name in ("old", "new"):
             print(f"width at R={hi} / width at R={lo}, {name}: {widths[name][-1] / widths[name][0]:.2f}")
-    print(f"\n(nominal 95%; a width near 2 x 1.96 x sd(est) is right-sized; {time.perf_counter() - start:.1f} s)")
+    print("\n(nominal 95%; a width near 2 x 1.96 x sd(est) is right-sized)\n")
+    metric_table(args.datasets, args.items, args.replicates)
+    print(f"\n({time.perf_counter() - start:.1f} s)")
+
+
+#: The interval methods compared on bounded metrics: name -> (values, test/train ratio, range) -> (low, high).
+METHODS = {
+    "service": lambda v, r, rng: mean_interval(v, rng, test_train_ratio=r)[1:3],
+    "symmetric corrected t": lambda v, r, rng: corrected_resampled_t(v, test_train_ratio=r)[1:3],
+    "mean +- 1.96 SD/sqrt(S)": lambda v, r, rng: mean_interval(v, None, test_train_ratio=0.0, critical="normal")[1:3],
+}
+
+
+def metric_rows(datasets: int, items: int, replicates: list[int], accuracies: np.ndarray = ACCURACIES) -> pd.DataFrame:
+    """Coverage of the true value, mean width and share out of range per metric, R and method."""
+    truth = true_metrics(items // 2, accuracies=accuracies)
+    rows = []
+    for r in replicates:
+        parts = simulate_split_metrics(datasets, r, n_items=items, accuracies=accuracies, seed=10_000 + r)
+        ratio = float((parts["n_eval"] / parts["n_cal"]).mean())
+        for metric in METRICS:
+            bounds = metric_range(metric)
+            assert bounds is not None
+            for method, interval in METHODS.items():
+                ends = np.array([interval(g[metric].to_numpy(), ratio, bounds) for _, g in parts.groupby("dataset")])
+                low, high = ends[:, 0], ends[:, 1]
+                rows.append(
+                    {
+                        "metric": metric,
+                        "splits": r,
+                        "method": method,
+                        "truth": truth[metric],
+                        "coverage": float(((low <= truth[metric]) & (truth[metric] <= high)).mean()),
+                        "width": float((high - low).mean()),
+                        "out_of_range": float(((low < bounds.low) | (high > bounds.high)).mean()),
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def metric_table(datasets: int, items: int, replicates: list[int]) -> None:
+    for name, accuracies, n in (
+        ("9 judges of accuracy 0.56-0.80", ACCURACIES, items),
+        ("7 strong judges (0.80-0.92)", STRONG, 60),
+    ):
+        table = metric_rows(datasets, n, replicates, accuracies)
+        print(f"bounded metrics of one-coin on {name}, {datasets} datasets x {n} items, half splits:")
+        print(table.to_string(index=False, float_format=lambda x: f"{x:.4f}"), end="\n\n")
 
 
 if __name__ == "__main__":

@@ -121,3 +121,65 @@ def _simulate(
             pd.DataFrame({"dataset": k, "seed": seeds, "n_cal": n_cal, "n_eval": n_items - n_cal, "delta_nll": delta})
         )
     return pd.concat(frames, ignore_index=True)
+
+
+#: A strong panel: accuracy and Brier score of its one-coin vote sit near their bounds (1 and 0).
+STRONG = np.array([0.8, 0.82, 0.84, 0.86, 0.88, 0.9, 0.92])
+
+#: The per-item metrics of the ``all`` pipeline (one-coin over every judge, no calibrator) that
+#: :func:`simulate_split_metrics` and :func:`true_metrics` measure.
+METRICS = ("nll", "accuracy", "brier")
+
+
+def _item_metrics(y: np.ndarray, z: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-item NLL (capped at -log EPS), accuracy (half credit at z = 0) and Brier score of log-odds ``z``."""
+    p = np.clip(1.0 / (1.0 + np.exp(-z)), EPS, 1.0 - EPS)
+    right = np.where(z == 0, 0.5, ((z > 0) == (y == 1)).astype(np.float64))
+    return {"nll": _nll(y, z), "accuracy": right, "brier": (p - y) ** 2}
+
+
+def true_metrics(
+    n_train: int, *, accuracies: np.ndarray = ACCURACIES, draws: int = 20_000, seed: int = 0
+) -> dict[str, float]:
+    r"""Expected evaluation metrics of the ``all`` pipeline fitted on :math:`n_1` items: exact over labels and vote
+    patterns, Monte Carlo over the fitted accuracies (as :func:`true_difference`)."""
+    with threadpool_limits(limits=1, user_api="blas"):
+        rng = np.random.default_rng(seed)
+        right = np.array(list(itertools.product([0, 1], repeat=accuracies.size)), dtype=np.float64)
+        prob = np.prod(np.where(right == 1, accuracies, 1.0 - accuracies), axis=1)
+        signs, ones = 2.0 * right - 1.0, np.ones(1, dtype=np.int64)  # Y = 1; Y = 0 is its mirror image
+        totals = dict.fromkeys(METRICS, 0.0)
+        for start in range(0, draws, 2000):
+            acc_hat = rng.binomial(n_train, accuracies, size=(min(2000, draws - start), accuracies.size)) / n_train
+            w_all, _ = _weights(acc_hat, 1)
+            for name, values in _item_metrics(ones, signs @ w_all.T).items():
+                totals[name] += float((prob @ values).sum())
+        return {name: total / draws for name, total in totals.items()}
+
+
+def simulate_split_metrics(
+    n_datasets: int,
+    replicates: int,
+    *,
+    n_items: int = 400,
+    calib_fraction: float = 0.5,
+    accuracies: np.ndarray = ACCURACIES,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Per-split rows ``dataset, seed, n_cal, n_eval`` and the ``all`` pipeline's evaluation :data:`METRICS`."""
+    with threadpool_limits(limits=1, user_api="blas"):
+        rng = np.random.default_rng(seed)
+        seeds = np.arange(replicates)
+        in_cal = calibration_mask(group_keys([f"g{i}" for i in range(n_items)]), seeds, calib_fraction)
+        n_cal = in_cal.sum(axis=1)
+        cal_weight, eval_weight = in_cal / n_cal[:, None], ~in_cal / (n_items - n_cal)[:, None]
+        frames = []
+        for k in range(n_datasets):
+            y = rng.integers(0, 2, n_items)
+            right = rng.random((n_items, accuracies.size)) < accuracies
+            votes = np.where(right, 2 * y[:, None] - 1, 1 - 2 * y[:, None]).astype(np.float64)
+            w_all, _ = _weights(cal_weight @ right.astype(np.float64), 1)
+            per_item = _item_metrics(y, w_all @ votes.T)  # (R, n) each
+            row = {"dataset": k, "seed": seeds, "n_cal": n_cal, "n_eval": n_items - n_cal}
+            frames.append(pd.DataFrame(row | {m: np.einsum("rn,rn->r", v, eval_weight) for m, v in per_item.items()}))
+        return pd.concat(frames, ignore_index=True)

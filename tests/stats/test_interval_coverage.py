@@ -12,8 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from benchmarks.interval_coverage import metric_rows
 from judgecal_dist.stats.inference import summarise_over_splits
-from tests.stats.panel_simulation import simulate_split_differences, true_difference
+from tests.stats.panel_simulation import STRONG, simulate_split_differences, true_difference
 
 N_DATASETS = 200
 
@@ -69,3 +70,17 @@ def test_bootstrap_over_split_means_fails_the_same_check(parts, corrected, truth
     )
     assert _coverage(old, truth) < 0.5
     assert _width(old) < 0.2 * _width(corrected[500])
+
+
+# The interval service on bounded metrics with exact truths (the reduced form of benchmarks/interval_coverage.py).
+def test_service_covers_bounded_metrics_away_from_their_bounds():
+    rows = metric_rows(40, 400, [50])
+    service = rows[rows["method"] == "service"].set_index("metric")
+    assert (service["coverage"] >= 0.85).all(), service
+    assert (service["out_of_range"] == 0).all()
+
+
+def test_service_stays_in_range_where_the_symmetric_interval_leaves_it():
+    rows = metric_rows(40, 60, [50], STRONG).set_index(["method", "metric"])
+    assert (rows.loc["service", "out_of_range"] == 0).all()
+    assert (rows.loc["symmetric corrected t", "out_of_range"] > 0.5).all()
