@@ -7,6 +7,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from judgecal_dist.config import EngineConfig
@@ -61,8 +62,9 @@ def record_study_run(
             extra["calibrator"] = json.dumps(calibrator, sort_keys=True) if calibrator else None
             if data_url:
                 judges = with_rates(judge_counts(data_url, config=engine))
-                if not weights.empty:
-                    judges = judges.merge(weights, on="judge_id", how="left")
+                # one schema whatever the model: a weight column, null where the aggregator has no weight per judge
+                weighted = not weights.empty
+                judges = judges.merge(weights, on="judge_id", how="left") if weighted else judges.assign(weight=np.nan)
         record_run(output, manifest, summary=summary, judges=judges, extra=extra, storage_options=options)
     except Exception as err:  # noqa: BLE001 - the run's results are committed; a missing history row is a warning
         log.warning("history: could not record run %s (%s: %s)", manifest.get("run_id"), type(err).__name__, err)

@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from judgecal_dist.engine.jobs.panel import Panel
+from judgecal_dist.engine.votes.tally import category_counts
 from judgecal_dist.errors import InputError
 from judgecal_dist.splits import calibration_mask
 
@@ -45,7 +46,7 @@ def check_votes(panel: Panel, *, source: str) -> None:
         ``<source>: verdicts: verdict: ...`` naming the counts and the fix.
     """
     votes = panel.votes
-    counts = {"A": int(np.count_nonzero(votes == 1)), "B": int(np.count_nonzero(votes == 0))}
+    counts = category_counts(votes)
     ties, nulls = panel.info.get("tie_verdicts_as_missing", 0), panel.info.get("null_verdicts", 0)
     check_vote_counts(
         counts,
@@ -83,7 +84,7 @@ def check_labels(labels: npt.NDArray[np.int8], *, need: int, source: str, study:
     ``labels`` are the panel's binary labels (1 = A, 0 = B); a class absent altogether is the study's own check
     (one class is allowed under ``orientation=gold_positive``).
     """
-    counts = {"A": int(np.count_nonzero(labels == 1)), "B": int(np.count_nonzero(labels == 0))}
+    counts = category_counts(labels)
     short = {k: n for k, n in counts.items() if 0 < n < need}
     if short or len(labels) < need:
         raise InputError(

@@ -91,8 +91,8 @@ NO_VOTE = r": verdicts: verdict: no A/B verdict on any of the 80 labelled items 
 CASES = [
     *[(s, "all_null", (), NO_VOTE + r"0 tie and 320 null") for s in ("inclusion", "inclusion_scale", "budget", "fit")],
     *[(s, "all_tie", (), NO_VOTE + r"320 tie and 0 null") for s in ("inclusion", "inclusion_scale", "budget", "fit")],
-    ("itc", "all_null", (), r"verdicts: verdict: no A/tie/B verdict on any of the 320 labelled items of 4"),
-    ("itc", "all_tie", (), r"verdicts: verdict: every one of the 320 A/tie/B verdicts on labelled items is 'tie'"),
+    ("itc", "all_null", (), r"verdicts: verdict: no A/B/tie verdict on any of the 320 labelled items of 4"),
+    ("itc", "all_tie", (), r"verdicts: verdict: every one of the 320 A/B/tie verdicts on labelled items is 'tie'"),
     *[
         (
             s,

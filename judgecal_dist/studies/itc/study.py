@@ -24,6 +24,7 @@ import pandas as pd
 from sklearn.exceptions import ConvergenceWarning
 
 from judgecal_dist.config import EngineConfig
+from judgecal_dist.engine.votes.tally import category_counts
 from judgecal_dist.errors import InputError
 from judgecal_dist.methods.repeated.davidson import DavidsonAggregator
 from judgecal_dist.methods.repeated.self_consistency import (
@@ -59,8 +60,6 @@ __all__ = [
 
 NAME = "itc"
 _DAVIDSON = DAVIDSON_METHODS
-#: Vote codes of a task (+1 A, 0 tie, -1 B; MISSING aside), named as the verdicts were.
-_OUTCOMES = {"A": 1, "tie": 0, "B": -1}
 
 
 @dataclass(frozen=True)
@@ -89,7 +88,7 @@ def preflight(config: Config, data: ItcInput) -> None:
     ``calib_fraction`` whose planned splits leave a task's calibration part (the Davidson fits) or its evaluation
     part without an item. The splits are :func:`calibration_part`'s, as the replicates draw them."""
     votes = [task.votes[task.votes != MISSING] for task in data.tasks]
-    counts = {name: sum(int(np.count_nonzero(v == code)) for v in votes) for name, code in _OUTCOMES.items()}
+    counts = category_counts(np.concatenate(votes) if votes else [], signs=True, ties=True)  # task votes are signs
     where = f"{sum(t.n_items for t in data.tasks)} labelled items of {len(data.tasks)} (dataset, judge) task(s)"
     check_vote_counts(counts, source=str(config.data), where=where)
     # Pair-level splits have one size whatever the seed; grouped ones are drawn per seed.
