@@ -34,8 +34,8 @@ PAPER = PaperClaims(
             "After beta the top 10 is level with all judges (LLMBar: slightly ahead, not significantly)",
             "ΔNLL slightly below 0, interval contains 0",
             "top10",
-            "pool: this panel is not the paper's (the shared LLMBar release has its native evaluators only, no API or "
-            "GPU judges)",
+            "pool: this panel is not the paper's (on LLMBar, the shared release has its native evaluators only, no "
+            "API or GPU judges)",
         ),
         Claim(
             "One-coin + beta beats majority vote + beta (item bootstrap of the paired difference)",
