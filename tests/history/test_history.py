@@ -16,6 +16,7 @@ from judgecal_dist.config import EngineConfig
 from judgecal_dist.history.judges import MEASURES, judge_counts, with_rates
 from judgecal_dist.history.store import read_history, record_run
 from judgecal_dist.io.synthetic import generate_panel
+from tests.faults import fail_figures
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = str(ROOT / "judgecal_dist" / "studies" / "configs" / "inclusion.yaml")
@@ -104,24 +105,10 @@ def _run(data: str, out: Path, *extra: str):
     return CliRunner().invoke(cli, ["run", CONFIG, *sets, "--output", str(out), "--serial", *extra])
 
 
-def _fail_figures(monkeypatch) -> None:
-    """A fault at the run's figures (a full disk), after its replicates were committed."""
-    from judgecal_dist.engine.results.store import RunStore
-
-    real = RunStore.write_bytes
-
-    def write_bytes(self: RunStore, name: str, data: bytes) -> None:
-        if name.startswith("figures/"):
-            raise OSError(f"{self.url_of(name)}: figures: no space left on device")
-        real(self, name, data)
-
-    monkeypatch.setattr(RunStore, "write_bytes", write_bytes)
-
-
 def test_the_runner_records_a_failed_run_as_failed_then_its_resume_once(panel, tmp_path, monkeypatch):
     out = tmp_path / "out"
     run_dir = out / "inclusion" / "fails"
-    _fail_figures(monkeypatch)  # the run fails at its figures
+    fail_figures(monkeypatch)  # the run fails at its figures
     assert _run(panel, out, "--run-id", "fails").exit_code == 1
     runs = read_history(str(out), "runs")
     assert runs["status"].tolist() == ["failed"] and "figures" in runs["error"].iloc[0]

@@ -25,6 +25,7 @@ from judgecal_dist.models import (
 )
 from judgecal_dist.models.davidson import davidson_from_estimators
 from judgecal_dist.models.documents import _unique
+from tests.faults import set_dotted
 from tests.models.test_binary import _fit, panel  # noqa: F401 - fixtures used by name
 from tests.models.test_continuous import RUBRICS, anchors, flow, per_rubric  # noqa: F401
 from tests.models.test_davidson import BUDGET
@@ -41,16 +42,7 @@ def _set(path: str, value: Any) -> Callable[[Doc], None]:
     """A change of the document: the field at the dotted ``path`` set to ``value`` (``...`` removes it)."""
 
     def change(doc: Doc) -> None:
-        *parents, last = path.split(".")
-        node: Any = doc
-        for key in parents:
-            node = node[int(key)] if isinstance(node, list) else node[key]
-        if value is ...:
-            del node[last]
-        elif isinstance(node, list):
-            node[int(last)] = value
-        else:
-            node[last] = value
+        set_dotted(doc, path, value)
 
     return change
 

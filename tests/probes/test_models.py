@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from judgecal_dist.cli import cli
+from tests.faults import set_dotted
 from tests.scoring.support import model_json, write_arena
 
 PIPELINE = {
@@ -52,16 +53,7 @@ def _score(model: Path, data: str, out: Path) -> list[str]:
 
 def _edit(doc: dict, dotted: str, value: object) -> dict:
     doc = json.loads(json.dumps(doc))
-    *parents, last = dotted.split(".")
-    node = doc
-    for key in parents:
-        node = node[int(key)] if isinstance(node, list) else node[key]
-    if value is ...:
-        del node[last]
-    elif isinstance(node, list):
-        node[int(last)] = value
-    else:
-        node[last] = value
+    set_dotted(doc, dotted, value)
     return doc
 
 

@@ -27,6 +27,7 @@ from judgecal_dist.cli import cli
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.results.manifest import REDACTED, credential_paths, is_credential_key, redact, redact_text
 from judgecal_dist.studies.runner import execute, prepare
+from tests.faults import fail_figures
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = str(ROOT / "judgecal_dist" / "studies" / "configs" / "inclusion.yaml")
@@ -173,7 +174,7 @@ def test_a_killed_run_is_reported_stopped_and_a_rerun_resumes_it(data, tmp_path)
 def test_a_failed_run_is_recorded_as_failed_and_a_rerun_resumes_it(data, tmp_path, monkeypatch):
     out = tmp_path / "out"
     run_dir = out / "inclusion" / "fails"
-    _fail_figures(monkeypatch)  # the run fails at its figures
+    fail_figures(monkeypatch)  # the run fails at its figures
     failed = _run(data, out, "--run-id", "fails")
     assert failed.exit_code == 1 and "figures" in failed.output, failed.output
     manifest = _manifest(run_dir)
@@ -190,20 +191,6 @@ def test_a_failed_run_is_recorded_as_failed_and_a_rerun_resumes_it(data, tmp_pat
     assert _tree(run_dir / "replicates") == parts
     fresh = _ok(_run(data, out, "--run-id", "fresh"))
     assert (run_dir / "summary.json").read_text() == (fresh / "summary.json").read_text()
-
-
-def _fail_figures(monkeypatch) -> None:
-    """A fault at the run's figures (a full disk), after its replicates were committed."""
-    from judgecal_dist.engine.results.store import RunStore
-
-    real = RunStore.write_bytes
-
-    def write_bytes(self: RunStore, name: str, data: bytes) -> None:
-        if name.startswith("figures/"):
-            raise OSError(f"{self.url_of(name)}: figures: no space left on device")
-        real(self, name, data)
-
-    monkeypatch.setattr(RunStore, "write_bytes", write_bytes)
 
 
 # -- parts verified on resume --------------------------------------------------------------------------------------
