@@ -30,16 +30,12 @@ import numpy as np
 import pandas as pd
 
 from judgecal_dist.stats.inference import summarise_over_splits
-from judgecal_dist.stats.intervals import corrected_resampled_t, mean_interval
-from judgecal_dist.stats.ranges import metric_range
 from tests.stats.panel_simulation import (
     ACCURACIES,
-    METRICS,
     STRONG,
+    metric_rows,
     simulate_split_differences,
-    simulate_split_metrics,
     true_difference,
-    true_metrics,
 )
 
 
@@ -83,41 +79,6 @@ def main(argv: list[str] | None = None) -> None:
     print("\n(nominal 95%; a width near 2 x 1.96 x sd(est) is right-sized)\n")
     metric_table(args.datasets, args.items, args.replicates)
     print(f"\n({time.perf_counter() - start:.1f} s)")
-
-
-#: The interval methods compared on bounded metrics: name -> (values, test/train ratio, range) -> (low, high).
-METHODS = {
-    "service": lambda v, r, rng: mean_interval(v, rng, test_train_ratio=r)[1:3],
-    "symmetric corrected t": lambda v, r, rng: corrected_resampled_t(v, test_train_ratio=r)[1:3],
-    "mean +- 1.96 SD/sqrt(S)": lambda v, r, rng: mean_interval(v, None, test_train_ratio=0.0, critical="normal")[1:3],
-}
-
-
-def metric_rows(datasets: int, items: int, replicates: list[int], accuracies: np.ndarray = ACCURACIES) -> pd.DataFrame:
-    """Coverage of the true value, mean width and share out of range per metric, R and method."""
-    truth = true_metrics(items // 2, accuracies=accuracies)
-    rows = []
-    for r in replicates:
-        parts = simulate_split_metrics(datasets, r, n_items=items, accuracies=accuracies, seed=10_000 + r)
-        ratio = float((parts["n_eval"] / parts["n_cal"]).mean())
-        for metric in METRICS:
-            bounds = metric_range(metric)
-            assert bounds is not None
-            for method, interval in METHODS.items():
-                ends = np.array([interval(g[metric].to_numpy(), ratio, bounds) for _, g in parts.groupby("dataset")])
-                low, high = ends[:, 0], ends[:, 1]
-                rows.append(
-                    {
-                        "metric": metric,
-                        "splits": r,
-                        "method": method,
-                        "truth": truth[metric],
-                        "coverage": float(((low <= truth[metric]) & (truth[metric] <= high)).mean()),
-                        "width": float((high - low).mean()),
-                        "out_of_range": float(((low < bounds.low) | (high > bounds.high)).mean()),
-                    }
-                )
-    return pd.DataFrame(rows)
 
 
 def metric_table(datasets: int, items: int, replicates: list[int]) -> None:

@@ -26,6 +26,8 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from judgecal_dist.splits import calibration_mask, group_keys
+from judgecal_dist.stats.intervals import corrected_resampled_t, mean_interval
+from judgecal_dist.stats.ranges import metric_range
 
 ACCURACIES = np.array([0.56, 0.58, 0.6, 0.62, 0.64, 0.66, 0.7, 0.74, 0.8])
 EPS = 1e-6
@@ -183,3 +185,38 @@ def simulate_split_metrics(
             row = {"dataset": k, "seed": seeds, "n_cal": n_cal, "n_eval": n_items - n_cal}
             frames.append(pd.DataFrame(row | {m: np.einsum("rn,rn->r", v, eval_weight) for m, v in per_item.items()}))
         return pd.concat(frames, ignore_index=True)
+
+
+#: The interval methods compared on bounded metrics: name -> (values, test/train ratio, range) -> (low, high).
+METHODS = {
+    "service": lambda v, r, rng: mean_interval(v, rng, test_train_ratio=r)[1:3],
+    "symmetric corrected t": lambda v, r, rng: corrected_resampled_t(v, test_train_ratio=r)[1:3],
+    "mean +- 1.96 SD/sqrt(S)": lambda v, r, rng: mean_interval(v, None, test_train_ratio=0.0, critical="normal")[1:3],
+}
+
+
+def metric_rows(datasets: int, items: int, replicates: list[int], accuracies: np.ndarray = ACCURACIES) -> pd.DataFrame:
+    """Coverage of the true value, mean width and share out of range per metric, R and method."""
+    truth = true_metrics(items // 2, accuracies=accuracies)
+    rows = []
+    for r in replicates:
+        parts = simulate_split_metrics(datasets, r, n_items=items, accuracies=accuracies, seed=10_000 + r)
+        ratio = float((parts["n_eval"] / parts["n_cal"]).mean())
+        for metric in METRICS:
+            bounds = metric_range(metric)
+            assert bounds is not None
+            for method, interval in METHODS.items():
+                ends = np.array([interval(g[metric].to_numpy(), ratio, bounds) for _, g in parts.groupby("dataset")])
+                low, high = ends[:, 0], ends[:, 1]
+                rows.append(
+                    {
+                        "metric": metric,
+                        "splits": r,
+                        "method": method,
+                        "truth": truth[metric],
+                        "coverage": float(((low <= truth[metric]) & (truth[metric] <= high)).mean()),
+                        "width": float((high - low).mean()),
+                        "out_of_range": float(((low < bounds.low) | (high > bounds.high)).mean()),
+                    }
+                )
+    return pd.DataFrame(rows)

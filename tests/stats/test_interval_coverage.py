@@ -12,9 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.interval_coverage import metric_rows
 from judgecal_dist.stats.inference import summarise_over_splits
-from tests.stats.panel_simulation import STRONG, simulate_split_differences, true_difference
+from tests.stats.panel_simulation import STRONG, metric_rows, simulate_split_differences, true_difference
 
 N_DATASETS = 200
 
@@ -72,7 +71,7 @@ def test_bootstrap_over_split_means_fails_the_same_check(parts, corrected, truth
     assert _width(old) < 0.2 * _width(corrected[500])
 
 
-# The interval service on bounded metrics with exact truths (the reduced form of benchmarks/interval_coverage.py).
+# The interval service on bounded metrics with exact truths (benchmarks/interval_coverage.py prints the full table).
 def test_service_covers_bounded_metrics_away_from_their_bounds():
     rows = metric_rows(40, 400, [50])
     service = rows[rows["method"] == "service"].set_index("metric")
