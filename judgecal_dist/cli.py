@@ -639,10 +639,12 @@ def config_schema(study: str) -> None:
 
 
 def _add_sql_commands() -> None:
-    # sql, serve and catalog live in their own module (cli_sql.py); registered here on the one group.
+    # sql, serve and catalog (cli_sql.py) and the labelling commands (cli_labels.py) live in their own modules;
+    # registered here on the one group.
+    from judgecal_dist.cli_labels import label
     from judgecal_dist.cli_sql import catalog, serve, sql
 
-    for command in (sql, serve, catalog):
+    for command in (sql, serve, catalog, label):
         cli.add_command(command)
 
 

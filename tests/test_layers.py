@@ -40,7 +40,8 @@ ROOT = "judgecal_dist"
 #: The floors from the bottom up: a module may import its own top-level unit and those below it. The root package
 #: (``__version__``) and the small shared modules (errors, settings, the engine config, progress, splits) sit at the
 #: bottom; ``scoring`` and ``history`` are the floor above the models (history may read scoring, not the reverse);
-#: the notebook API and the two CLIs on top (both CLIs share ``cli_common``).
+#: the labelling commands above the studies (advise reads the inclusion machinery); the notebook API and the three
+#: CLI modules on top (all share ``cli_common``).
 FLOORS = [
     ROOT,
     "errors",
@@ -57,9 +58,11 @@ FLOORS = [
     "scoring",
     "history",
     "studies",
+    "labels",
     "api",
     "cli_common",
     "cli_sql",
+    "cli_labels",
     "cli",
 ]
 #: Engines that live in ``engine/`` only (not even a type hint elsewhere).
