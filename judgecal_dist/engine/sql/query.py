@@ -6,14 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pandas as pd
-from pyspark.errors import (
-    AnalysisException,
-    ArithmeticException,
-    DateTimeException,
-    IllegalArgumentException,
-    NumberFormatException,
-    SparkRuntimeException,
-)
+from pyspark import errors as spark_errors
 from pyspark.sql import DataFrame, SparkSession
 
 from judgecal_dist.engine.jobs.spark import register_views, spark_url
@@ -25,12 +18,12 @@ __all__ = ["SqlResult", "run_sql"]
 
 #: Errors of a user's query (as opposed to a broken session): reported as InputError with their first line.
 _QUERY_ERRORS = (
-    AnalysisException,
-    ArithmeticException,
-    DateTimeException,
-    IllegalArgumentException,
-    NumberFormatException,
-    SparkRuntimeException,
+    spark_errors.AnalysisException,
+    spark_errors.ArithmeticException,
+    spark_errors.DateTimeException,
+    spark_errors.IllegalArgumentException,
+    spark_errors.NumberFormatException,
+    spark_errors.SparkRuntimeException,
 )
 
 
