@@ -26,6 +26,7 @@ from click.testing import CliRunner
 from judgecal_dist.cli import cli
 from judgecal_dist.io.synthetic import generate_panel
 from tests.cluster_support import free_port
+from tests.engine.server_support import beeline, invoke, serving, start
 
 pytestmark = pytest.mark.spark
 
@@ -37,18 +38,6 @@ ACCURACY = (
     "FROM {db}verdicts JOIN {db}labels USING (dataset, item_id) "
     "WHERE verdict IN ('A', 'B') AND label IN ('A', 'B') GROUP BY judge_id ORDER BY judge_id"
 )
-
-
-def _beeline() -> str:
-    import pyspark
-
-    return str(Path(pyspark.__file__).parent / "bin" / "beeline")
-
-
-def _invoke(*argv: str) -> str:
-    result = CliRunner().invoke(cli, list(argv))
-    assert result.exit_code == 0, result.output
-    return result.stdout  # log lines go to stderr
 
 
 SECRET = "s3a-secret-never-on-argv-5c1e"
@@ -148,7 +137,7 @@ class TestOneWarehouseFromAnywhere:
         status = _cli("serve", "--status", cwd=home["c"], env=home["env"])
         assert status.returncode == 0 and f"warehouse={home['warehouse']}" in status.stdout
         run = subprocess.run(
-            [_beeline(), "-u", f"jdbc:hive2://127.0.0.1:{home['thrift']}", "--silent=true", "--outputformat=csv2"]
+            [beeline(), "-u", f"jdbc:hive2://127.0.0.1:{home['thrift']}", "--silent=true", "--outputformat=csv2"]
             + ["-e", "SELECT count(*) AS n FROM panel.labels"],
             capture_output=True,
             text=True,
@@ -240,35 +229,11 @@ def served(tmp_path_factory):
     out = str(tmp / "out")
     sets = [a for s in [f"data={panel}", *TINY] for a in ("--set", s)]
     for run_id in ("night-1", "night-2"):
-        _invoke("run", CONFIG, *sets, "--output", out, "--serial", "--run-id", run_id)
-    server = {
-        "warehouse": str(tmp / "wh"),
-        "thrift": free_port(),
-        "connect": free_port(),
-        "panel": panel,
-        "out": out,
-        "tmp": tmp,
-    }
-    _start(server)
-    try:
-        _invoke("catalog", "add", panel, "--name", "panel", "--warehouse", server["warehouse"])
-        _invoke("catalog", "add", out, "--name", "res", "--warehouse", server["warehouse"])
+        invoke("run", CONFIG, *sets, "--output", out, "--serial", "--run-id", run_id)
+    with serving(tmp / "wh", panel=panel, out=out, tmp=tmp) as server:
+        invoke("catalog", "add", panel, "--name", "panel", "--warehouse", server["warehouse"])
+        invoke("catalog", "add", out, "--name", "res", "--warehouse", server["warehouse"])
         yield server
-    finally:
-        CliRunner().invoke(cli, ["serve", "--stop", "--warehouse", server["warehouse"]])
-
-
-def _start(server) -> None:
-    output = _invoke(
-        "serve",
-        "--warehouse",
-        server["warehouse"],
-        "--thrift-port",
-        str(server["thrift"]),
-        "--connect-port",
-        str(server["connect"]),
-    )
-    assert f"ready: jdbc:hive2://127.0.0.1:{server['thrift']}" in output
 
 
 def _connect(server):
@@ -281,7 +246,7 @@ def test_beeline_join_gives_the_in_memory_engines_accuracies(served):
     from judgecal_dist.history.judges import judge_counts
 
     run = subprocess.run(
-        [_beeline(), "-u", f"jdbc:hive2://127.0.0.1:{served['thrift']}", "--silent=true", "--outputformat=csv2"]
+        [beeline(), "-u", f"jdbc:hive2://127.0.0.1:{served['thrift']}", "--silent=true", "--outputformat=csv2"]
         + ["-e", ACCURACY.format(db="panel.")],
         capture_output=True,
         text=True,
@@ -307,13 +272,13 @@ def test_connect_client_and_judgecal_sql_read_the_same_tables(served):
     assert counted == pads.dataset(f"{served['panel']}/verdicts").count_rows()
     assert "ORIGINAL numbering" in comments["verdict"]
     wh = ["--warehouse", served["warehouse"], "--format", "json"]
-    (through_server,) = [json.loads(line) for line in _invoke("sql", ACCURACY.format(db="panel."), *wh).splitlines()]
+    (through_server,) = [json.loads(line) for line in invoke("sql", ACCURACY.format(db="panel."), *wh).splitlines()]
     assert pd.DataFrame(through_server).equals(remote.astype({"correct": "int64", "labelled_votes": "int64"}))
     # --data through the server (temporary views of this client's session) against the local session
     query = ACCURACY.format(db="")
-    server_rows = _invoke("sql", query, "--data", served["panel"], *wh)
+    server_rows = invoke("sql", query, "--data", served["panel"], *wh)
     empty = ["--warehouse", str(served["tmp"] / "no-server"), "--format", "json"]
-    assert server_rows == _invoke("sql", query, "--data", served["panel"], *empty)
+    assert server_rows == invoke("sql", query, "--data", served["panel"], *empty)
     assert json.loads(server_rows) == through_server
     # every Connect client the commands opened is closed: an open one calls its server again at interpreter exit
     # and, once that server has stopped, retries for minutes before the process can end
@@ -333,13 +298,13 @@ def test_hostile_sql_through_the_server_is_refused(served):
     ]:
         result = CliRunner().invoke(cli, ["sql", query, *wh])
         assert result.exit_code == 2 and message in result.output, result.output
-    (left,) = json.loads(_invoke("sql", "SELECT count(*) AS n FROM panel.labels", *wh, "--format", "json"))
+    (left,) = json.loads(invoke("sql", "SELECT count(*) AS n FROM panel.labels", *wh, "--format", "json"))
     assert left["n"] == 300
 
 
 def test_two_runs_of_a_study_are_rows_of_its_table(served):
     rows = json.loads(
-        _invoke(
+        invoke(
             "sql",
             "SELECT run_id, study, dataset_url, input_digest, finished, count(*) AS n FROM res.inclusion "
             "GROUP BY ALL ORDER BY run_id",
@@ -373,9 +338,9 @@ def test_ingest_register_makes_a_database(served, tmp_path):
     dest = str(tmp_path / "tiny")
     conf = tmp_path / "engine.yaml"  # --register reaches the server of the engine config's warehouse
     conf.write_text(f"sql_warehouse: {served['warehouse']}\n")
-    _invoke("ingest", "--format", "long", str(src), dest, "--register", "tiny", "--conf", str(conf))
+    invoke("ingest", "--format", "long", str(src), dest, "--register", "tiny", "--conf", str(conf))
     query = "SELECT judge_id, count(*) AS n FROM tiny.verdicts GROUP BY judge_id ORDER BY judge_id"
-    assert json.loads(_invoke("sql", query, *wh, "--format", "json")) == [
+    assert json.loads(invoke("sql", query, *wh, "--format", "json")) == [
         {"judge_id": "j1", "n": 2},
         {"judge_id": "j2", "n": 1},
     ]
@@ -385,11 +350,11 @@ def test_catalog_survives_a_restart_and_a_reingest_shows_new_rows(served):
     wh = ["--warehouse", served["warehouse"]]
     count = ["sql", "SELECT count(*) AS n FROM panel.labels", *wh, "--format", "json"]
     generate_panel(served["panel"], n_items=500, n_judges=4, n_samples=1, seed=6, overwrite=True)
-    assert json.loads(_invoke(*count)) == [{"n": 500}]  # the external table reads the folder as it is now
-    assert _invoke("serve", "--stop", *wh).startswith("stopped the server")
-    _start(served)
-    listed = _invoke("catalog", "list", *wh, "--format", "json")
+    assert json.loads(invoke(*count)) == [{"n": 500}]  # the external table reads the folder as it is now
+    assert invoke("serve", "--stop", *wh).startswith("stopped the server")
+    start(served)
+    listed = invoke("catalog", "list", *wh, "--format", "json")
     assert {e["name"] for e in json.loads(listed)} == {"panel", "res", "tiny"}
-    _invoke("catalog", "add", served["panel"], "--name", "panel", *wh)  # registering again: a refresh
-    assert json.loads(_invoke(*count)) == [{"n": 500}]
-    assert "dropped res" in _invoke("catalog", "drop", "res", *wh)
+    invoke("catalog", "add", served["panel"], "--name", "panel", *wh)  # registering again: a refresh
+    assert json.loads(invoke(*count)) == [{"n": 500}]
+    assert "dropped res" in invoke("catalog", "drop", "res", *wh)

@@ -18,23 +18,11 @@ from click.testing import CliRunner
 
 from judgecal_dist.cli import cli
 from judgecal_dist.io.synthetic import generate_panel
-from tests.cluster_support import free_port
+from tests.engine.server_support import beeline, invoke, serving
 
 pytestmark = pytest.mark.spark
 
 SECRET = "plan-server-secret-93be"
-
-
-def _beeline() -> str:
-    import pyspark
-
-    return str(Path(pyspark.__file__).parent / "bin" / "beeline")
-
-
-def _invoke(*argv: str) -> str:
-    result = CliRunner().invoke(cli, list(argv))
-    assert result.exit_code == 0, result.output
-    return result.stdout
 
 
 def _snapshot(tmp: Path) -> dict[str, bytes]:
@@ -49,21 +37,9 @@ def served(tmp_path_factory):
     generate_panel(str(panel), n_items=40, n_judges=2, n_samples=1, seed=3, label_fraction=1.0)
     (tmp / "outside").mkdir()
     (tmp / "outside" / "secret.txt").write_text(SECRET + "\n")
-    server = {"warehouse": str(tmp / "wh"), "thrift": free_port(), "connect": free_port(), "tmp": tmp}
-    _invoke(
-        "serve",
-        "--warehouse",
-        server["warehouse"],
-        "--thrift-port",
-        str(server["thrift"]),
-        "--connect-port",
-        str(server["connect"]),
-    )
-    try:
-        _invoke("catalog", "add", str(panel), "--name", "panel", "--warehouse", server["warehouse"])
+    with serving(tmp / "wh", tmp=tmp) as server:
+        invoke("catalog", "add", str(panel), "--name", "panel", "--warehouse", server["warehouse"])
         yield server | {"panel": panel, "glob": f"{panel}/{{verdicts,../outside}}/*"}
-    finally:
-        CliRunner().invoke(cli, ["serve", "--stop", "--warehouse", server["warehouse"]])
 
 
 def _holes(served) -> dict[str, tuple[str, str]]:
@@ -89,7 +65,7 @@ def test_beeline_is_refused_and_nothing_changes(served):
     for case, (statement, needle) in _holes(served).items():
         before = _snapshot(tmp)
         run = subprocess.run(
-            [_beeline(), "-u", f"jdbc:hive2://127.0.0.1:{served['thrift']}", "--silent=true", "-e", statement],
+            [beeline(), "-u", f"jdbc:hive2://127.0.0.1:{served['thrift']}", "--silent=true", "-e", statement],
             capture_output=True,
             text=True,
             timeout=300,
@@ -100,7 +76,7 @@ def test_beeline_is_refused_and_nothing_changes(served):
         assert SECRET not in run.stdout + run.stderr and state["token"] not in run.stdout + run.stderr
         assert _snapshot(tmp) == before, case
     ok = subprocess.run(
-        [_beeline(), "-u", f"jdbc:hive2://127.0.0.1:{served['thrift']}", "--silent=true", "--outputformat=csv2"]
+        [beeline(), "-u", f"jdbc:hive2://127.0.0.1:{served['thrift']}", "--silent=true", "--outputformat=csv2"]
         + ["-e", "SELECT count(*) AS n FROM panel.labels"],
         capture_output=True,
         text=True,
