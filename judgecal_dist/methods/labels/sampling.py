@@ -1,0 +1,353 @@
+r"""Which items to label next: inclusion probabilities from the calibrated panel's uncertainty, and the draw.
+
+The design (Zrnic & Candès 2024, active statistical inference). A prediction-powered estimate of a mean with
+proxy :math:`f` and labels drawn independently with probabilities :math:`\pi_i` is
+
+.. math:: \hat\theta = \frac1N \sum_{i=1}^N f_i + \frac1N \sum_{i \in S} \frac{Y_i - f_i}{\pi_i},
+
+unbiased for any :math:`\pi_i > 0`, with variance :math:`\frac{1}{N^2}\sum_i \sigma_i^2 (1/\pi_i - 1)` where
+:math:`\sigma_i^2 = \mathrm{E}[(Y_i - f_i)^2 \mid f_i]`. Minimising it under :math:`\sum_i \pi_i = n` gives
+:math:`\pi_i \propto \sigma_i` (their section 3, the optimal sampling rule); for a 0/1 outcome with a calibrated
+proxy :math:`p_i`, :math:`\sigma_i = \sqrt{p_i(1-p_i)}`. A confident but wrong proxy would then almost never be
+checked and its weight :math:`1/\pi_i` would explode, so the rule is mixed with a uniform floor (their
+"hybrid" rule):
+
+.. math:: \pi_i = n\left[\frac{\phi}{N} + (1-\phi)\, a_i\right],\qquad \sum_i a_i = 1,
+
+so every item has :math:`\pi_i \ge \phi n / N` and every weight is at most :math:`N / (\phi n)`. Probabilities
+above 1 are set to 1 and the excess is spread over the others in proportion to their weights (repeated until
+none exceeds 1), which keeps :math:`\sum_i \pi_i = n` and only raises the others, so the floor still holds.
+
+Strata split the active share :math:`(1-\phi)n` across strata, proportionally to their sizes
+(``allocation="proportional"``) or by Neyman's rule (``"neyman"``: to :math:`\sum_{i\in h}\sigma_i`, Cochran 1977,
+section 5.5, with the item-level :math:`\sigma_i`), and within a stratum in proportion to :math:`\sigma_i`. The
+floor stays uniform over all items. Neyman's split over strata equals the unstratified rule; proportional
+allocation guarantees each stratum its share of the labels whatever the proxy says.
+
+The draw is Poisson sampling: item :math:`i` is selected iff :math:`u_i < \pi_i`, with :math:`u_i` a keyed hash of
+(seed, item key) (:func:`judgecal_dist.splits.split_uniforms`). Its inclusion probabilities are exactly
+:math:`\pi_i`, draws are independent (so the variance formula above, which the estimators use, is the design's
+own), and each decision depends only on the item and the seed, so Spark and this process select the same items.
+The price is a random size: :math:`\mathrm{E}|S| = n`, :math:`\mathrm{Var}|S| = \sum_i \pi_i(1-\pi_i)`; the queue
+says its size.
+
+References
+----------
+.. [1] T. Zrnic, E. J. Candès. Active Statistical Inference. ICML 2024. arXiv:2403.03208.
+.. [2] W. G. Cochran. Sampling Techniques, 3rd ed. Wiley, 1977, sections 5.5 (optimum allocation) and 5.9.
+.. [3] C.-E. Särndal, B. Swensson, J. Wretman. Model Assisted Survey Sampling. Springer, 1992, section 3.6
+   (Poisson sampling: exact first-order inclusion probabilities, random sample size).
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from judgecal_dist.errors import ConfigError, InputError
+from judgecal_dist.splits import split_uniforms
+from judgecal_dist.stats.checks import check_param, check_probabilities
+
+__all__ = [
+    "ALLOCATIONS",
+    "DESIGN",
+    "CostDesign",
+    "uncertainty",
+    "inclusion_probabilities",
+    "cost_optimal_design",
+    "draw",
+    "draw_mask",
+]
+
+#: How the active share of the budget is split across strata.
+ALLOCATIONS = ("neyman", "proportional")
+#: The sampling design :func:`draw` implements (recorded beside every queue).
+DESIGN = "poisson"
+_WHERE = "inclusion_probabilities"
+
+
+def uncertainty(p: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    r"""The proxy's conditional standard deviation of a 0/1 outcome, :math:`\sqrt{p(1-p)}`.
+
+    Examples
+    --------
+    >>> uncertainty([0.5, 0.9, 1.0]).round(3)
+    array([0.5, 0.3, 0. ])
+    """
+    q = np.asarray(p, dtype=np.float64)
+    return np.sqrt(np.clip(q * (1.0 - q), 0.0, None))
+
+
+def _shares(
+    weights: npt.NDArray[np.float64], groups: npt.NDArray[np.int64], totals: npt.NDArray[np.float64]
+) -> npt.NDArray[np.float64]:
+    """Each item's share of its group's total (``totals[g]``), uniform within a group whose weights sum to 0."""
+    sums = np.bincount(groups, weights=weights, minlength=len(totals))
+    counts = np.bincount(groups, minlength=len(totals)).astype(np.float64)
+    flat = sums[groups] <= 0.0
+    share = np.where(flat, 1.0 / counts[groups], weights / np.where(flat, 1.0, sums[groups]))
+    return share * totals[groups]
+
+
+def _cap(weights: npt.NDArray[np.float64], budget: float) -> npt.NDArray[np.float64]:
+    """:math:`\\min(1, c\\,w_i)` with :math:`c` such that the sum is ``budget`` (``0 < budget <= len(weights)``).
+
+    Items reaching 1 are fixed and the rest rescaled to the remaining budget; each pass fixes at least one item, so
+    it ends in at most ``len(weights)`` passes (in practice a handful).
+    """
+    pi = np.zeros_like(weights)
+    free = weights > 0.0
+    remaining = budget
+    while True:
+        scale = remaining / weights[free].sum()
+        trial = weights * scale
+        over = free & (trial >= 1.0)
+        if not over.any():
+            pi[free] = trial[free]
+            return pi
+        pi[over] = 1.0
+        free &= ~over
+        remaining = budget - float(pi[~free].sum())
+        if not free.any() or remaining <= 0.0:
+            return pi
+
+
+def _strata_codes(strata: npt.ArrayLike | None, n: int) -> tuple[npt.NDArray[np.int64], int]:
+    if strata is None:
+        return np.zeros(n, dtype=np.int64), 1
+    labels = np.asarray(strata)
+    if labels.shape != (n,):
+        raise InputError(f"{_WHERE}: strata: expected one stratum per item ({n}), got shape {labels.shape}")
+    _, codes = np.unique(labels.astype(str), return_inverse=True)
+    return codes.astype(np.int64), int(codes.max()) + 1
+
+
+def inclusion_probabilities(
+    p: npt.ArrayLike,
+    budget: float,
+    *,
+    floor: float = 0.2,
+    strata: npt.ArrayLike | None = None,
+    allocation: str = "neyman",
+    label_cost: float | None = None,
+    proxy_cost: float | None = None,
+) -> npt.NDArray[np.float64]:
+    r"""Inclusion probabilities :math:`\pi_i` of the active design with a uniform floor (module docstring).
+
+    Parameters
+    ----------
+    p : array of shape (N,)
+        The calibrated panel's probability of the outcome (label A) per item, in [0, 1].
+    budget : float
+        Expected number of labels, ``0 < budget <= N``; ``sum(pi) == budget``. With ``label_cost`` and
+        ``proxy_cost`` it is money instead, split by :func:`cost_optimal_design`.
+    floor : float, default 0.2
+        Share :math:`\phi \in (0, 1]` of the budget spread uniformly: every :math:`\pi_i \ge \phi\,n/N`. 1 is a
+        uniform sample.
+    strata : array of shape (N,), optional
+        A stratum per item (any values; compared as strings).
+    allocation : {"neyman", "proportional"}, default "neyman"
+        How the active share is split across strata.
+    label_cost, proxy_cost : float, optional
+        Cost of one label and of the proxy on one item (both or neither).
+
+    Returns
+    -------
+    ndarray of float64, shape (N,)
+
+    Raises
+    ------
+    InputError
+        ``p`` not probabilities, ``strata`` of another length.
+    ConfigError
+        A budget outside (0, N], a floor outside (0, 1], an unknown allocation, a cost that is not positive.
+
+    Examples
+    --------
+    >>> pi = inclusion_probabilities([0.5, 0.5, 0.99, 0.999], 2, floor=0.2)
+    >>> pi.round(3), float(pi.sum())
+    (array([0.807, 0.807, 0.241, 0.145]), 2.0)
+    """
+    q = check_probabilities(p, where=_WHERE)
+    floor = float(
+        check_param(
+            floor,
+            where=_WHERE,
+            name="floor",
+            target_type=numbers.Real,
+            min_val=0.0,
+            max_val=1.0,
+            include_boundaries="right",
+        )
+    )
+    if allocation not in ALLOCATIONS:
+        raise ConfigError(f"{_WHERE}: allocation: {allocation!r} is not one of {list(ALLOCATIONS)}")
+    codes, n_strata = _strata_codes(strata, len(q))
+    if label_cost is not None or proxy_cost is not None:
+        design = cost_optimal_design(
+            q, budget, label_cost=label_cost, proxy_cost=proxy_cost, floor=floor, strata=strata, allocation=allocation
+        )
+        return design.inclusion_prob
+    return _active(q, _check_budget(budget, len(q)), floor, codes, n_strata, allocation)
+
+
+def _check_budget(budget: float, n: int) -> float:
+    value = float(
+        check_param(
+            budget, where=_WHERE, name="budget", target_type=numbers.Real, min_val=0.0, include_boundaries="neither"
+        )
+    )
+    if value > n:
+        raise ConfigError(f"{_WHERE}: budget: {value:g} labels asked of {n} items; ask for at most {n}")
+    return value
+
+
+def _active(
+    q: npt.NDArray[np.float64],
+    budget: float,
+    floor: float,
+    codes: npt.NDArray[np.int64],
+    n_strata: int,
+    allocation: str,
+) -> npt.NDArray[np.float64]:
+    """The capped mixture of the floor and the stratified active rule (checked inputs)."""
+    n = len(q)
+    sigma = uncertainty(q)
+    counts = np.bincount(codes, minlength=n_strata).astype(np.float64)
+    if allocation == "proportional":
+        stratum_share = counts / n
+    else:
+        by_stratum = np.bincount(codes, weights=sigma, minlength=n_strata)
+        total = by_stratum.sum()
+        stratum_share = by_stratum / total if total > 0 else counts / n
+    active = _shares(sigma, codes, stratum_share)  # sums to 1 over all items
+    weights = floor / n + (1.0 - floor) * active
+    return _cap(weights, budget)
+
+
+@dataclass(frozen=True)
+class CostDesign:
+    """The cost-optimal split of a money budget (:func:`cost_optimal_design`)."""
+
+    #: Expected number of labels bought.
+    labels: float
+    #: Whether the panel's proxy pays for itself (False: a uniform labels-only sample of ``labels`` items).
+    use_proxy: bool
+    #: Approximate variance of the estimated mean with the proxy and the active design (inf when unaffordable).
+    variance_with_proxy: float
+    #: Approximate variance of the labels-only mean of a uniform sample of the whole budget.
+    variance_labels_only: float
+    #: The inclusion probabilities of the chosen design.
+    inclusion_prob: npt.NDArray[np.float64]
+
+
+def cost_optimal_design(
+    p: npt.ArrayLike,
+    money: float,
+    *,
+    label_cost: float | None,
+    proxy_cost: float | None,
+    floor: float = 0.2,
+    strata: npt.ArrayLike | None = None,
+    allocation: str = "neyman",
+) -> CostDesign:
+    r"""Split a money budget :math:`B` between the proxy and labels, choosing the design of smaller variance.
+
+    With the proxy, every one of the :math:`N` items is scored (:math:`N c_P`) and the rest buys
+    :math:`n_P = (B - N c_P)/c_L` labels drawn by :func:`inclusion_probabilities`; its variance is
+    :math:`V_P = N^{-2}\sum_i p_i(1-p_i)(1/\pi_i - 1)` (the design's own, module docstring). Without it,
+    :math:`n_0 = B/c_L` uniform labels give the sample mean, :math:`V_0 = \bar p(1-\bar p)(1/n_0 - 1/N)` (the
+    outcome's variance as the calibrated panel predicts it). The smaller wins. This is the cost-aware comparison of
+    Angelopoulos et al. (2025), where the cheap rater is bought only when the variance it removes is worth its
+    price; the shape of :math:`\pi` (proportional to :math:`\sigma_i`) does not depend on the prices because the
+    proxy's cost is the same for every item.
+
+    References
+    ----------
+    .. [1] A. N. Angelopoulos, J. Eisenstein, J. Berant, A. Agarwal, A. Fisch. Cost-Optimal Active AI Model
+       Evaluation. arXiv:2506.07949, 2025.
+    """
+    q = check_probabilities(p, where=_WHERE)
+    n = len(q)
+    if label_cost is None or proxy_cost is None:
+        raise ConfigError(f"{_WHERE}: label_cost/proxy_cost: give both costs or neither")
+    c_l = float(
+        check_param(
+            label_cost,
+            where=_WHERE,
+            name="label_cost",
+            target_type=numbers.Real,
+            min_val=0.0,
+            include_boundaries="neither",
+        )
+    )
+    c_p = float(
+        check_param(
+            proxy_cost,
+            where=_WHERE,
+            name="proxy_cost",
+            target_type=numbers.Real,
+            min_val=0.0,
+            include_boundaries="neither",
+        )
+    )
+    money = float(
+        check_param(
+            money, where=_WHERE, name="budget", target_type=numbers.Real, min_val=0.0, include_boundaries="neither"
+        )
+    )
+    codes, n_strata = _strata_codes(strata, n)
+    n_plain = min(float(n), money / c_l)
+    n_proxy = min(float(n), (money - n * c_p) / c_l)
+    p_bar = float(q.mean())
+    v_plain = p_bar * (1.0 - p_bar) * (1.0 / n_plain - 1.0 / n) if n_plain > 0 else np.inf
+    pi_proxy, v_proxy = None, np.inf
+    if n_proxy > 0:
+        pi_proxy = _active(q, n_proxy, floor, codes, n_strata, allocation)
+        v_proxy = float(np.sum(q * (1.0 - q) * (1.0 / pi_proxy - 1.0))) / n**2
+    if n_plain <= 0 and pi_proxy is None:
+        raise ConfigError(f"{_WHERE}: budget: {money:g} buys no label at label_cost={c_l:g}; raise the budget")
+    if pi_proxy is not None and v_proxy <= v_plain:
+        return CostDesign(n_proxy, True, v_proxy, float(v_plain), pi_proxy)
+    uniform = np.full(n, n_plain / n)
+    return CostDesign(n_plain, False, float(v_proxy), float(v_plain), uniform)
+
+
+def draw_mask(pi: npt.ArrayLike, seed: int, *, keys: npt.ArrayLike | None = None) -> npt.NDArray[np.bool_]:
+    """Poisson draw: item ``i`` is selected iff ``u_i < pi_i``, ``u_i`` a keyed hash of (seed, ``keys[i]``).
+
+    Parameters
+    ----------
+    pi : array of shape (N,)
+        Inclusion probabilities in [0, 1].
+    seed : int
+        Non-negative seed; the same seed and keys select the same items on any engine.
+    keys : array of int64, optional
+        Item keys (:func:`judgecal_dist.splits.group_keys` of a stable item identity); default the positions
+        ``0..N-1`` (reproducible only for the same order of items).
+
+    Returns
+    -------
+    ndarray of bool, shape (N,)
+    """
+    prob = check_probabilities(pi, where="draw", name="pi")
+    seed = int(check_param(seed, where="draw", name="seed", target_type=numbers.Integral, min_val=0))
+    item_keys = np.arange(len(prob), dtype=np.int64) if keys is None else np.asarray(keys, dtype=np.int64)
+    if item_keys.shape != prob.shape:
+        raise InputError(f"draw: keys: expected one key per item ({len(prob)}), got shape {item_keys.shape}")
+    return split_uniforms(item_keys, [seed])[0] < prob
+
+
+def draw(pi: npt.ArrayLike, seed: int, *, keys: npt.ArrayLike | None = None) -> npt.NDArray[np.int64]:
+    """Indices of the items a Poisson draw selects (:func:`draw_mask`), ascending.
+
+    Examples
+    --------
+    >>> idx = draw(np.full(10_000, 0.1), seed=3)
+    >>> bool(900 < len(idx) < 1100), bool((draw(np.full(10_000, 0.1), seed=3) == idx).all())
+    (True, True)
+    """
+    return np.flatnonzero(draw_mask(pi, seed, keys=keys)).astype(np.int64)
