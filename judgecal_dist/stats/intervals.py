@@ -50,6 +50,7 @@ __all__ = [
     "corrected_resampled_t",
     "mean_interval",
     "method_sentence",
+    "normal_interval",
     "proportion_difference_interval",
     "proportion_interval",
     "scale_name",
@@ -279,6 +280,35 @@ def mean_interval(
     low, high = min(low, res.estimate), max(high, res.estimate)
     head = "corrected resampled t" if test_train_ratio > 0 else ("t" if critical == "t" else "normal")
     return RangeInterval(res.estimate, low, high, f"{head}, {scale_name(bounds)} scale")
+
+
+def normal_interval(
+    estimate: float, standard_error: float, bounds: MetricRange | None, *, confidence: float = 0.95
+) -> RangeInterval:
+    r"""Normal interval :math:`\hat\theta \pm z\,\widehat{se}` of an estimate that may leave its metric's range,
+    intersected with the range (the estimate clipped into it).
+
+    For estimators that are not means of in-range values (a prediction-powered mean can fall below 0 or above 1),
+    the range's scale of :func:`mean_interval` is undefined at such an estimate. The truth always lies in the range,
+    so intersecting keeps the normal interval's coverage exactly and only drops impossible values.
+
+    Examples
+    --------
+    >>> res = normal_interval(0.98, 0.02, MetricRange(0.0, 1.0))
+    >>> round(res.low, 4), res.high, res.method
+    (0.9408, 1.0, 'normal, clipped to the range')
+    >>> normal_interval(1.01, 0.02, MetricRange(0.0, 1.0)).estimate
+    1.0
+    """
+    where = "normal_interval"
+    confidence = check_confidence(confidence, where=where)
+    if not (math.isfinite(estimate) and math.isfinite(standard_error) and standard_error >= 0.0):
+        raise InputError(f"{where}: need a finite estimate and standard error >= 0, got {estimate}, {standard_error}")
+    bounds = bounds or _UNBOUNDED
+    half = float(norm.ppf(0.5 + confidence / 2.0)) * standard_error
+    low, high = max(estimate - half, bounds.low), min(estimate + half, bounds.high)
+    clipped = min(max(estimate, bounds.low), bounds.high)
+    return RangeInterval(clipped, min(low, clipped), max(high, clipped), "normal, clipped to the range")
 
 
 def proportion_interval(successes: int, n: int, *, confidence: float = 0.95) -> RangeInterval:
