@@ -638,13 +638,11 @@ def config_schema(study: str) -> None:
     click.echo(json.dumps(study_schema(study), indent=2))
 
 
-def _add_sql_commands() -> None:
-    # sql, serve and catalog (cli_sql.py) and the labelling commands (cli_labels.py) live in their own modules;
-    # registered here on the one group.
-    from judgecal_dist.cli_labels import label
+def _add_sql_commands() -> None:  # sql, serve, catalog (cli_sql.py); label, advise (cli_labels.py): one group
+    from judgecal_dist.cli_labels import advise, label
     from judgecal_dist.cli_sql import catalog, serve, sql
 
-    for command in (sql, serve, catalog, label):
+    for command in (sql, serve, catalog, label, advise):
         cli.add_command(command)
 
 

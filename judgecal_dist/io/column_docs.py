@@ -47,6 +47,7 @@ COLUMN_DOCS: dict[str, dict[str, str]] = {
         "tier": "tier or prompting strategy (LLMBar: the strategy)",
         "cost_per_mtok_in": "price per million input tokens",
         "cost_per_mtok_out": "price per million output tokens",
+        "cost_per_call": "cost of one verdict on one item (all its samples); read by judgecal advise",
     },
     "items": {
         "dataset": "dataset name",
@@ -77,7 +78,10 @@ LONG_INPUT_DOCS: dict[str, tuple[str, str]] = {
         "optional (--labels FILE reads it from elsewhere); one row per labelled item; label A, B, tie or 1/0, "
         "empty = none; no labels table, no rows or no label column: every item is unlabelled",
     ),
-    "judges": ("judge_id, family?, tier?, cost_per_mtok_in?, cost_per_mtok_out?", "optional; one row per judge"),
+    "judges": (
+        "judge_id, family?, tier?, cost_per_mtok_in?, cost_per_mtok_out?, cost_per_call?",
+        "optional; one row per judge",
+    ),
     "items": ("dataset?, item_id, any further columns", "optional; item metadata"),
 }
 #: How the long input's columns are checked and defaulted, one sentence each (help and docs show them).

@@ -88,6 +88,7 @@ JUDGES_SCHEMA = pa.schema(
         pa.field("tier", pa.string()),
         pa.field("cost_per_mtok_in", pa.float64()),
         pa.field("cost_per_mtok_out", pa.float64()),
+        pa.field("cost_per_call", pa.float64()),
     ]
 )
 

@@ -90,6 +90,7 @@ def test_formats_read_alike(tmp_path, fmt, compression):
         "tier": "mini",
         "cost_per_mtok_in": None,
         "cost_per_mtok_out": None,
+        "cost_per_call": None,
     }
     assert report["rows_read"] == 4 + 3 + 2 and report["missing_verdicts"] == 1 and report["datasets"] == ["d"]
     assert report["rows_written"] == {"verdicts": 4, "labels": 3, "judges": 2}

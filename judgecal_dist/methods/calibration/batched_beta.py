@@ -34,7 +34,7 @@ from scipy.special import expit, log_expit
 
 from judgecal_dist.errors import ConfigError, InputError
 
-__all__ = ["beta_features", "fit_beta_batched", "beta_cv_nll"]
+__all__ = ["beta_features", "fit_beta_batched", "beta_cv_nll", "beta_cv_losses"]
 
 _IDENTITY = np.array([1.0, 1.0, 0.0])
 _STEPS = 0.25 ** np.arange(9)  # backtracking step sizes, all tried at once
@@ -300,10 +300,25 @@ def beta_cv_nll(
     score_input: str = "logit",
     eps: float = 1e-6,
 ) -> npt.NDArray[np.float64]:
+    """Mean of :func:`beta_cv_losses` over the items: one cross-validated NLL per row of ``t``."""
+    losses = beta_cv_losses(t, y, folds, penalty=penalty, l1_ratio=l1_ratio, score_input=score_input, eps=eps)
+    return np.asarray(losses.mean(axis=1))
+
+
+def beta_cv_losses(
+    t: npt.ArrayLike,
+    y: npt.ArrayLike,
+    folds: npt.ArrayLike,
+    *,
+    penalty: float = 0.01,
+    l1_ratio: float = 0.5,
+    score_input: str = "logit",
+    eps: float = 1e-6,
+) -> npt.NDArray[np.float64]:
     r"""K-fold cross-validated NLL of beta calibration for each row of ``t`` (spec 000 §3.6 inner protocol).
 
     For each candidate score vector and each fold, beta calibration is fitted on the other folds and scores the
-    held-out items; the result is the mean held-out log-loss over all items, with the calibrated probability
+    held-out items; the result is each item's held-out log-loss (the items' mean is :func:`beta_cv_nll`), with the calibrated probability
     clipped to :math:`[\varepsilon, 1-\varepsilon]` as in the study's metrics.
 
     Parameters
@@ -317,7 +332,7 @@ def beta_cv_nll(
 
     Returns
     -------
-    ndarray of shape (C,)
+    ndarray of shape (C, n)
     """
     T = np.atleast_2d(np.asarray(t, dtype=np.float64))
     labels = np.asarray(y, dtype=np.float64)
@@ -335,5 +350,4 @@ def beta_cv_nll(
     held = fold[None, :] == ks[:, None]  # (K, n)
     t_held = (logits * held[None]).sum(axis=1)  # each item's logit from the fold that held it out
     p = np.clip(expit(t_held), eps, 1.0 - eps)
-    loss = -(labels * np.log(p) + (1.0 - labels) * np.log1p(-p))
-    return np.asarray(loss.mean(axis=1))
+    return np.asarray(-(labels * np.log(p) + (1.0 - labels) * np.log1p(-p)))
