@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from judgecal_dist.methods.labels.estimators import LabelMoments, PredictionPoweredMean
-from judgecal_dist.methods.labels.targets import build_targets, estimates_frame, target_moments
+from judgecal_dist.methods.labels.estimators import LabelMoments, PredictionPoweredMean, estimates_frame
+from judgecal_dist.methods.labels.targets import build_targets, target_moments
 
 
 def _table(seed: int, n: int = 600, judges: int = 3) -> dict:

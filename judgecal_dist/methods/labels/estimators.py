@@ -42,111 +42,24 @@ References
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
 
 from judgecal_dist.errors import ConfigError, InputError
+from judgecal_dist.methods.labels.moments import LabelMoments, label_moments
 from judgecal_dist.stats.checks import check_confidence
 from judgecal_dist.stats.intervals import normal_interval
 from judgecal_dist.stats.ranges import MetricRange
 
-__all__ = ["METHODS", "LabelMoments", "PredictionPoweredMean", "label_moments"]
+__all__ = ["ESTIMATE_COLUMNS", "METHODS", "LabelMoments", "PredictionPoweredMean", "estimates_frame", "label_moments"]
 
 #: The estimators of :class:`PredictionPoweredMean` by name: the value of :math:`\lambda` (None: power-tuned).
 METHODS: dict[str, float | None] = {"ppi++": None, "ppi": 1.0, "classical": 0.0}
 _SHARE = MetricRange(0.0, 1.0)
-
-
-@dataclass(frozen=True)
-class LabelMoments:
-    """The sums every estimate of one target is a function of (``w = 1/pi`` of a labelled item).
-
-    ``n_all, sum_f_all, sum_f2_all`` run over every item; the rest over the labelled ones: plain sums for uniform
-    labels and the inverse-probability sums for labels drawn with known inclusion probabilities. Sums add, so
-    partial moments of parts of a table combine with :meth:`__add__`.
-    """
-
-    n_all: float = 0.0
-    sum_f_all: float = 0.0
-    sum_f2_all: float = 0.0
-    n: float = 0.0
-    sum_y: float = 0.0
-    sum_f: float = 0.0
-    sum_y2: float = 0.0
-    sum_f2: float = 0.0
-    sum_fy: float = 0.0
-    sum_wy: float = 0.0
-    sum_wf: float = 0.0
-    sum_wf2: float = 0.0
-    sum_w2f2: float = 0.0
-    sum_w2y2: float = 0.0
-    sum_wfy: float = 0.0
-    sum_w2fy: float = 0.0
-    weighted: bool = False
-
-    def __add__(self, other: LabelMoments) -> LabelMoments:
-        values = {f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self) if f.name != "weighted"}
-        return LabelMoments(**values, weighted=self.weighted or other.weighted)
-
-    @classmethod
-    def sum_names(cls) -> tuple[str, ...]:
-        """The names of the sums, in field order (the Spark job's aggregate columns)."""
-        return tuple(f.name for f in fields(cls) if f.name != "weighted")
-
-
-def label_moments(
-    y: npt.ArrayLike,
-    proxy_labelled: npt.ArrayLike,
-    proxy_all: npt.ArrayLike,
-    inclusion_prob: npt.ArrayLike | None = None,
-) -> LabelMoments:
-    """The :class:`LabelMoments` of arrays (checked: 1-D, finite, equal lengths, ``0 < pi <= 1``, ``n <= N``).
-
-    Examples
-    --------
-    >>> m = label_moments([1, 0], [0.9, 0.2], [0.9, 0.2, 0.5, 0.7])
-    >>> m.n, m.n_all, round(m.sum_fy, 2), m.weighted
-    (2.0, 4.0, 0.9, False)
-    """
-    where = "PredictionPoweredMean"
-    yv, fl, fa = (
-        _finite(v, name, where) for v, name in ((y, "y"), (proxy_labelled, "proxy_labelled"), (proxy_all, "proxy_all"))
-    )
-    if yv.size != fl.size:
-        raise InputError(f"{where}: y and proxy_labelled: lengths differ ({yv.size} vs {fl.size}); one proxy per label")
-    if fa.size < yv.size:
-        raise InputError(f"{where}: proxy_all: {fa.size} items, fewer than the {yv.size} labelled; pass every item")
-    base: dict[str, Any] = {
-        "n_all": float(fa.size), "sum_f_all": float(fa.sum()), "sum_f2_all": float(fa @ fa), "n": float(yv.size),
-        "sum_y": float(yv.sum()), "sum_f": float(fl.sum()), "sum_y2": float(yv @ yv), "sum_f2": float(fl @ fl),
-        "sum_fy": float(fl @ yv),
-    }  # fmt: skip
-    if inclusion_prob is None:
-        return LabelMoments(**base)
-    pi = _finite(inclusion_prob, "inclusion_prob", where)
-    if pi.size != yv.size:
-        raise InputError(f"{where}: inclusion_prob: {pi.size} values for {yv.size} labels; one per labelled item")
-    if np.any((pi <= 0.0) | (pi > 1.0)):
-        bad = pi[(pi <= 0.0) | (pi > 1.0)][:3].tolist()
-        raise InputError(f"{where}: inclusion_prob: values outside (0, 1], e.g. {bad}; pass each item's probability")
-    w = 1.0 / pi
-    return LabelMoments(
-        **base, sum_wy=float(w @ yv), sum_wf=float(w @ fl), sum_wf2=float(w @ (fl * fl)),
-        sum_w2f2=float((w * w) @ (fl * fl)), sum_w2y2=float((w * w) @ (yv * yv)), sum_wfy=float(w @ (fl * yv)),
-        sum_w2fy=float((w * w) @ (fl * yv)), weighted=True,
-    )  # fmt: skip
-
-
-def _finite(values: npt.ArrayLike, name: str, where: str) -> npt.NDArray[np.float64]:
-    arr = np.asarray(values, dtype=np.float64)
-    if arr.ndim != 1:
-        raise InputError(f"{where}: {name}: expected a 1-D array, got shape {arr.shape}; use np.ravel")
-    if not np.all(np.isfinite(arr)):
-        raise InputError(f"{where}: {name}: {int(np.sum(~np.isfinite(arr)))} NaN or infinite values; drop them")
-    return arr
 
 
 @dataclass(frozen=True)
@@ -188,6 +101,13 @@ def _weighted(m: LabelMoments, lam: float | None) -> _Fit:
     mean_f_all = m.sum_f_all / big_n
     imputed = lam * lam * max(m.sum_f2_all / big_n - mean_f_all**2, 0.0) / big_n
     return _Fit(mean_z, math.sqrt(var_z / big_n), lam, min(imputed, var_z / big_n))
+
+
+#: The columns of ``estimates.parquet`` (the seam's, then the items in the target and the labels to halve it).
+ESTIMATE_COLUMNS = [
+    "target", "estimate", "lower", "upper", "method", "n_labels", "effective_labels", "classical_lower",
+    "classical_upper", "classical_estimate", "lambda", "n_items", "labels_to_halve",
+]  # fmt: skip
 
 
 class PredictionPoweredMean:
@@ -276,3 +196,36 @@ def _effective(n: float, se_classical: float, se: float) -> float:
     if se == 0.0:
         return math.inf if se_classical > 0.0 else float(n)
     return float(n * (se_classical / se) ** 2)
+
+
+def estimates_frame(moments: Mapping[str, LabelMoments], *, alpha: float = 0.05, method: str = "ppi++") -> pd.DataFrame:
+    """One row per target (:data:`ESTIMATE_COLUMNS`); a target with fewer than 2 labels gets NaN numbers and the
+    method ``"too few labels"``.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> p = rng.uniform(size=500)
+    >>> y = np.where(np.arange(500) < 80, rng.uniform(size=500) < p, np.nan)
+    >>> from judgecal_dist.methods.labels.targets import build_targets, target_moments
+    >>> frame = estimates_frame(target_moments(build_targets(p, y)))
+    >>> frame["target"].tolist(), bool((frame["effective_labels"] > frame["n_labels"]).all())
+    (['panel_accuracy', 'win_rate'], True)
+    """
+    rows = []
+    for name, m in moments.items():
+        row = {"target": name, "n_labels": int(m.n), "n_items": int(m.n_all), "method": "too few labels"}
+        if m.n >= 2:
+            est = PredictionPoweredMean(alpha=alpha, method=method).fit_moments(m, binary=True)
+            row |= {
+                "estimate": est.estimate_, "lower": est.interval_[0], "upper": est.interval_[1],
+                "method": est.interval_method_, "effective_labels": est.effective_labels_,
+                "classical_lower": est.classical_interval_[0], "classical_upper": est.classical_interval_[1],
+                "classical_estimate": est.classical_estimate_, "lambda": est.lambda_,
+                "labels_to_halve": est.labels_to_halve(),
+            }  # fmt: skip
+        rows.append(row)
+    frame = pd.DataFrame(rows).reindex(columns=ESTIMATE_COLUMNS)
+    numeric = [c for c in ESTIMATE_COLUMNS if c not in ("target", "method", "n_labels", "n_items")]
+    frame[numeric] = frame[numeric].astype(float)
+    return frame

@@ -16,7 +16,7 @@ target                           outcome :math:`Y` (labelled items)           pr
 The panel's verdict is A when :math:`p > 0.5` (the scorer's rule). Items without a panel ``p`` (no vote from the
 model's judges) belong to no target. :func:`target_moments` turns the targets into the sums of
 :class:`~judgecal_dist.methods.labels.estimators.LabelMoments` (they add over batches: the commands' one pass on
-either engine), :func:`estimates_frame` into the rows of ``estimates.parquet``.
+either engine), :func:`~judgecal_dist.methods.labels.estimators.estimates_frame` into the rows of ``estimates.parquet``.
 """
 
 from __future__ import annotations
@@ -29,15 +29,9 @@ import numpy.typing as npt
 import pandas as pd
 
 from judgecal_dist.errors import InputError
-from judgecal_dist.methods.labels.estimators import LabelMoments, PredictionPoweredMean, label_moments
+from judgecal_dist.methods.labels.moments import LabelMoments, label_moments
 
-__all__ = ["ESTIMATE_COLUMNS", "Target", "build_targets", "estimates_frame", "target_moments"]
-
-#: The columns of ``estimates.parquet`` (the seam's, then the items in the target and the labels to halve it).
-ESTIMATE_COLUMNS = [
-    "target", "estimate", "lower", "upper", "method", "n_labels", "effective_labels", "classical_lower",
-    "classical_upper", "classical_estimate", "lambda", "n_items", "labels_to_halve",
-]  # fmt: skip
+__all__ = ["Target", "build_targets", "target_moments"]
 
 
 @dataclass(frozen=True)
@@ -146,35 +140,3 @@ def target_moments(
         if pi is not None and not out[t.name].weighted:  # no labelled item in this batch: still the weighted form
             out[t.name] = LabelMoments(**{k: getattr(out[t.name], k) for k in LabelMoments.sum_names()}, weighted=True)
     return out
-
-
-def estimates_frame(moments: Mapping[str, LabelMoments], *, alpha: float = 0.05, method: str = "ppi++") -> pd.DataFrame:
-    """One row per target (:data:`ESTIMATE_COLUMNS`); a target with fewer than 2 labels gets NaN numbers and the
-    method ``"too few labels"``.
-
-    Examples
-    --------
-    >>> rng = np.random.default_rng(0)
-    >>> p = rng.uniform(size=500)
-    >>> y = np.where(np.arange(500) < 80, rng.uniform(size=500) < p, np.nan)
-    >>> frame = estimates_frame(target_moments(build_targets(p, y)))
-    >>> frame["target"].tolist(), bool((frame["effective_labels"] > frame["n_labels"]).all())
-    (['panel_accuracy', 'win_rate'], True)
-    """
-    rows = []
-    for name, m in moments.items():
-        row = {"target": name, "n_labels": int(m.n), "n_items": int(m.n_all), "method": "too few labels"}
-        if m.n >= 2:
-            est = PredictionPoweredMean(alpha=alpha, method=method).fit_moments(m, binary=True)
-            row |= {
-                "estimate": est.estimate_, "lower": est.interval_[0], "upper": est.interval_[1],
-                "method": est.interval_method_, "effective_labels": est.effective_labels_,
-                "classical_lower": est.classical_interval_[0], "classical_upper": est.classical_interval_[1],
-                "classical_estimate": est.classical_estimate_, "lambda": est.lambda_,
-                "labels_to_halve": est.labels_to_halve(),
-            }  # fmt: skip
-        rows.append(row)
-    frame = pd.DataFrame(rows).reindex(columns=ESTIMATE_COLUMNS)
-    numeric = [c for c in ESTIMATE_COLUMNS if c not in ("target", "method", "n_labels", "n_items")]
-    frame[numeric] = frame[numeric].astype(float)
-    return frame
