@@ -7,9 +7,12 @@ Each command parses, calls one function of :mod:`judgecal_dist.labels` and print
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import click
 
-from judgecal_dist.cli_common import guarded
+from judgecal_dist.cli_common import conf_option, guarded
 
 
 @click.group()
@@ -61,3 +64,79 @@ def advise(
     )
     chosen = advice.get("chosen", {})
     click.echo(f"{output.rstrip('/')}/report.md: run {chosen.get('panel')} at {chosen.get('cost_per_item')} per item")
+
+
+@label.command("select")
+@click.option(
+    "--model", "model_url", required=True, help="A `judgecal fit` run folder (or model JSON) of a binary panel."
+)
+@click.option("--data", "data_url", required=True, help="Ingested dataset URL; its unlabelled items are candidates.")
+@click.option("--budget", type=float, required=True, help="Expected number of labels (money with the two costs).")
+@click.option(
+    "--output", "output_url", required=True, help="Queue folder URL (queue.parquet, queue.csv, selection.json)."
+)
+@click.option(
+    "--seed", type=int, default=0, show_default=True, help="Seed of the draw (the same seed: the same items)."
+)
+@click.option(
+    "--floor",
+    type=float,
+    default=0.2,
+    show_default=True,
+    help="Share of the budget drawn uniformly: every item's probability is at least floor*budget/items (1: uniform).",
+)
+@click.option("--strata", multiple=True, help="Stratify by this column (dataset or an items-table column); repeatable.")
+@click.option(
+    "--allocation",
+    type=click.Choice(["neyman", "proportional"]),
+    default="neyman",
+    show_default=True,
+    help="Split of the active share across strata: by their uncertainty (Neyman) or their sizes.",
+)
+@click.option(
+    "--label-cost", type=float, default=None, help="Cost of one label (with --proxy-cost: --budget is money)."
+)
+@click.option("--proxy-cost", type=float, default=None, help="Cost of the panel on one item.")
+@click.option("--previous", multiple=True, help="An earlier queue folder whose items are not drawn again; repeatable.")
+@click.option("--sample", type=int, default=0, show_default=True, help="Verdict sample the panel scores.")
+@click.option(
+    "--engine",
+    "stats_engine",
+    type=click.Choice(["auto", "spark", "local"]),
+    default=None,
+    help="Spark or in memory (default: auto, by table size).",
+)
+@conf_option
+@guarded
+def select(
+    model_url: str,
+    data_url: str,
+    budget: float,
+    output_url: str,
+    seed: int,
+    floor: float,
+    strata: tuple[str, ...],
+    allocation: str,
+    label_cost: float | None,
+    proxy_cost: float | None,
+    previous: tuple[str, ...],
+    sample: int,
+    stats_engine: str | None,
+    conf_path: Path | None,
+) -> None:
+    """Draw the next items to label where the calibrated panel is unsure (with a uniform floor, so estimates stay
+    unbiased); print the counts and the queue folder.
+
+    Items labelled in --data and items of earlier queues (--previous, and committed queues beside --output) are
+    never drawn again. The same inputs again are "already complete".
+    """
+    from judgecal_dist.config import load_engine_config
+    from judgecal_dist.labels.select import Settings, select_items
+
+    engine = load_engine_config(conf_path, {"stats_engine": stats_engine})
+    settings = Settings(budget, seed, floor, strata, allocation, label_cost, proxy_cost, sample)
+    record = select_items(model_url, data_url, output_url, settings, previous=previous, engine=engine)
+    design = record["design"]
+    summary = {"round": record["round"], "expected": round(design["expected_size"], 3)} | record["counts"]
+    click.echo(json.dumps(summary | {"engine": record["engine"]}))
+    click.echo(output_url)

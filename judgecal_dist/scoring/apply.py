@@ -41,8 +41,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -50,26 +49,20 @@ import pyarrow as pa
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.jobs.stats import choose_engine
 from judgecal_dist.engine.results.store import RunStore
-from judgecal_dist.engine.votes.codec import VERDICT_COLUMNS, ItemVotes, encode
-from judgecal_dist.errors import InputError
 from judgecal_dist.io.dataset import dataset_files, dataset_tables, open_table, read_dataset_table
 from judgecal_dist.io.filesystem import fingerprint_inputs, require_bucket
 from judgecal_dist.io.ownership import refuse_output_inside
 from judgecal_dist.io.records import json_records
-from judgecal_dist.io.schema import VERDICT_CATEGORIES
 from judgecal_dist.models.interface import TableModel
-from judgecal_dist.progress import Progress
 from judgecal_dist.scoring import summary as summ
 from judgecal_dist.scoring.artifact import Calibration, load_calibration
 from judgecal_dist.scoring.checks import (
     MIN_JUDGE_COVERAGE,
     UNKNOWN_JUDGES,
-    check_coverage,
-    check_judges,
     check_settings,
-    check_votes_cast,
 )
 from judgecal_dist.scoring.continuous import score_corrector
+from judgecal_dist.scoring.items import ScoredBatches, TableChecks, prepare_local
 from judgecal_dist.scoring.kernel import (
     items_ddl,
     items_schema,
@@ -100,16 +93,10 @@ __all__ = [
     "items_ddl",
 ]
 
-if TYPE_CHECKING:  # pyspark is the spark extra: in-process scoring never imports it
-    from judgecal_dist.engine.votes.spark import ScanTally
-
 log = logging.getLogger(__name__)
 
 #: summary.json's note for a model without the fingerprint of its calibration items.
 _NO_CALIBRATION_ITEMS = "the model records no calibration items (saved before they were): in_calibration is null"
-_LOCAL_CHUNK_ITEMS = 200_000  # items scored per numpy call in memory (bounds the float64 copy of the votes)
-#: Verdict columns read dictionary-encoded in memory: the codec maps each distinct string once.
-_DICTIONARY_COLUMNS = ["dataset", "item_id", "group_id", "judge_id", "verdict"]
 
 
 def score_dataset(
@@ -196,8 +183,8 @@ def score_dataset(
         return _score_table_kind(
             model, data_url, store, output, inputs, engine, chosen, unknown_judges, float(min_judge_coverage), started
         )
-    checks = _Checks(model, data_url, sample, unknown_judges, float(min_judge_coverage))
-    prepared = _prepare_local(model, data_url, engine, sample, checks) if chosen == "local" else None
+    checks = TableChecks(model, data_url, sample, unknown_judges, float(min_judge_coverage))
+    prepared = prepare_local(model, data_url, engine, sample, checks) if chosen == "local" else None
     staged, written = stage_items(
         store,
         output,
@@ -297,61 +284,6 @@ def _score_table_kind(
     return record
 
 
-# -- checks ----------------------------------------------------------------------------------------------------
-@dataclass
-class _Checks:
-    """The judge, sample and coverage checks of both engines, and the counts they leave for the summary."""
-
-    model: Calibration
-    data_url: str
-    sample: int
-    unknown: str
-    min_coverage: float
-    data_judges: list[str] = field(default_factory=list)
-    extra: list[str] = field(default_factory=list)
-
-    def judges(self, data_judges: list[str]) -> None:
-        """Refuse unknown judges (unless ignored) and a table covering too few of the model's judges."""
-        if not data_judges:
-            raise InputError(f"{self.data_url}: verdicts: sample: no verdict rows with sample={self.sample}")
-        where = f"{self.data_url}: verdicts"
-        self.data_judges = sorted(data_judges)
-        # Judges the model saw when fitting but left out of its panel are known: their verdicts are not scored.
-        known = [*self.model.judge_ids, *self.model.ignored_judges]
-        self.extra = check_judges(self.data_judges, known, where=where, unknown=self.unknown)
-        check_coverage(
-            self.data_judges, self.model.judge_ids, where=where, floor=self.min_coverage, what=f"sample={self.sample}"
-        )
-
-    @property
-    def absent(self) -> list[str]:
-        return sorted(set(self.model.judge_ids) - set(self.data_judges))
-
-    def tally(self, tally: ScanTally) -> None:
-        """:meth:`judges` from what the Spark scan tasks tallied, with the errors of the in-memory path."""
-        if tally.bad_rows:
-            raise InputError(
-                f"{self.data_url}: verdicts: verdict: {tally.bad_rows} rows with a category outside "
-                f"{VERDICT_CATEGORIES} (e.g. {sorted(tally.bad_examples)})"
-            )
-        self.judges(sorted(tally.judges) if tally.rows else [])
-
-    def counts(self, tables: dict[str, pd.DataFrame]) -> dict[str, Any]:
-        datasets = tables["datasets"]
-        return {
-            "items": int(datasets["n_items"].sum()),
-            "items_without_votes": int(datasets["items_without_votes"].sum()),
-            # null, not 0, when the model records no calibration items (in_calibration is null on every row)
-            "items_in_calibration": (
-                int(datasets["items_in_calibration"].sum()) if self.model.fitted_items is not None else None
-            ),
-            "datasets": len(datasets),
-            "judge_coverage": round(1.0 - len(self.absent) / len(self.model.judge_ids), 6),
-            "unknown_judges_ignored": self.extra,
-            "model_judges_absent": self.absent,
-        }
-
-
 def _items_meta(data_url: str, engine: EngineConfig) -> list[str]:
     """Columns of the optional ``items`` table (empty when it is absent)."""
     if "items" not in dataset_tables(data_url, storage_options=engine.storage_options):
@@ -361,7 +293,7 @@ def _items_meta(data_url: str, engine: EngineConfig) -> list[str]:
 
 # -- Spark -----------------------------------------------------------------------------------------------------
 def _stage_spark(
-    model: Calibration, data_url: str, staged: str, engine: EngineConfig, checks: _Checks
+    model: Calibration, data_url: str, staged: str, engine: EngineConfig, checks: TableChecks
 ) -> list[tuple[str, int]]:
     """Score on Spark into ``staged`` (tasks write through fsspec); the files written, after the tally's checks."""
     scorer = spark_runner()
@@ -413,42 +345,6 @@ class _SparkSums:
 
 
 # -- in process ------------------------------------------------------------------------------------------------
-def _prepare_local(model: Calibration, data_url: str, engine: EngineConfig, sample: int, checks: _Checks) -> Any:
-    """Read and check the table in memory (before anything is written); the scored batches, lazily."""
-    options = engine.storage_options
-    verdicts = read_dataset_table(
-        data_url, "verdicts", VERDICT_COLUMNS, storage_options=options, dictionary_columns=_DICTIONARY_COLUMNS
-    )
-    labels = read_dataset_table(data_url, "labels", ["dataset", "item_id", "label"], storage_options=options)
-    rows = encode(verdicts, model.judge_ids, sample=sample)  # the vote codec, as the Spark tasks run it
-    del verdicts
-    checks.judges(rows.judges_seen)
-    rows.reject_unknown(where=f"{data_url}: verdicts")
-    check_votes_cast(rows.code, where=f"{data_url}: verdicts", what=f"sample={sample}")
-    return _ScoredBatches(model, ItemVotes.from_rows(rows, labels, len(model.judge_ids)))
-
-
-class _ScoredBatches:
-    """Scored batches of in-memory item votes, kept for the summaries (one pass of the kernel)."""
-
-    def __init__(self, model: Calibration, items: Any) -> None:
-        self.model, self.items = model, items
-        self.batches: list[pa.RecordBatch] = []
-
-    def __iter__(self) -> Any:
-        items, n = self.items, len(self.items.labels)
-        progress = Progress(n, label="score: items")
-        for start in range(0, n, _LOCAL_CHUNK_ITEMS):
-            stop = min(start + _LOCAL_CHUNK_ITEMS, n)
-            keys = {
-                k: items.keys[k].slice(start, stop - start).combine_chunks() for k in ("dataset", "item_id", "group_id")
-            }
-            batch = score_batch(self.model, keys, items.votes[start:stop], items.labels[start:stop])
-            self.batches.append(batch)
-            progress.advance(stop - start)
-            yield batch
-
-
 class _LocalSums:
     """The in-process runner of the summary kernels: over the whole scored table, with the items' metadata."""
 
@@ -474,7 +370,7 @@ def _runner(
     store: RunStore,
     engine: EngineConfig,
     meta: list[str],
-    prepared: _ScoredBatches | None,
+    prepared: ScoredBatches | None,
     written: list[tuple[str, int]],
 ) -> _LocalSums | _SparkSums:
     """The summary kernels' runner: over the batches scored in this process, or on Spark over the written files."""

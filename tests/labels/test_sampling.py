@@ -24,7 +24,7 @@ def _reference(p: np.ndarray, budget: float, floor: float) -> np.ndarray:
     sigma = np.sqrt(p * (1 - p))
     active = sigma / sigma.sum() if sigma.sum() > 0 else np.full(len(p), 1 / len(p))
     w = floor / len(p) + (1 - floor) * active
-    c = optimize.brentq(lambda c: np.minimum(1.0, c * w).sum() - budget, 0.0, 1e12, xtol=1e-14)
+    c = optimize.brentq(lambda c: np.minimum(1.0, c * w).sum() - budget, 0.0, 1 / w.min(), xtol=1e-15, maxiter=2000)
     return np.minimum(1.0, c * w)
 
 

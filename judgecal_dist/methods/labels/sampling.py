@@ -48,18 +48,26 @@ import numpy as np
 import numpy.typing as npt
 
 from judgecal_dist.errors import ConfigError, InputError
-from judgecal_dist.splits import split_uniforms
+from judgecal_dist.splits import group_keys, split_uniforms
 from judgecal_dist.stats.checks import check_param, check_probabilities
 
 __all__ = [
     "ALLOCATIONS",
     "DESIGN",
+    "ITEM_KEY_SEPARATOR",
     "CostDesign",
     "uncertainty",
+    "StratumWeights",
+    "stratum_weights",
+    "top_count",
+    "budget_scale",
+    "capped",
+    "item_keys",
     "inclusion_probabilities",
     "cost_optimal_design",
     "draw",
     "draw_mask",
+    "round_seed",
 ]
 
 #: How the active share of the budget is split across strata.
@@ -81,38 +89,73 @@ def uncertainty(p: npt.ArrayLike) -> npt.NDArray[np.float64]:
     return np.sqrt(np.clip(q * (1.0 - q), 0.0, None))
 
 
-def _shares(
-    weights: npt.NDArray[np.float64], groups: npt.NDArray[np.int64], totals: npt.NDArray[np.float64]
-) -> npt.NDArray[np.float64]:
-    """Each item's share of its group's total (``totals[g]``), uniform within a group whose weights sum to 0."""
-    sums = np.bincount(groups, weights=weights, minlength=len(totals))
-    counts = np.bincount(groups, minlength=len(totals)).astype(np.float64)
-    flat = sums[groups] <= 0.0
-    share = np.where(flat, 1.0 / counts[groups], weights / np.where(flat, 1.0, sums[groups]))
-    return share * totals[groups]
+@dataclass(frozen=True)
+class StratumWeights:
+    r"""Each item's weight :math:`w_i = \phi/N + s_h \sigma_i + k_h` from per-stratum coefficients, so an engine
+    needs only per-stratum sums (item counts and :math:`\sum \sigma_i`) to weigh every item.
 
-
-def _cap(weights: npt.NDArray[np.float64], budget: float) -> npt.NDArray[np.float64]:
-    """:math:`\\min(1, c\\,w_i)` with :math:`c` such that the sum is ``budget`` (``0 < budget <= len(weights)``).
-
-    Items reaching 1 are fixed and the rest rescaled to the remaining budget; each pass fixes at least one item, so
-    it ends in at most ``len(weights)`` passes (in practice a handful).
+    ``slope[h] = (1-phi) share_h / sum_{i in h} sigma_i`` (``const[h] = 0``); a stratum whose proxy is certain
+    everywhere (sum 0) spreads its share uniformly (``slope[h] = 0``, ``const[h] = (1-phi) share_h / N_h``).
     """
-    pi = np.zeros_like(weights)
-    free = weights > 0.0
-    remaining = budget
-    while True:
-        scale = remaining / weights[free].sum()
-        trial = weights * scale
-        over = free & (trial >= 1.0)
-        if not over.any():
-            pi[free] = trial[free]
-            return pi
-        pi[over] = 1.0
-        free &= ~over
-        remaining = budget - float(pi[~free].sum())
-        if not free.any() or remaining <= 0.0:
-            return pi
+
+    base: float
+    slope: npt.NDArray[np.float64]
+    const: npt.NDArray[np.float64]
+
+    def __call__(self, sigma: npt.NDArray[np.float64], codes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        """The weights of items with uncertainty ``sigma`` in strata ``codes``."""
+        return self.base + self.slope[codes] * sigma + self.const[codes]
+
+
+def stratum_weights(
+    counts: npt.ArrayLike, sigma_sums: npt.ArrayLike, *, floor: float, allocation: str
+) -> StratumWeights:
+    """The coefficients of :class:`StratumWeights` from each stratum's item count and sum of uncertainties."""
+    n_h = np.asarray(counts, dtype=np.float64)
+    s_h = np.asarray(sigma_sums, dtype=np.float64)
+    n = float(n_h.sum())
+    total = float(s_h.sum())
+    # Neyman's split of the active share: to sum(sigma) per stratum; proportional (or a certain proxy): to sizes
+    share = n_h / n if allocation == "proportional" or total <= 0.0 else s_h / total
+    flat = s_h <= 0.0
+    slope = np.where(flat, 0.0, (1.0 - floor) * share / np.where(flat, 1.0, s_h))
+    const = np.where(flat, (1.0 - floor) * share / np.maximum(n_h, 1.0), 0.0)
+    return StratumWeights(floor / n, slope, const)
+
+
+def top_count(budget: float, n: int) -> int:
+    """How many of the largest weights :func:`budget_scale` needs: at most ``floor(budget)`` items reach 1."""
+    return min(n, int(np.floor(budget)) + 1)
+
+
+def budget_scale(total_weight: float, top_weights: npt.ArrayLike, budget: float, n: int) -> float:
+    r"""The scale :math:`c` with :math:`\sum_i \min(1, c\,w_i) = n_{\mathrm{budget}}`, from the weights' total and
+    the :func:`top_count` largest weights only (so an engine sends one sum and a few values to the driver).
+
+    The items at 1 are always the largest weights; with the :math:`k` largest capped,
+    :math:`c_k = (n_b - k) / (W - \sum_{j \le k} t_j)`, and the right :math:`k` is the first with
+    :math:`t_{k+1} c_k < 1`. ``inf`` when the budget takes every item.
+    """
+    top = np.sort(np.asarray(top_weights, dtype=np.float64))[::-1]
+    if budget >= n:
+        return float("inf")
+    capped_sum = 0.0
+    for k in range(len(top)):
+        rest = total_weight - capped_sum
+        if rest <= 0.0:
+            break
+        scale = (budget - k) / rest
+        # the last item standing takes what is left (rounding could otherwise push it over 1)
+        if top[k] * scale < 1.0 or k == n - 1:
+            return float(scale)
+        capped_sum += float(top[k])
+    return float("inf")
+
+
+def capped(weights: npt.NDArray[np.float64], scale: float) -> npt.NDArray[np.float64]:
+    r""":math:`\pi_i = \min(1, c\,w_i)`."""
+    with np.errstate(invalid="ignore"):
+        return np.minimum(1.0, weights * scale) if np.isfinite(scale) else np.ones_like(weights)
 
 
 def _strata_codes(strata: npt.ArrayLike | None, n: int) -> tuple[npt.NDArray[np.int64], int]:
@@ -168,7 +211,7 @@ def inclusion_probabilities(
     Examples
     --------
     >>> pi = inclusion_probabilities([0.5, 0.5, 0.99, 0.999], 2, floor=0.2)
-    >>> pi.round(3), float(pi.sum())
+    >>> pi.round(3), round(float(pi.sum()), 9)
     (array([0.807, 0.807, 0.241, 0.145]), 2.0)
     """
     q = check_probabilities(p, where=_WHERE)
@@ -213,19 +256,17 @@ def _active(
     n_strata: int,
     allocation: str,
 ) -> npt.NDArray[np.float64]:
-    """The capped mixture of the floor and the stratified active rule (checked inputs)."""
-    n = len(q)
+    """The capped mixture of the floor and the stratified active rule (checked inputs), computed from the same
+    global sums as the Spark job."""
     sigma = uncertainty(q)
-    counts = np.bincount(codes, minlength=n_strata).astype(np.float64)
-    if allocation == "proportional":
-        stratum_share = counts / n
-    else:
-        by_stratum = np.bincount(codes, weights=sigma, minlength=n_strata)
-        total = by_stratum.sum()
-        stratum_share = by_stratum / total if total > 0 else counts / n
-    active = _shares(sigma, codes, stratum_share)  # sums to 1 over all items
-    weights = floor / n + (1.0 - floor) * active
-    return _cap(weights, budget)
+    counts = np.bincount(codes, minlength=n_strata)
+    coef = stratum_weights(
+        counts, np.bincount(codes, weights=sigma, minlength=n_strata), floor=floor, allocation=allocation
+    )
+    weights = coef(sigma, codes)
+    k = top_count(budget, len(q))
+    top = np.partition(weights, len(weights) - k)[len(weights) - k :]
+    return capped(weights, budget_scale(float(weights.sum()), top, budget, len(q)))
 
 
 @dataclass(frozen=True)
@@ -314,6 +355,32 @@ def cost_optimal_design(
         return CostDesign(n_proxy, True, v_proxy, float(v_plain), pi_proxy)
     uniform = np.full(n, n_plain / n)
     return CostDesign(n_plain, False, float(v_proxy), float(v_plain), uniform)
+
+
+#: Between an item's dataset and id in its key (Spark: ``xxhash64(concat_ws(sep, dataset, item_id))``).
+ITEM_KEY_SEPARATOR = "\x00"
+
+
+def item_keys(datasets: npt.ArrayLike, item_ids: npt.ArrayLike) -> npt.NDArray[np.int64]:
+    """Stable int64 keys of items: XXH64 (seed 42) of ``dataset + "\\x00" + item_id``, equal to Spark's
+    ``xxhash64(concat_ws("\\x00", dataset, item_id))`` (:func:`judgecal_dist.splits.group_keys`)."""
+    joined = (f"{d}{ITEM_KEY_SEPARATOR}{i}" for d, i in zip(np.asarray(datasets), np.asarray(item_ids), strict=True))
+    return group_keys(joined)
+
+
+def round_seed(seed: int, round_: int) -> int:
+    """The seed of round ``round_``'s draw: a keyed hash of (seed, round), so that each round draws afresh.
+
+    With one seed for every round, an item left out of round 1 (its ``u >= pi``) would be left out again whenever
+    its new ``pi`` is no larger: the rounds would not be independent draws.
+
+    Examples
+    --------
+    >>> round_seed(0, 1) != round_seed(0, 2), round_seed(5, 1) == round_seed(5, 1)
+    (True, True)
+    """
+    u = split_uniforms(np.array([round_], dtype=np.int64), [seed])[0, 0]
+    return int(u * 2.0**53)
 
 
 def draw_mask(pi: npt.ArrayLike, seed: int, *, keys: npt.ArrayLike | None = None) -> npt.NDArray[np.bool_]:
