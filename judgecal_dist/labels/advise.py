@@ -13,7 +13,6 @@ ensemble.example_cost`). Labels for a target width use the :math:`1/\\sqrt{n}` s
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 from dataclasses import dataclass, field
@@ -22,25 +21,17 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
-from scipy.special import logit
 
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.dataset import dataset_tables, read_dataset_table
 from judgecal_dist.io.filesystem import open_fs
 from judgecal_dist.io.pairs import derived_pairs, holds_pointwise_scores
 from judgecal_dist.io.score_collections import Collection, load_collections
-from judgecal_dist.methods.aggregation.aggregate import OneCoin
-from judgecal_dist.methods.aggregation.votes import signed_votes
-from judgecal_dist.methods.calibration.batched_beta import beta_cv_losses
-from judgecal_dist.methods.pipeline import Settings
+from judgecal_dist.labels.advise_frontier import panel_frontier, pick_panel
 from judgecal_dist.methods.repeated import ensemble as ens
-from judgecal_dist.methods.repeated.routing import HardVarianceRouting, pareto_frontier
-from judgecal_dist.progress import Progress
-from judgecal_dist.splits import assign_blocks, group_keys
-from judgecal_dist.stats.intervals import mean_interval, proportion_interval
-from judgecal_dist.stats.ranges import metric_range
-from judgecal_dist.studies.inclusion.search import FOLD_SEED_OFFSET
-from judgecal_dist.studies.recommendation import choose
+from judgecal_dist.methods.repeated.routing import HardVarianceRouting
+from judgecal_dist.splits import group_keys
+from judgecal_dist.stats.intervals import proportion_interval
 
 __all__ = [
     "AdviseSettings",
@@ -48,8 +39,6 @@ __all__ = [
     "parse_settings",
     "load_votes",
     "judge_costs",
-    "panel_frontier",
-    "pick_panel",
     "escalation_policies",
     "labels_for_width",
 ]
@@ -224,90 +213,6 @@ def judge_costs(
     return {j: costs[j] for j in judges}
 
 
-def _subsets(n_judges: int, max_judges: int) -> list[tuple[int, ...]]:
-    if n_judges > max_judges:
-        raise ConfigError(
-            f"max_judges: {n_judges} judges give {2**n_judges - 1} panels, above the {max_judges}-judge exhaustive "
-            f"limit; raise --set max_judges={n_judges} or drop judges from the data"
-        )
-    return [s for r in range(1, n_judges + 1) for s in itertools.combinations(range(n_judges), r)]
-
-
-def crossfit_losses(
-    data: PanelData, subsets: list[tuple[int, ...]], settings: AdviseSettings, pipeline: Settings
-) -> npt.NDArray[np.float64]:
-    """Cross-fitted per-item NLL of one-coin + beta for every subset, shape (subsets, items) (module docstring)."""
-    k = settings.folds
-    folds = assign_blocks(data.keys, settings.seed + FOLD_SEED_OFFSET, [1.0 / k] * k).astype(np.int64)
-    if np.unique(folds).size < 2 or len(np.unique(data.labels)) < 2:
-        raise InputError("labels: need both labels A and B over at least two groups of items; ingest more labels")
-    mask = np.zeros((len(subsets), data.votes.shape[1]))
-    for row, subset in enumerate(subsets):
-        mask[row, list(subset)] = 1.0
-    t = np.zeros((len(subsets), data.votes.shape[0]))
-    progress = Progress(k + 1, label="advise: cross-fitting folds")
-    for fold in np.unique(folds):
-        held = folds == fold
-        model = OneCoin(alpha0=pipeline.alpha0, beta0=pipeline.beta0, prior=pipeline.class_prior)
-        model.fit(data.votes[~held], data.labels[~held])
-        t[:, held] = logit(model.prior_) + (mask * model.weights_) @ signed_votes(data.votes[held]).T
-        progress.advance()
-    losses = beta_cv_losses(
-        t, data.labels, folds, penalty=pipeline.beta_penalty, l1_ratio=pipeline.beta_l1_ratio, eps=pipeline.eps
-    )
-    progress.advance()
-    return losses
-
-
-def panel_frontier(data: PanelData, costs: dict[str, float], settings: AdviseSettings) -> pd.DataFrame:
-    """One row per panel: judges, cost per item, cross-fitted NLL and accuracy with intervals, frontier flag."""
-    subsets = _subsets(len(data.judge_ids), settings.max_judges)
-    losses = crossfit_losses(data, subsets, settings, Settings())
-    n = losses.shape[1]
-    rows = []
-    for subset, loss in zip(subsets, losses, strict=True):
-        members = [str(data.judge_ids[i]) for i in subset]
-        nll = mean_interval(loss, metric_range("nll"), test_train_ratio=0.0, confidence=settings.level)
-        # a calibrated probability of the true label above 1/2 (loss below log 2) is a correct argmax
-        correct = int((loss < math.log(2.0)).sum())
-        acc = proportion_interval(correct, n, confidence=settings.level)
-        rows.append(
-            {
-                "panel": "+".join(members),
-                "n_judges": len(members),
-                "cost_per_item": float(sum(costs[j] for j in members)),
-                "nll": nll.estimate,
-                "nll_ci_low": nll.low,
-                "nll_ci_high": nll.high,
-                "se": float(loss.std(ddof=1) / math.sqrt(n)),
-                "accuracy": acc.estimate,
-                "accuracy_ci_low": acc.low,
-                "accuracy_ci_high": acc.high,
-                "n_items": n,
-            }
-        )
-    table = pd.DataFrame(rows)
-    front = pareto_frontier(table.assign(score=-table["nll"]), cost="cost_per_item", accuracy="score")
-    return table.assign(on_frontier=table["panel"].isin(set(front["panel"])))
-
-
-def pick_panel(frontier: pd.DataFrame, level: float) -> tuple[pd.Series, pd.Series]:
-    """The recommendation engine's one-SE pick (cheapest panel within one SE of the lowest NLL), and the best.
-
-    Every row is one pipeline (one-coin + beta) on a named judge subset, all deployable; the engine ranks the
-    near rows by its judges column, here the rank of the cost (cheapest first, then fewer judges).
-    """
-    view = frontier.assign(
-        aggregator="one_coin",
-        calibrator="beta",
-        subset=frontier["panel"],
-        panel="all",
-        cost_rank=frontier["cost_per_item"].rank(method="dense") * 1000 + frontier["n_judges"],
-    )
-    choice = choose(view, "one_se", level=level, judges="cost_rank")
-    return frontier.loc[choice.chosen.name], frontier.loc[choice.best.name]
-
-
 def escalation_policies(data: PanelData, settings: AdviseSettings) -> pd.DataFrame:
     """Per collection with both tiers priced: the hard variance routing sweep (ensemble study) and its pick.
 
@@ -391,6 +296,42 @@ def _label_need(chosen: pd.Series, settings: AdviseSettings) -> dict[str, Any] |
     }
 
 
+def _advice(
+    data_url: str,
+    data: PanelData,
+    settings: AdviseSettings,
+    costs: dict[str, float],
+    frontier: pd.DataFrame,
+    escalation: pd.DataFrame,
+) -> dict[str, Any]:
+    """The advice document (``advice.json``; the page renders it)."""
+    chosen, best = pick_panel(frontier, settings.level)
+    return {
+        "data": data_url,
+        "n_items": int(data.votes.shape[0]),
+        "n_judges": int(len(data.judge_ids)),
+        "level": settings.level,
+        "folds": settings.folds,
+        "search": str(frontier["search"].iloc[0]),
+        "chosen": chosen.to_dict(),
+        "best": best.to_dict(),
+        "escalation": _escalation_records(escalation, data, settings) if len(escalation) else [],
+        "escalation_reason": "no collection holds repeated samples of both tiers with prices "
+        f"(`{settings.cheap_tier}` and `{settings.full_tier}`; set prices.<tier>=[input, output])",
+        "cheap_tier": settings.cheap_tier,
+        "full_tier": settings.full_tier,
+        "labels": _label_need(chosen, settings),
+        "costs": costs,
+        "cost_unit": "$" if settings.prices else "cost units",
+        "cost_source": (
+            "a judge of repeated-sample score data costs its tier's mean one-sample cost per example (every "
+            "response scored once; the example's response pairs share it), from the tier prices."
+            if settings.prices
+            else "each judge's cost per call from the settings or the judges table's cost_per_call."
+        ),
+    }
+
+
 def advise(
     data_url: str,
     output: str,
@@ -408,6 +349,7 @@ def advise(
     from judgecal_dist.config import apply_overrides, load_yaml
     from judgecal_dist.io.filesystem import fingerprint_inputs
     from judgecal_dist.io.ownership import refuse_output_inside
+    from judgecal_dist.io.records import to_json
     from judgecal_dist.labels import advise_report as page
 
     refuse_output_inside(output, "--output", {"--data": data_url})
@@ -418,33 +360,24 @@ def advise(
     data = load_votes(data_url, options)
     costs = judge_costs(data_url, data, settings, options)
     inputs = {"data": fingerprint_inputs(data_url, options), "settings": raw, "costs": costs}
-    committed = marker is not None and "inputs" in marker and page.SUCCESS in marker.get("files", [])
+    fs, root = open_fs(output, options)
+    committed = marker is not None and fs.exists(f"{root.rstrip('/')}/{page.SUCCESS}")  # _SUCCESS comes last
     found = marker.get("inputs") if marker else None
     if page.OWNER.reuse(output.rstrip("/"), found, inputs, committed=committed, overwrite=overwrite):
-        fs, root = open_fs(output, options)
         return dict(json.loads(fs.cat_file(f"{root.rstrip('/')}/advice.json")))
-    frontier = panel_frontier(data, costs, settings)
-    chosen, best = pick_panel(frontier, settings.level)
+    frontier = panel_frontier(
+        list(data.judge_ids),
+        data.votes,
+        data.labels,
+        data.keys,
+        costs,
+        folds=settings.folds,
+        seed=settings.seed,
+        level=settings.level,
+        max_judges=settings.max_judges,
+    )
     escalation = escalation_policies(data, settings)
-    advice: dict[str, Any] = {
-        "data": data_url,
-        "n_items": int(data.votes.shape[0]),
-        "n_judges": int(len(data.judge_ids)),
-        "level": settings.level,
-        "folds": settings.folds,
-        "chosen": chosen.to_dict(),
-        "best": best.to_dict(),
-        "escalation": _escalation_records(escalation, data, settings) if len(escalation) else [],
-        "escalation_reason": "no collection holds repeated samples of both tiers with prices "
-        f"(`{settings.cheap_tier}` and `{settings.full_tier}`; set prices.<tier>=[input, output])",
-        "cheap_tier": settings.cheap_tier,
-        "full_tier": settings.full_tier,
-        "labels": _label_need(chosen, settings),
-        "costs": costs,
-        "cost_unit": "$" if settings.prices else "cost units",
-        "cost_source": "judges priced from their tiers' tokens and prices (one sample per response) where "
-        "prices are given, else from the settings' costs or the judges table's cost_per_call.",
-    }
+    advice = _advice(data_url, data, settings, costs, frontier, escalation)
     parts: dict[str, Any] = {
         "report.md": page.render_markdown(advice, frontier),
         "frontier.parquet": frontier,
@@ -452,8 +385,6 @@ def advise(
     }
     if len(escalation):
         parts["escalation.parquet"] = escalation
-    from judgecal_dist.io.records import to_json
-
     parts["advice.json"] = to_json(advice)
     page.write_advice(output, marker, inputs, parts, options)
     return advice

@@ -66,7 +66,8 @@ def _answers(advice: Mapping[str, Any]) -> list[str]:
         lines.append(
             f"- **Labels**: an accuracy interval of width {need['target_width']:.3g} for this panel needs about "
             f"{need['needed']} labelled items; **buy {need['to_buy']}** (now {need['have']}, width "
-            f"{need['width_now']:.3g}; width scales as 1/sqrt(labels))."
+            f"{need['width_now']:.3g}; width scales as 1/sqrt(labels)). Below which label count the choice of "
+            "pipeline itself changes is the budget study's question (`judgecal run budget`)."
         )
     else:
         lines.append("- Labels: no target width given (`--set target_width=0.05` says how many to buy for it).")
@@ -104,7 +105,7 @@ def render_markdown(advice: Mapping[str, Any], frontier: pd.DataFrame) -> str:
         "",
         "## How these numbers were made",
         "",
-        f"- Each panel is one-coin + beta calibration; NLL and accuracy are cross-fitted over {advice['folds']} keyed "
+        f"- Panels: found by the {advice['search']} search of the judges; each is one-coin + beta calibration; NLL and accuracy are cross-fitted over {advice['folds']} keyed "
         "folds (grouped items stay together): no item's loss uses its own label. NLL intervals are t intervals "
         "of the mean item loss, accuracy intervals Wilson score intervals; items of one group are not independent, "
         "so the intervals are somewhat narrow where groups are large.",

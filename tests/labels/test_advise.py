@@ -121,6 +121,17 @@ def test_frontier_and_pick_agree_with_brute_force(panel_url, advised):
         assert not (got[got["cost_per_item"] < row["cost_per_item"]]["nll"] < row["nll"]).any(), name
 
 
+def test_above_the_exhaustive_limit_the_beam_and_greedy_panels_are_scored(panel_url, tmp_path):
+    out = tmp_path / "out"
+    result = _invoke("--data", panel_url, "--output", str(out), *_costs_args(), "--set", "max_judges=3")
+    assert result.exit_code == 0, result.output
+    got = pd.read_parquet(out / "frontier.parquet").set_index("panel")
+    ref = _reference(panel_url).set_index("panel")
+    assert (got["search"] == "beam + greedy forward").all() and 4 <= len(got) < len(ref)
+    np.testing.assert_allclose(got["nll"], ref.loc[got.index, "nll"], atol=2e-3)
+    assert "beam + greedy forward search" in (out / "report.md").read_text()
+
+
 def test_report_answers_first_and_the_folder_is_committed(advised):
     report = (advised / "report.md").read_text()
     advice = json.loads((advised / "advice.json").read_text())
