@@ -33,7 +33,7 @@ from judgecal_dist.stats.ranges import metric_range
 from judgecal_dist.studies.inclusion.search import FOLD_SEED_OFFSET, SearchSettings
 from judgecal_dist.studies.recommendation import choose
 
-__all__ = ["CrossFitScorer", "panel_frontier", "pick_panel"]
+__all__ = ["CrossFitScorer", "cluster_values", "panel_frontier", "pick_panel"]
 
 
 class CrossFitScorer:
@@ -89,23 +89,50 @@ def _search(scorer: CrossFitScorer, n_judges: int, max_judges: int) -> str:
     return "beam + greedy forward"
 
 
-def _row(members: list[str], loss: npt.NDArray[np.float64], cost: float, level: float) -> dict[str, object]:
+def cluster_values(values: npt.NDArray[np.float64], groups: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    r"""One pseudo-value per group whose mean is the items' mean and whose variance of the mean is the
+    cluster-robust one: :math:`u_g = m + (G/n)(S_g - n_g m)` with :math:`S_g, n_g` the group's sum and size.
+
+    Items of one group (the response pairs of one example) are not independent; the t interval of the ``u_g`` is
+    the cluster-robust (CR1) interval of the item mean with :math:`G - 1` degrees of freedom, and with one item
+    per group the ``u_g`` are the items' values.
+    """
+    _, codes = np.unique(groups, return_inverse=True)
+    sums, sizes = np.bincount(codes, weights=values), np.bincount(codes)
+    m, n = float(values.mean()), values.size
+    return m + (sums.size / n) * (sums - sizes * m)
+
+
+def _row(
+    members: list[str], loss: npt.NDArray[np.float64], groups: npt.NDArray[np.int64], cost: float, level: float
+) -> dict[str, object]:
     n = loss.size
-    nll = mean_interval(loss, metric_range("nll"), test_train_ratio=0.0, confidence=level)
+    u = cluster_values(loss, groups)
+    # unbounded t interval of the pseudo-values (they may leave the loss's range), ends kept inside it
+    raw = mean_interval(u, None, test_train_ratio=0.0, confidence=level)
+    bounds = metric_range("nll")
+    se = float(u.std(ddof=1) / math.sqrt(u.size))
     # a calibrated probability of the true label above 1/2 (loss below log 2) is a correct argmax
-    acc = proportion_interval(int((loss < math.log(2.0)).sum()), n, confidence=level)
+    correct = (loss < math.log(2.0)).astype(np.float64)
+    # Wilson interval at the effective number of items (n over the design effect of the groups)
+    iid = correct.var(ddof=1) / n
+    grouped = cluster_values(correct, groups).var(ddof=1) / u.size
+    n_eff = n if grouped <= 0 or iid <= 0 else max(1, min(n, round(n * iid / grouped)))
+    acc = proportion_interval(round(correct.mean() * n_eff), n_eff, confidence=level)
     return {
         "panel": "+".join(members),
         "n_judges": len(members),
         "cost_per_item": cost,
-        "nll": nll.estimate,
-        "nll_ci_low": nll.low,
-        "nll_ci_high": nll.high,
-        "se": float(loss.std(ddof=1) / math.sqrt(n)),
-        "accuracy": acc.estimate,
-        "accuracy_ci_low": acc.low,
-        "accuracy_ci_high": acc.high,
+        "nll": float(loss.mean()),
+        "nll_ci_low": max(raw.low, bounds.low if bounds else 0.0),
+        "nll_ci_high": min(raw.high, bounds.high if bounds else math.inf),
+        "se": se,
+        "accuracy": float(correct.mean()),
+        "accuracy_ci_low": min(acc.low, float(correct.mean())),
+        "accuracy_ci_high": max(acc.high, float(correct.mean())),
         "n_items": n,
+        "n_groups": int(u.size),
+        "effective_items": int(n_eff),
     }
 
 
@@ -134,7 +161,7 @@ def panel_frontier(
     rows = []
     for subset, loss in sorted(scorer.losses.items(), key=lambda kv: (len(kv[0]), kv[0])):
         members = [str(judge_ids[i]) for i in subset]
-        rows.append(_row(members, loss, float(sum(costs[j] for j in members)), level))
+        rows.append(_row(members, loss, keys, float(sum(costs[j] for j in members)), level))
     table = pd.DataFrame(rows)
     front = pareto_frontier(table.assign(score=-table["nll"]), cost="cost_per_item", accuracy="score")
     return table.assign(on_frontier=table["panel"].isin(set(front["panel"])), search=search)

@@ -106,9 +106,9 @@ def render_markdown(advice: Mapping[str, Any], frontier: pd.DataFrame) -> str:
         "## How these numbers were made",
         "",
         f"- Panels: found by the {advice['search']} search of the judges; each is one-coin + beta calibration; NLL and accuracy are cross-fitted over {advice['folds']} keyed "
-        "folds (grouped items stay together): no item's loss uses its own label. NLL intervals are t intervals "
-        "of the mean item loss, accuracy intervals Wilson score intervals; items of one group are not independent, "
-        "so the intervals are somewhat narrow where groups are large.",
+        "folds (grouped items stay together): no item's loss uses its own label. Intervals are cluster-robust over "
+        f"the {advice['chosen']['n_groups']} item groups (items of one group are not independent): a t interval for "
+        "the NLL, a Wilson interval at the effective number of items for the accuracy.",
         "- Cost per item = the sum of the panel's judges' cost per call; " + advice["cost_source"],
         "- Escalation: hard variance routing swept over thresholds, priced as the ensemble study prices its "
         "tiers (input tokens once per call, output tokens per sample); the policy is the cheapest point of the "

@@ -132,6 +132,22 @@ def test_above_the_exhaustive_limit_the_beam_and_greedy_panels_are_scored(panel_
     assert "beam + greedy forward search" in (out / "report.md").read_text()
 
 
+def test_cluster_values_give_the_cluster_robust_standard_error():
+    import statsmodels.api as sm
+
+    from judgecal_dist.labels.advise_frontier import cluster_values
+
+    rng = np.random.default_rng(3)
+    groups = rng.integers(0, 60, size=400)
+    values = rng.gamma(2.0, 0.2, size=400) + 0.3 * (groups % 5)
+    u = cluster_values(values, groups)
+    assert u.mean() == pytest.approx(values.mean(), rel=1e-12)
+    fit = sm.OLS(values, np.ones(values.size)).fit(cov_type="cluster", cov_kwds={"groups": groups})
+    assert u.std(ddof=1) / math.sqrt(u.size) == pytest.approx(float(fit.bse[0]), rel=1e-9)
+    singletons = np.arange(values.size)
+    np.testing.assert_allclose(cluster_values(values, singletons), values, rtol=1e-12)
+
+
 def test_report_answers_first_and_the_folder_is_committed(advised):
     report = (advised / "report.md").read_text()
     advice = json.loads((advised / "advice.json").read_text())
