@@ -38,6 +38,7 @@ __all__ = [
     "PanelData",
     "parse_settings",
     "load_votes",
+    "table_prices",
     "judge_costs",
     "escalation_policies",
     "labels_for_width",
@@ -176,6 +177,18 @@ def _collection_costs(data: PanelData, settings: AdviseSettings) -> dict[str, fl
                 )
                 out[f"{tier}/{c.prompt_variant}"] = float(np.mean(cost))
     return out
+
+
+def table_prices(url: str, data: PanelData, storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Tier prices from the judges table (``cost_per_mtok_in``/``_out`` of a judge whose ``tier`` holds repeated
+    samples), used when the settings give no ``prices``."""
+    tiers = {t for c in data.collections for t in c.tiers}
+    options = dict(storage_options or {})
+    if not tiers or "judges" not in dataset_tables(url, storage_options=options):
+        return {}
+    frame = read_dataset_table(url, "judges", storage_options=options).to_pandas()
+    frame = frame[frame["tier"].isin(tiers)].dropna(subset=["cost_per_mtok_in", "cost_per_mtok_out"])
+    return {str(r.tier): [r.cost_per_mtok_in, r.cost_per_mtok_out] for r in frame.itertuples()}
 
 
 def judge_costs(
@@ -358,6 +371,8 @@ def advise(
     options = dict(storage_options or {})
     marker = page.claim(output, options)
     data = load_votes(data_url, options)
+    if not raw.get("prices"):
+        settings = parse_settings({**raw, "prices": table_prices(data_url, data, options)})
     costs = judge_costs(data_url, data, settings, options)
     inputs = {"data": fingerprint_inputs(data_url, options), "settings": raw, "costs": costs}
     fs, root = open_fs(output, options)

@@ -224,3 +224,12 @@ def test_a_folder_of_other_files_is_refused(panel_url, tmp_path):
     result = _invoke("--data", panel_url, "--output", str(out), *_costs_args())
     assert result.exit_code == 2 and "did not write" in result.output
     assert [p.name for p in out.iterdir()] == ["mine.txt"]
+
+
+def test_missing_data_and_an_output_inside_the_data_are_refused(panel_url, tmp_path):
+    out = tmp_path / "out"
+    missing = _invoke("--data", str(tmp_path / "nope"), "--output", str(out), *_costs_args())
+    assert missing.exit_code == 2 and "nope" in missing.output and not out.exists()
+    inside = _invoke("--data", panel_url, "--output", f"{panel_url}/advice", *_costs_args())
+    assert inside.exit_code == 2 and "--output" in inside.output
+    assert not Path(panel_url, "advice").exists()

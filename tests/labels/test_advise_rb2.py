@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
@@ -92,3 +93,22 @@ def test_labels_to_buy_for_the_target_width(advised):
     width = chosen["accuracy_ci_high"] - chosen["accuracy_ci_low"]
     assert need["needed"] >= chosen["n_items"] * (width / 0.01) ** 2
     assert need["to_buy"] == need["needed"] - chosen["n_items"] > 0
+
+
+def test_tier_prices_from_the_judges_table(rb2_url, advised, ensemble_units, tmp_path):
+    from judgecal_dist.io.dataset import dataset_tables, read_dataset_table, write_dataset
+
+    prices = dict(ensemble_units[0].prices)
+    tables = {name: read_dataset_table(rb2_url, name) for name in dataset_tables(rb2_url)}
+    judges = tables["judges"].to_pandas()
+    judges["cost_per_mtok_in"] = judges["tier"].map(lambda t: prices[t][0])
+    judges["cost_per_mtok_out"] = judges["tier"].map(lambda t: prices[t][1])
+    tables["judges"] = pa.Table.from_pandas(judges, preserve_index=False)
+    priced = str(tmp_path / "priced")
+    write_dataset(priced, tables, {"source": "test"})
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["advise", "--data", priced, "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    got = json.loads((out / "advice.json").read_text())
+    assert got["costs"] == advised[0]["costs"]
+    assert [p["cost"] for p in got["escalation"]] == [p["cost"] for p in advised[0]["escalation"]]
