@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine.jobs.dawid_skene import fit_dawid_skene
+from judgecal_dist.engine.jobs.dawid_skene import VotePatterns, dawid_skene_model, fit_dawid_skene, read_item_votes
 from judgecal_dist.engine.votes.codec import VERDICT_COLUMNS, item_votes
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.dataset import read_dataset_table
@@ -139,3 +139,24 @@ def test_from_parameters_scores_like_the_fit():
         DawidSkene.from_parameters(0.5, np.full((3, 2, 2), 0.7))
     with pytest.raises(InputError, match=r"prior: must lie in \[0, 1\]"):
         DawidSkene.from_parameters(1.5, fitted.confusion_)
+
+
+def test_patterns_keyed_once_equal_a_table_fit_per_fold(generated):
+    """Votes read once for every judge, a panel's patterns keyed once, each fold's labels set latent: the fit of
+    the table with those judges and those items latent (which reads and codes it again)."""
+    judges = fit_dawid_skene(generated, n_iter=1, fixed_iter=True).judge_ids
+    source = read_item_votes(generated, EngineConfig(), 0, judges, None)
+    cols = np.array([5, 0, 3])  # a panel, columns out of order
+    patterns = VotePatterns.of(source, cols)
+    assert len(patterns.votes) <= 3**3 and len(patterns.pattern) == len(source.labels)
+    item_ids = np.array(source.keys.column("item_id").to_pylist())
+    labelled = item_ids[source.labels >= 0]
+    for latent in (labelled[::2], labelled[1::2], labelled[:0]):
+        model = patterns.fit(dawid_skene_model(n_iter=50), np.isin(item_ids, latent))
+        direct = fit_dawid_skene(
+            generated, engine="local", judge_ids=[judges[c] for c in cols], latent_items=set(latent), n_iter=50
+        )
+        assert model.n_iter_ == direct.n_iter and direct.n_labelled == len(labelled) - len(latent)
+        np.testing.assert_allclose(model.confusion_, direct.confusion, rtol=1e-12)
+        assert model.prior_ == pytest.approx(direct.prior, rel=1e-12)
+        np.testing.assert_allclose(model.loss_history_, direct.model.loss_history_, rtol=1e-12)

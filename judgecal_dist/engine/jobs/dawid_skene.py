@@ -35,12 +35,13 @@ from judgecal_dist.engine.jobs.stats import choose_engine
 from judgecal_dist.engine.votes.codec import VERDICT_COLUMNS, ItemVotes, item_votes
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.dataset import read_dataset_table
+from judgecal_dist.methods.aggregation.cells import label_cells, vote_cells
 from judgecal_dist.methods.aggregation.dawid_skene import UNLABELLED, DawidSkene
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["DawidSkeneFit", "fit_dawid_skene"]
+__all__ = ["DawidSkeneFit", "VotePatterns", "dawid_skene_model", "fit_dawid_skene", "read_item_votes"]
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,21 @@ def _judges(source: Any, config: EngineConfig, sample: int, dataset: str | None,
     return found
 
 
+def read_item_votes(
+    url: str, config: EngineConfig, sample: int, judge_ids: list[str] | None, dataset: str | None
+) -> ItemVotes:
+    """The table's verdicts and labels read once and coded (the vote codec's dense votes of every item)."""
+    verdicts = read_dataset_table(
+        url,
+        "verdicts",
+        VERDICT_COLUMNS,
+        storage_options=config.storage_options,
+        dictionary_columns=["dataset", "item_id", "group_id", "judge_id", "verdict"],
+    )
+    table = read_dataset_table(url, "labels", _LABEL_COLUMNS, storage_options=config.storage_options)
+    return item_votes(verdicts, table, judge_ids, sample=sample, dataset=dataset)
+
+
 def _votes_in_memory(
     source: Any,
     labels: npt.ArrayLike | None,
@@ -122,15 +138,7 @@ def _votes_in_memory(
 ) -> tuple[npt.ArrayLike, npt.ArrayLike | None]:
     """Votes and label codes (-1 = none) of an in-memory fit."""
     if isinstance(source, str):
-        verdicts = read_dataset_table(
-            source,
-            "verdicts",
-            VERDICT_COLUMNS,
-            storage_options=config.storage_options,
-            dictionary_columns=["dataset", "item_id", "group_id", "judge_id", "verdict"],
-        )
-        table = read_dataset_table(source, "labels", _LABEL_COLUMNS, storage_options=config.storage_options)
-        source = item_votes(verdicts, table, judge_ids, sample=sample, dataset=dataset)
+        source = read_item_votes(source, config, sample, judge_ids, dataset)
     if isinstance(source, ItemVotes):
         codes = source.labels
         if latent_items:
@@ -140,6 +148,67 @@ def _votes_in_memory(
             codes = np.where(hidden, UNLABELLED, codes).astype(codes.dtype)
         return source.votes, codes
     return source, labels
+
+
+@dataclass(frozen=True)
+class VotePatterns:
+    """The vote-pattern cells of a panel's items, keyed once, for many fits that differ only in which labels are
+    latent (a cross-fitting's folds and its export): each fit recounts the cells by label state
+    (:func:`~judgecal_dist.methods.aggregation.cells.label_cells`, linear) and runs EM over them.
+
+    Attributes
+    ----------
+    votes : ndarray of shape (n_patterns, n_judges)
+        The distinct vote patterns.
+    pattern : ndarray of shape (n_items,)
+        Each item's pattern (items as in the source :class:`ItemVotes`: every item with a verdict row at the
+        sample, as a table fit reads them, even one without a verdict from these judges).
+    labels : ndarray of shape (n_items,)
+        Label codes (-1: none).
+    """
+
+    votes: npt.NDArray[np.int8]
+    pattern: npt.NDArray[np.intp]
+    labels: npt.NDArray[np.int64]
+
+    @classmethod
+    def of(cls, source: ItemVotes, cols: npt.ArrayLike) -> VotePatterns:
+        """The patterns of the judges ``cols`` (column positions of ``source``)."""
+        patterns, _, pattern, _ = vote_cells(source.votes[:, np.asarray(cols)])
+        return cls(patterns, pattern, source.labels.astype(np.int64))
+
+    def fit(self, model: DawidSkene, latent: npt.NDArray[np.bool_] | None = None) -> DawidSkene:
+        """``model`` fitted over the cells, the labels of the items flagged ``latent`` left out (all of them
+        unless ``semi_supervised``); ``posteriors_`` holds one row per cell."""
+        labels = self.labels if latent is None else np.where(latent, UNLABELLED, self.labels)
+        if not model.semi_supervised:
+            labels = np.full_like(self.labels, UNLABELLED)
+        cell_pattern, cell_labels, _, counts = label_cells(self.pattern, len(self.votes), labels)
+        return model.fit_cells(self.votes[cell_pattern], cell_labels if model.semi_supervised else None, counts)
+
+
+def dawid_skene_model(
+    *,
+    n_iter: int = 100,
+    tol: float = 1e-6,
+    tol_posterior: float = 1e-6,
+    semi_supervised: bool = True,
+    smoothing: float = 0.01,
+    eps: float = 1e-6,
+    fixed_iter: bool = False,
+) -> DawidSkene:
+    """The estimator of a table fit (:func:`fit_dawid_skene`'s defaults), hyperparameters checked."""
+    model = DawidSkene(
+        n_iter=n_iter,
+        tol=tol,
+        tol_posterior=tol_posterior,
+        smoothing=smoothing,
+        semi_supervised=semi_supervised,
+        fixed_iter=fixed_iter,
+        eps=eps,
+    )
+    model.check_params("fit_dawid_skene")
+    return model
 
 
 def fit_dawid_skene(
@@ -218,16 +287,15 @@ def fit_dawid_skene(
     ('local', [1, 0])
     """
     config = config or EngineConfig()
-    model = DawidSkene(
+    model = dawid_skene_model(
         n_iter=n_iter,
         tol=tol,
         tol_posterior=tol_posterior,
-        smoothing=smoothing,
         semi_supervised=semi_supervised,
-        fixed_iter=fixed_iter,
+        smoothing=smoothing,
         eps=eps,
+        fixed_iter=fixed_iter,
     )
-    model.check_params("fit_dawid_skene")
     if labels is not None and not isinstance(source, np.ndarray | list | tuple):
         raise ConfigError(
             "fit_dawid_skene: labels: only with a vote matrix; a table's labels come from its labels table and "

@@ -225,6 +225,33 @@ class DawidSkene(ClassifierMixin, LogOddsTransformer, BaseEstimator):
         # EM runs over cells: items sharing a vote pattern and a label code have the same posterior at every
         # iteration, so one row per cell weighted by its count gives the same sums (up to their order).
         cell_votes, cell_labels, inverse, w = vote_cells(votes, labels)
+        return self.fit_cells(cell_votes, cell_labels, w, inverse)
+
+    def fit_cells(
+        self,
+        cell_votes: npt.NDArray[np.int8],
+        cell_labels: npt.NDArray[np.int64] | None,
+        counts: npt.NDArray[np.float64],
+        inverse: npt.NDArray[np.intp] | None = None,
+    ) -> Self:
+        """The EM of :meth:`fit` over vote-pattern cells (:func:`vote_cells`, or counts summed elsewhere: a Spark
+        job, a cross-fitting's folds), every sum weighted by the cell's count.
+
+        Parameters
+        ----------
+        cell_votes : ndarray of shape (n_cells, n_judges)
+            One vote pattern per cell, codes in {-1, 0, 1}.
+        cell_labels : ndarray of shape (n_cells,) or None
+            The cells' label codes (0, 1, -1 = none); None for an unsupervised fit.
+        counts : ndarray of shape (n_cells,)
+            Items per cell (positive).
+        inverse : ndarray of shape (n_items,), optional
+            Each item's cell: ``posteriors_`` then holds one row per item; without it, one per cell.
+        """
+        where = "DawidSkene.fit"
+        self.check_params(where)
+        w = np.asarray(counts, dtype=np.float64)
+        n_items = float(w.sum())
         Ht = vote_indicators(cell_votes)
         T = self.initial_posteriors(Ht, cell_labels)
         self.loss_history_: list[float] = []
@@ -235,7 +262,7 @@ class DawidSkene(ClassifierMixin, LogOddsTransformer, BaseEstimator):
             T_new, ll = self.e_step(Ht, prior, confusion, cell_labels, w)
             delta = float(np.max(np.abs(T_new[:, 1] - T[:, 1])))
             T = T_new
-            self.loss_history_.append(-ll / votes.shape[0])
+            self.loss_history_.append(-ll / n_items)
             self.n_iter_ = it
             self.converged_ = self.meets_stopping_rule(delta, ll, ll_prev)
             if self.converged_ and not self.fixed_iter:
@@ -244,13 +271,13 @@ class DawidSkene(ClassifierMixin, LogOddsTransformer, BaseEstimator):
         if not self.converged_ and not self.fixed_iter:
             self.warn_not_converged(where)
         prior, confusion = self.m_step(Ht, T, w)
-        T = T[inverse]
-        anchored = labels is not None and bool((labels != UNLABELLED).any())
-        self.label_switched_ = not anchored and self.needs_label_swap(confusion, (votes != MISSING).any(axis=0))
+        T = T if inverse is None else T[inverse]
+        anchored = cell_labels is not None and bool((cell_labels != UNLABELLED).any())
+        self.label_switched_ = not anchored and self.needs_label_swap(confusion, (cell_votes != MISSING).any(axis=0))
         if self.label_switched_:
             T, prior, confusion = T[:, ::-1].copy(), 1.0 - prior, confusion[:, ::-1, :].copy()
         self.posteriors_, self.prior_, self.confusion_ = T, prior, confusion
-        self.n_features_in_ = votes.shape[1]
+        self.n_features_in_ = cell_votes.shape[1]
         self.classes_ = np.array([0, 1])
         return self
 

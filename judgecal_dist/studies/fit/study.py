@@ -39,7 +39,6 @@ import pandas as pd
 from sklearn.exceptions import ConvergenceWarning
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine.jobs.dawid_skene import fit_dawid_skene
 from judgecal_dist.engine.jobs.panel import Panel, load_panel
 from judgecal_dist.engine.jobs.stats import choose_engine
 from judgecal_dist.errors import ConfigError
@@ -52,6 +51,7 @@ from judgecal_dist.stats.metrics import pointwise_nll
 from judgecal_dist.studies.base import StudyResult
 from judgecal_dist.studies.fit import report
 from judgecal_dist.studies.fit.config import Config, Replicate
+from judgecal_dist.studies.fit.ds import TableVotes, fit_fold
 from judgecal_dist.studies.preflight import check_parts, check_votes
 from judgecal_dist.studies.recommendation import candidate_name, read_choices
 from judgecal_dist.studies.recommendation import choose as pick
@@ -80,6 +80,11 @@ class FitInput:
     ds: dict[tuple[int, str], DawidSkene] = field(default_factory=dict)
     ds_warnings: dict[tuple[int, str], int] = field(default_factory=dict)
     others: tuple[dict[str, Any], ...] = ()
+    table: TableVotes | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The coded table stays on the driver: replicates read their fold's fitted model from ``ds``.
+        return {**self.__dict__, "table": None}
 
 
 def load(config: Config, engine: EngineConfig) -> FitInput:
@@ -99,7 +104,9 @@ def load(config: Config, engine: EngineConfig) -> FitInput:
     preflight(config, data)  # before the Dawid-Skene fits below: a degenerate panel fails them
     if "dawid_skene" not in config.aggregators:
         return data
-    data = FitInput(panel, config, roles, engine, choose_engine(url, None, engine), others=others)
+    ds_engine = choose_engine(url, None, engine)
+    table = TableVotes.read(url, panel, engine, config.sample) if ds_engine == "local" else None
+    data = FitInput(panel, config, roles, engine, ds_engine, others=others, table=table)
     for fold in range(config.folds):
         held = roles == fold
         train = ~held
@@ -113,27 +120,26 @@ def load(config: Config, engine: EngineConfig) -> FitInput:
         )
         for panel_name, cols in chosen.items():
             data.ds[fold, panel_name], data.ds_warnings[fold, panel_name] = counting_warnings(
-                _dawid_skene, data, cols, panel.item_ids[held]
+                _dawid_skene, data, cols, held
             )
     return data
 
 
-def _dawid_skene(data: FitInput, cols: np.ndarray, latent: np.ndarray) -> DawidSkene:
-    """Semi-supervised Dawid-Skene over every item voted by the judges ``cols``, the ``latent`` items' labels left
-    out; its columns are ``cols`` in order."""
-    config, settings = data.config, data.config.settings
-    fit = fit_dawid_skene(
+def _dawid_skene(data: FitInput, cols: np.ndarray, held: np.ndarray) -> DawidSkene:
+    """Semi-supervised Dawid-Skene over every item of the table, the labels of the panel rows ``held`` left out;
+    its columns are ``cols`` in order (:func:`judgecal_dist.studies.fit.ds.fit_fold`)."""
+    config = data.config
+    return fit_fold(
         str(config.data),
-        n_iter=settings.ds_n_iter,
-        eps=settings.eps,
-        engine=data.ds_engine,
-        config=data.engine,
-        sample=config.sample,
-        judge_ids=[str(j) for j in data.panel.judge_ids[cols]],
-        dataset=data.panel.dataset,
-        latent_items=set(map(str, latent)),
+        data.panel,
+        config.settings,
+        data.engine,
+        data.ds_engine,
+        config.sample,
+        cols,
+        held,
+        data.table,
     )
-    return fit.model
 
 
 def _aggregate(
@@ -151,7 +157,9 @@ def _aggregate(
     settings = data.config.settings
     if agg != "dawid_skene":
         return aggregate(agg, settings, v_fit, y_fit, v_new)
-    model = _dawid_skene(data, cols, np.array([], dtype=str)) if fold is None else data.ds[fold, panel_name]
+    model = (
+        _dawid_skene(data, cols, np.zeros(len(data.roles), dtype=bool)) if fold is None else data.ds[fold, panel_name]
+    )
     return step1_scores(agg, model, v_fit, settings), step1_scores(agg, model, v_new, settings), model
 
 

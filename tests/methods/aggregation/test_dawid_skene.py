@@ -9,7 +9,7 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 
 from judgecal_dist.errors import ConfigError, InputError
-from judgecal_dist.methods.aggregation.cells import vote_cells
+from judgecal_dist.methods.aggregation.cells import label_cells, vote_cells
 from judgecal_dist.methods.aggregation.dawid_skene import DawidSkene
 from tests.methods.conftest import simulate_panel
 
@@ -273,3 +273,26 @@ def test_vote_cells_of_a_wide_panel():
     cells, labels, inverse, counts = vote_cells(V)
     assert labels is None and len(cells) == 50 and counts.sum() == 60
     np.testing.assert_array_equal(cells[inverse], V)
+
+
+def test_fold_cells_recounted_from_patterns_equal_naive_row_em():
+    """Patterns keyed once, labels of a fold set to none, cells recounted by label state (``label_cells``) and
+    ``fit_cells``: the naive row EM with that fold's labels latent."""
+    rng = np.random.default_rng(11)
+    truth = rng.integers(0, 2, 240)
+    acc = np.array([0.85, 0.7, 0.6])
+    V = np.where(rng.random((240, 3)) < acc, truth[:, None], 1 - truth[:, None]).astype(np.int8)
+    V[rng.random(V.shape) < 0.25] = -1
+    y = np.where(rng.random(240) < 0.3, truth, -1)
+    patterns, _, pattern, _ = vote_cells(V)
+    for fold in range(2):
+        y_fold = np.where(np.arange(240) % 2 == fold, -1, y)
+        cell_pattern, cell_labels, inverse, counts = label_cells(pattern, len(patterns), y_fold)
+        np.testing.assert_array_equal(patterns[cell_pattern][inverse], V)
+        np.testing.assert_array_equal(cell_labels[inverse], y_fold)
+        model = DawidSkene(n_iter=4, fixed_iter=True, smoothing=0.1, semi_supervised=True)
+        model.fit_cells(patterns[cell_pattern], cell_labels, counts, inverse)
+        prior, conf, T1 = _naive_row_em(V, y_fold, 4, 0.1, model.eps)
+        assert model.prior_ == pytest.approx(prior, rel=1e-12)
+        np.testing.assert_allclose(model.confusion_, conf, rtol=1e-12)
+        np.testing.assert_allclose(model.posteriors_[:, 1], T1, rtol=1e-10, atol=1e-14)

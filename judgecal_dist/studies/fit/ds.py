@@ -1,0 +1,99 @@
+"""``judgecal fit``'s Dawid-Skene fits: the table's votes scanned and coded once per fit, every fold and the export
+fitted from them.
+
+In memory (the table fits the engine's memory budget), the verdicts are read and coded once
+(:func:`~judgecal_dist.engine.jobs.dawid_skene.read_item_votes`), each panel's vote patterns keyed once
+(:class:`~judgecal_dist.engine.jobs.dawid_skene.VotePatterns`), and a fold only sets its held-out items' labels
+to "none" before EM runs over the cells. On Spark each fit is
+:func:`~judgecal_dist.engine.jobs.dawid_skene.fit_dawid_skene` on the table, its held-out items latent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from judgecal_dist.config import EngineConfig
+from judgecal_dist.engine.jobs.dawid_skene import VotePatterns, dawid_skene_model, fit_dawid_skene, read_item_votes
+from judgecal_dist.engine.jobs.panel import Panel
+from judgecal_dist.engine.votes.codec import ItemVotes
+from judgecal_dist.io.schema import MISSING_CODE
+from judgecal_dist.methods.aggregation.dawid_skene import DawidSkene
+
+__all__ = ["TableVotes", "fit_fold"]
+
+
+@dataclass
+class TableVotes:
+    """Every item of the table coded once (in memory), and the panel's labelled items among them.
+
+    Attributes
+    ----------
+    votes : ItemVotes
+        Every item of the panel's dataset with a verdict row at the sample, columns in the panel's judge order.
+    panel_row : ndarray of shape (n_labelled,)
+        For each labelled item of ``votes`` (``labelled``), its row in the panel (-1: not in the panel).
+    labelled : ndarray of shape (n_labelled,)
+    patterns : dict
+        Each panel's :class:`VotePatterns` (key: its column positions), keyed on first use.
+    """
+
+    votes: ItemVotes
+    panel_row: npt.NDArray[np.intp]
+    labelled: npt.NDArray[np.intp]
+    patterns: dict[tuple[int, ...], VotePatterns] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, url: str, panel: Panel, engine: EngineConfig, sample: int) -> TableVotes:
+        votes = read_item_votes(url, engine, sample, [str(j) for j in panel.judge_ids], panel.dataset)
+        labelled = np.flatnonzero(votes.labels != MISSING_CODE)
+        ids = votes.keys.column("item_id").take(labelled).to_pylist()
+        panel_row = pd.Index(panel.item_ids.astype(str)).get_indexer([str(i) for i in ids])
+        return cls(votes, panel_row, labelled)
+
+    def latent(self, held: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+        """One flag per item of ``votes``: the labelled items whose panel row is ``held``."""
+        out = np.zeros(len(self.votes.labels), dtype=bool)
+        in_panel = self.panel_row >= 0
+        out[self.labelled[in_panel][held[self.panel_row[in_panel]]]] = True
+        return out
+
+    def fit(self, model: DawidSkene, cols: npt.NDArray[np.intp], held: npt.NDArray[np.bool_]) -> DawidSkene:
+        """``model`` fitted over the items the judges ``cols`` voted on, the panel rows ``held`` latent."""
+        key = tuple(int(c) for c in cols)
+        if key not in self.patterns:
+            self.patterns[key] = VotePatterns.of(self.votes, cols)
+        return self.patterns[key].fit(model, self.latent(held))
+
+
+def fit_fold(
+    url: str,
+    panel: Panel,
+    settings: Any,
+    engine: EngineConfig,
+    ds_engine: str,
+    sample: int,
+    cols: npt.NDArray[np.intp],
+    held: npt.NDArray[np.bool_],
+    table: TableVotes | None,
+) -> DawidSkene:
+    """Semi-supervised Dawid-Skene over every item voted by the judges ``cols``, the labels of the panel rows
+    ``held`` left out; its columns are ``cols`` in order. From ``table`` when the votes are in memory."""
+    if table is not None:
+        return table.fit(dawid_skene_model(n_iter=settings.ds_n_iter, eps=settings.eps), cols, held)
+    fit = fit_dawid_skene(
+        url,
+        n_iter=settings.ds_n_iter,
+        eps=settings.eps,
+        engine=ds_engine,
+        config=engine,
+        sample=sample,
+        judge_ids=[str(j) for j in panel.judge_ids[cols]],
+        dataset=panel.dataset,
+        latent_items=set(map(str, panel.item_ids[held])),
+    )
+    return fit.model
