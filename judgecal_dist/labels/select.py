@@ -24,6 +24,7 @@ is this round's, given it was not drawn before.
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 import time
@@ -32,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -45,7 +47,10 @@ from judgecal_dist.io.ownership import Ownership, refuse_output_inside
 from judgecal_dist.methods.labels import sampling
 from judgecal_dist.models.binary import BinaryPipeline
 from judgecal_dist.scoring.artifact import load_calibration
-from judgecal_dist.scoring.items import score_items_local
+from judgecal_dist.scoring.checks import MIN_JUDGE_COVERAGE
+from judgecal_dist.scoring.items import TableChecks, score_items_local
+from judgecal_dist.scoring.kernel import items_ddl, score_partition
+from judgecal_dist.scoring.tables import spark_runner
 from judgecal_dist.splits import SEED_MAX
 
 __all__ = ["OUTPUT_FORMAT", "MARKER", "OWNER", "Settings", "select_items"]
@@ -148,20 +153,8 @@ def select_items(
         the candidates, an output inside an input or holding files of others; nothing is written then.
     """
     engine = engine or EngineConfig()
-    settings.check()
     options = dict(engine.storage_options)
-    require_bucket(output_url, options)
-    for option, url in [("--data", data_url), *(("--previous", p) for p in previous)]:
-        refuse_output_inside(output_url, "--output", {option: url})
-    model = load_calibration(model_url, storage_options=options)
-    if not isinstance(model, BinaryPipeline):
-        kind = getattr(model, "kind", type(model).__name__)
-        raise InputError(
-            f"--model: {model_url}: a {kind} model is not a binary panel; label select needs the model of "
-            f"`judgecal fit` on A/B verdicts (its p per item is the proxy)"
-        )
-    dataset_files(data_url, "verdicts", storage_options=options)
-    _check_strata(data_url, settings.strata, options)
+    model = _open_inputs(model_url, data_url, output_url, settings, previous, options)
     earlier = _earlier_queues(output_url, previous, options)
     inputs = {
         "model": model.source,
@@ -179,8 +172,13 @@ def select_items(
         return dict(store.read_json("selection.json")) | {"skipped": True}
     started = time.perf_counter()
     chosen = choose_engine(data_url, None, engine)
-    candidates, counts = _candidates(model, data_url, settings, earlier, engine, chosen)
-    queue, design = _draw(candidates, settings, data_url, earlier)
+    if chosen == "spark":
+        queue, design, counts = _queue_spark(model, data_url, settings, earlier, engine)
+    else:
+        candidates, counts = _candidates(model, data_url, settings, earlier, engine)
+        _check_size(counts["candidates"], settings, data_url)
+        queue, design = _draw(candidates, settings, earlier)
+    queue = _finish(queue, earlier.round + 1)
     record = {
         "format": OUTPUT_FORMAT,
         "inputs": inputs,
@@ -195,6 +193,26 @@ def select_items(
         "label select: %d items queued (round %d) on %s -> %s", queue.num_rows, record["round"], chosen, output_url
     )
     return record
+
+
+def _open_inputs(
+    model_url: str, data_url: str, output_url: str, settings: Settings, previous: Sequence[str], options: dict[str, Any]
+) -> BinaryPipeline:
+    """Every check before anything is read in bulk (settings, output, model kind, data, strata); the model."""
+    settings.check()
+    require_bucket(output_url, options)
+    for option, url in [("--data", data_url), *(("--previous", p) for p in previous)]:
+        refuse_output_inside(output_url, "--output", {option: url})
+    model = load_calibration(model_url, storage_options=options)
+    if not isinstance(model, BinaryPipeline):
+        kind = getattr(model, "kind", type(model).__name__)
+        raise InputError(
+            f"--model: {model_url}: a {kind} model is not a binary panel; label select needs the model of "
+            f"`judgecal fit` on A/B verdicts (its p per item is the proxy)"
+        )
+    dataset_files(data_url, "verdicts", storage_options=options)
+    _check_strata(data_url, settings.strata, options)
+    return model
 
 
 def _check_strata(data_url: str, strata: Sequence[str], options: dict[str, Any]) -> None:
@@ -267,14 +285,8 @@ def _candidates(
     settings: Settings,
     earlier: _Earlier,
     engine: EngineConfig,
-    chosen: str,
 ) -> tuple[pa.Table, dict[str, Any]]:
     """The scored items that are neither labelled nor queued before (dataset, item_id, p, strata columns)."""
-    if chosen == "spark":
-        raise ConfigError(
-            f"{data_url}: label select on Spark is not available yet; pass --engine local (the table is above the "
-            "in-memory budget: raise engine.local_memory_gb)"
-        )
     options = dict(engine.storage_options)
     scored, _ = score_items_local(model, data_url, engine=engine, sample=settings.sample)
     items = scored.select(["dataset", "item_id", "p"])
@@ -297,6 +309,73 @@ def _candidates(
         extra = read_dataset_table(data_url, "items", ["dataset", "item_id", *strata], storage_options=options)
         candidates = candidates.join(extra, ["dataset", "item_id"], join_type="left outer")
     return candidates, counts
+
+
+def _queue_spark(
+    model: BinaryPipeline, data_url: str, settings: Settings, earlier: _Earlier, engine: EngineConfig
+) -> tuple[pa.Table, dict[str, Any], dict[str, Any]]:
+    """The queue on Spark: the scoring path's items, global sums to the driver, the plan, then the draw."""
+    job, scorer = spark_runner("labels_select"), spark_runner()
+    checks = TableChecks(model, data_url, settings.sample, "error", MIN_JUDGE_COVERAGE)
+    items, tally = scorer.item_votes(engine, data_url, model.judge_ids, sample=settings.sample)
+    score = functools.partial(score_partition, model=model)
+    earlier_keys = _key_table(earlier.keys)
+    rows = job.candidates(
+        engine, data_url, items, score, items_ddl(model), strata=settings.strata, earlier=earlier_keys, everything=ALL
+    )
+    try:
+        sums = job.stratum_sums(rows)
+        checks.tally(tally.value)  # the judge and sample checks, from what the scan tallied
+        counts, names, n_h, s_h, p_sum = _spark_counts(sums)
+        _check_size(counts["candidates"], settings, data_url)
+        n = counts["candidates"]
+
+        def plan(budget: float) -> sampling.Design:
+            top = functools.partial(job.top_weights, rows, names)
+            floor, allocation = settings.floor, settings.allocation
+            return sampling.plan_design(names, n_h, s_h, top, budget, floor=floor, allocation=allocation)
+
+        design: dict[str, Any] = {"sampling": sampling.DESIGN, "allocation": settings.allocation}
+        if settings.costs:
+            assert settings.label_cost is not None and settings.proxy_cost is not None
+            chosen = sampling.cost_split(
+                n,
+                settings.budget,
+                settings.label_cost,
+                settings.proxy_cost,
+                p_sum / n,
+                lambda b: (job.design_sums(rows, d := plan(b))["variance"], d),
+            )
+            labels, use_proxy, v_proxy, v_plain, planned = chosen
+            flat = sampling.StratumWeights(1.0 / n, np.zeros(len(names)), np.zeros(len(names)))
+            planned = planned if use_proxy else sampling.Design(tuple(names), flat, labels)
+            design |= {"cost_optimal": dict(zip(_COST_KEYS, (labels, use_proxy, v_proxy, v_plain), strict=True))}
+        else:
+            planned = plan(settings.budget)
+        moments = job.design_sums(rows, planned)
+        design |= _size(moments["pi_sum"], moments["pi_var"])
+        stream = sampling.round_seed(settings.seed, earlier.round + 1)
+        return job.draw(rows, planned, stream, settings.strata), design, counts
+    finally:
+        rows.unpersist()
+
+
+_COST_KEYS = ("labels", "use_proxy", "variance_with_proxy", "variance_labels_only")
+
+
+def _spark_counts(sums: pd.DataFrame) -> tuple[dict[str, Any], list[str], np.ndarray, np.ndarray, float]:
+    """The counts of the record and the per-stratum sums of the candidates (strata sorted by name)."""
+    labelled, queued, scored = (sums[c].astype(bool) for c in ("labelled", "queued", "scored"))
+    open_ = sums[~labelled & ~queued & scored].groupby("stratum")[["n", "sigma_sum", "p_sum"]].sum().sort_index()
+    counts = {
+        "items": int(sums["n"].sum()),
+        "labelled": int(sums.loc[labelled, "n"].sum()),
+        "in_earlier_queues": int(sums.loc[queued & ~labelled, "n"].sum()),
+        "without_votes": int(sums.loc[~scored & ~labelled & ~queued, "n"].sum()),
+        "candidates": int(open_["n"].sum()),
+    }
+    names = [str(x) for x in open_.index]
+    return counts, names, open_["n"].to_numpy(), open_["sigma_sum"].to_numpy(), float(open_["p_sum"].sum())
 
 
 def _key_table(keys: set[tuple[str, str]]) -> pa.Table:
@@ -328,18 +407,19 @@ def _strata_labels(candidates: pa.Table, strata: Sequence[str]) -> np.ndarray:
     return out
 
 
-def _draw(
-    candidates: pa.Table, settings: Settings, data_url: str, earlier: _Earlier
-) -> tuple[pa.Table, dict[str, Any]]:
-    """The inclusion probabilities, the Poisson draw and the queue's rows (sorted by dataset, item_id)."""
-    n = candidates.num_rows
+def _check_size(n: int, settings: Settings, data_url: str) -> None:
+    """Refuse a budget larger than the candidates (or no candidate at all)."""
+    if n == 0:
+        raise InputError(f"{data_url}: no unlabelled scored item left to select; every item is labelled or queued")
     if not settings.costs and settings.budget > n:
         raise InputError(
             f"{data_url}: --budget: {settings.budget:g} labels asked but only {n} items are unlabelled, scored and "
             f"in no earlier queue; lower --budget to at most {n}"
         )
-    if n == 0:
-        raise InputError(f"{data_url}: no unlabelled scored item left to select; every item is labelled or queued")
+
+
+def _draw(candidates: pa.Table, settings: Settings, earlier: _Earlier) -> tuple[pa.Table, dict[str, Any]]:
+    """The inclusion probabilities and the Poisson draw in this process: the queue's rows and the design."""
     p = candidates["p"].to_numpy(zero_copy_only=False)
     stratum = _strata_labels(candidates, settings.strata)
     strata = None if not settings.strata else stratum
@@ -364,17 +444,27 @@ def _draw(
     item_ids = candidates["item_id"].to_numpy(zero_copy_only=False)
     stream = sampling.round_seed(settings.seed, earlier.round + 1)
     mask = sampling.draw_mask(pi, stream, keys=sampling.item_keys(datasets, item_ids))
-    design |= {"expected_size": float(pi.sum()), "size_sd": float(np.sqrt(np.sum(pi * (1 - pi))))}
+    design |= _size(float(pi.sum()), float(np.sum(pi * (1 - pi))))
+    keep = pa.array(mask)
     columns = {
         "dataset": datasets[mask],
         "item_id": item_ids[mask],
         "inclusion_prob": pi[mask],
         "stratum": stratum[mask],
         "p": p[mask],
-        "round": np.full(int(mask.sum()), earlier.round + 1, dtype=np.int64),
     }
-    queue = pa.table(columns | {c: candidates[c].filter(pa.array(mask)) for c in settings.strata if c != "dataset"})
-    return queue.sort_by([("dataset", "ascending"), ("item_id", "ascending")]), design
+    return pa.table(columns | {c: candidates[c].filter(keep) for c in settings.strata if c != "dataset"}), design
+
+
+def _size(expected: float, variance: float) -> dict[str, float]:
+    return {"expected_size": expected, "size_sd": float(np.sqrt(variance))}
+
+
+def _finish(queue: pa.Table, round_: int) -> pa.Table:
+    """The queue with its round column, sorted by item (the same file from either engine)."""
+    rounds = pa.array(np.full(queue.num_rows, round_, dtype=np.int64))
+    queue = queue.add_column(5, "round", rounds)
+    return queue.sort_by([("dataset", "ascending"), ("item_id", "ascending")])
 
 
 def _commit(

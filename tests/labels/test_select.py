@@ -170,3 +170,31 @@ def test_refuses_a_model_that_is_not_a_binary_panel_and_foreign_folders(project,
     assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["notes.txt"]
     inside = invoke(*args, "--model", _run(project), "--output", str(project / "panel" / "q"))
     assert inside.exit_code == 2 and "is inside --data" in inside.output
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        [],
+        ["--strata", "dataset", "--allocation", "proportional", "--floor", "0.5", "--seed", "9"],
+        ["--label-cost", "5", "--proxy-cost", "0.001", "--budget", "400"],
+    ],
+)
+def test_spark_selects_the_same_items(project, tmp_path, spark, extra) -> None:
+    """Forced engines give the same queue: the same global sums, the same plan, the same keyed draw."""
+    args = ["label", "select", "--model", _run(project), "--data", str(project / "panel"), "--budget", "120", *extra]
+    for engine in ("local", "spark"):
+        first = invoke(*args, "--engine", engine, "--output", str(tmp_path / engine / "r1"))
+        assert first.exit_code == 0, first.output
+        second = invoke(*args, "--engine", engine, "--output", str(tmp_path / engine / "r2"))
+        assert second.exit_code == 0, second.output
+    for name in ("r1", "r2"):
+        local, remote = (pd.read_parquet(tmp_path / e / name / "queue.parquet") for e in ("local", "spark"))
+        assert len(local) > 50
+        pd.testing.assert_frame_equal(local, remote, check_exact=False, rtol=1e-12)
+        records = [json.loads((tmp_path / e / name / "selection.json").read_text()) for e in ("local", "spark")]
+        assert records[0]["counts"] == records[1]["counts"] and records[1]["engine"] == "spark"
+        design = [r["design"] for r in records]
+        assert design[0]["expected_size"] == pytest.approx(design[1]["expected_size"], rel=1e-12)
+        assert design[0]["size_sd"] == pytest.approx(design[1]["size_sd"], rel=1e-9)
+        assert design[0].get("cost_optimal", {}).keys() == design[1].get("cost_optimal", {}).keys()

@@ -42,7 +42,9 @@ References
 from __future__ import annotations
 
 import numbers
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -62,6 +64,11 @@ __all__ = [
     "top_count",
     "budget_scale",
     "capped",
+    "weights_total",
+    "Design",
+    "plan_design",
+    "design_variance",
+    "cost_split",
     "item_keys",
     "inclusion_probabilities",
     "cost_optimal_design",
@@ -156,6 +163,54 @@ def capped(weights: npt.NDArray[np.float64], scale: float) -> npt.NDArray[np.flo
     r""":math:`\pi_i = \min(1, c\,w_i)`."""
     with np.errstate(invalid="ignore"):
         return np.minimum(1.0, weights * scale) if np.isfinite(scale) else np.ones_like(weights)
+
+
+def weights_total(coef: StratumWeights, counts: npt.ArrayLike, sigma_sums: npt.ArrayLike) -> float:
+    """:math:`W = \\sum_i w_i` from the per-stratum sums (1 up to rounding, by construction)."""
+    n_h = np.asarray(counts, dtype=np.float64)
+    return float(n_h.sum() * coef.base + np.dot(coef.slope, sigma_sums) + np.dot(coef.const, n_h))
+
+
+@dataclass(frozen=True)
+class Design:
+    """A planned design: the weights' coefficients per stratum (strata in sorted order of their names) and the
+    scale :math:`c`; an item's probability is :math:`\\min(1, c\\,w_i)`."""
+
+    names: tuple[str, ...]
+    coef: StratumWeights
+    scale: float
+
+    def probabilities(self, p: npt.NDArray[np.float64], codes: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        """:math:`\\pi_i` of items with proxy ``p`` in strata ``codes`` (positions in :attr:`names`)."""
+        return capped(self.coef(uncertainty(p), codes), self.scale)
+
+
+def plan_design(
+    names: Sequence[str],
+    counts: npt.ArrayLike,
+    sigma_sums: npt.ArrayLike,
+    top_weights: Callable[[StratumWeights, int], npt.ArrayLike],
+    budget: float,
+    *,
+    floor: float,
+    allocation: str,
+) -> Design:
+    """The design from per-stratum sums and a callback giving the ``k`` largest weights: all an engine computes.
+
+    Parameters
+    ----------
+    names, counts, sigma_sums : sequences of one entry per stratum (sorted names)
+        Items and :math:`\\sum_i \\sqrt{p_i(1-p_i)}` per stratum.
+    top_weights : callable ``(coef, k) -> array``
+        The ``k`` largest item weights under ``coef``.
+    budget, floor, allocation
+        As :func:`inclusion_probabilities` (checked by the caller).
+    """
+    coef = stratum_weights(counts, sigma_sums, floor=floor, allocation=allocation)
+    n = int(np.sum(counts))
+    k = top_count(budget, n)
+    scale = budget_scale(weights_total(coef, counts, sigma_sums), top_weights(coef, k), budget, n)
+    return Design(tuple(names), coef, scale)
 
 
 def _strata_codes(strata: npt.ArrayLike | None, n: int) -> tuple[npt.NDArray[np.int64], int]:
@@ -256,17 +311,20 @@ def _active(
     n_strata: int,
     allocation: str,
 ) -> npt.NDArray[np.float64]:
-    """The capped mixture of the floor and the stratified active rule (checked inputs), computed from the same
-    global sums as the Spark job."""
+    """The capped mixture of the floor and the stratified active rule (checked inputs), planned from the same
+    global sums as the Spark job (:func:`plan_design`)."""
     sigma = uncertainty(q)
     counts = np.bincount(codes, minlength=n_strata)
-    coef = stratum_weights(
-        counts, np.bincount(codes, weights=sigma, minlength=n_strata), floor=floor, allocation=allocation
+    sums = np.bincount(codes, weights=sigma, minlength=n_strata)
+
+    def top(coef: StratumWeights, k: int) -> npt.NDArray[np.float64]:
+        weights = coef(sigma, codes)
+        return np.partition(weights, len(weights) - k)[len(weights) - k :]
+
+    design = plan_design(
+        [str(h) for h in range(n_strata)], counts, sums, top, budget, floor=floor, allocation=allocation
     )
-    weights = coef(sigma, codes)
-    k = top_count(budget, len(q))
-    top = np.partition(weights, len(weights) - k)[len(weights) - k :]
-    return capped(weights, budget_scale(float(weights.sum()), top, budget, len(q)))
+    return design.probabilities(q, codes)
 
 
 @dataclass(frozen=True)
@@ -341,20 +399,42 @@ def cost_optimal_design(
         )
     )
     codes, n_strata = _strata_codes(strata, n)
-    n_plain = min(float(n), money / c_l)
-    n_proxy = min(float(n), (money - n * c_p) / c_l)
-    p_bar = float(q.mean())
-    v_plain = p_bar * (1.0 - p_bar) * (1.0 / n_plain - 1.0 / n) if n_plain > 0 else np.inf
-    pi_proxy, v_proxy = None, np.inf
+
+    def with_proxy(labels: float) -> tuple[float, npt.NDArray[np.float64]]:
+        pi = _active(q, labels, floor, codes, n_strata, allocation)
+        return design_variance(q, pi), pi
+
+    labels, use_proxy, v_proxy, v_plain, pi = cost_split(n, money, c_l, c_p, float(q.mean()), with_proxy)
+    return CostDesign(labels, use_proxy, v_proxy, v_plain, pi if use_proxy else np.full(n, labels / n))
+
+
+def design_variance(p: npt.NDArray[np.float64], pi: npt.NDArray[np.float64]) -> float:
+    """:math:`\\sum_i p_i(1-p_i)(1/\\pi_i - 1)`: :math:`N^2` times the proxy-assisted mean's variance (partial sums
+    of it add up across batches)."""
+    return float(np.sum(p * (1.0 - p) * (1.0 / pi - 1.0)))
+
+
+def cost_split(
+    n: int,
+    money: float,
+    label_cost: float,
+    proxy_cost: float,
+    p_bar: float,
+    with_proxy: Callable[[float], tuple[float, Any]],
+) -> tuple[float, bool, float, float, Any]:
+    """The decision of :func:`cost_optimal_design` from global quantities: ``(labels, use_proxy, V_P, V_0, what
+    with_proxy returned)``; ``with_proxy(n_P)`` gives :func:`design_variance` of the active design of ``n_P``
+    labels (and whatever the caller keeps of it)."""
+    n_plain = min(float(n), money / label_cost)
+    n_proxy = min(float(n), (money - n * proxy_cost) / label_cost)
+    v_plain = p_bar * (1.0 - p_bar) * (1.0 / n_plain - 1.0 / n)
+    v_proxy, kept = float("inf"), None
     if n_proxy > 0:
-        pi_proxy = _active(q, n_proxy, floor, codes, n_strata, allocation)
-        v_proxy = float(np.sum(q * (1.0 - q) * (1.0 / pi_proxy - 1.0))) / n**2
-    if n_plain <= 0 and pi_proxy is None:
-        raise ConfigError(f"{_WHERE}: budget: {money:g} buys no label at label_cost={c_l:g}; raise the budget")
-    if pi_proxy is not None and v_proxy <= v_plain:
-        return CostDesign(n_proxy, True, v_proxy, float(v_plain), pi_proxy)
-    uniform = np.full(n, n_plain / n)
-    return CostDesign(n_plain, False, float(v_proxy), float(v_plain), uniform)
+        total, kept = with_proxy(n_proxy)
+        v_proxy = total / n**2
+    if kept is not None and v_proxy <= v_plain:
+        return n_proxy, True, v_proxy, v_plain, kept
+    return n_plain, False, v_proxy, v_plain, None
 
 
 #: Between an item's dataset and id in its key (Spark: ``xxhash64(concat_ws(sep, dataset, item_id))``).
@@ -371,8 +451,7 @@ def item_keys(datasets: npt.ArrayLike, item_ids: npt.ArrayLike) -> npt.NDArray[n
 def round_seed(seed: int, round_: int) -> int:
     """The seed of round ``round_``'s draw: a keyed hash of (seed, round), so that each round draws afresh.
 
-    With one seed for every round, an item left out of round 1 (its ``u >= pi``) would be left out again whenever
-    its new ``pi`` is no larger: the rounds would not be independent draws.
+    With one seed for every round, an item left out of round 1 (``u >= pi``) would stay out while its ``pi`` does.
 
     Examples
     --------
