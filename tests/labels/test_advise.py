@@ -233,3 +233,33 @@ def test_missing_data_and_an_output_inside_the_data_are_refused(panel_url, tmp_p
     inside = _invoke("--data", panel_url, "--output", f"{panel_url}/advice", *_costs_args())
     assert inside.exit_code == 2 and "--output" in inside.output
     assert not Path(panel_url, "advice").exists()
+
+
+def test_advice_on_s3_equals_the_local_one(advised, s3_server, s3_bucket):
+    from judgecal_dist.labels.advise import advise
+
+    options = {"endpoint_url": s3_server}
+    url = f"{s3_bucket}/ds"
+    generate_panel(
+        url,
+        n_items=800,
+        n_judges=4,
+        seed=11,
+        families=4,
+        family_corr=0.0,
+        below_chance=0.0,
+        unsure_rate=0.0,
+        position_bias=0.5,
+        missing_rate=0.05,
+        judge_params={j: {"accuracy": a} for j, a in ACCURACY.items()},
+        storage_options=options,
+    )
+    sets = tuple(f"costs.{j}={c}" for j, c in COSTS.items()) + ("target_width=0.03",)
+    got = advise(url, f"{s3_bucket}/advice", overrides=sets, storage_options=options)
+    local = json.loads((advised / "advice.json").read_text())
+    assert got["chosen"] == local["chosen"] and got["labels"] == local["labels"]
+    import s3fs
+
+    fs = s3fs.S3FileSystem(client_kwargs={"endpoint_url": s3_server})
+    names = {p.rsplit("/", 1)[-1] for p in fs.find(f"{s3_bucket}/advice")}
+    assert {"report.md", "frontier.parquet", "frontier.png", "advice.json", "_SUCCESS"} <= names
