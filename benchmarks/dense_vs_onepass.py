@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.judge_stats import MemorySampler
+from benchmarks.harness import MemorySampler
 from benchmarks.scaling import N_JUDGES, PANELS, ensure_table
 
 

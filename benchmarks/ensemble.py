@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from benchmarks.judge_stats import MemorySampler
+from benchmarks.harness import MemorySampler
 from judgecal_dist.config import EngineConfig
 
 log = logging.getLogger("ensemble_bench")

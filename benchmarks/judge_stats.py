@@ -27,7 +27,6 @@ import argparse
 import logging
 import multiprocessing
 import os
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -37,69 +36,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from benchmarks.harness import MemorySampler
 from judgecal_dist.engine.jobs import spark as spark_engine
 from judgecal_dist.engine.jobs import stats
 from judgecal_dist.io.synthetic import generate_panel
 from judgecal_dist.splits import calibration_mask, group_keys
 
 log = logging.getLogger("judge_stats")
-PAGE = os.sysconf("SC_PAGE_SIZE")
 KEYS = ["replicate", "side", "judge_id", "label", "verdict"]
-
-
-def _rss(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/statm") as fh:
-            return int(fh.read().split()[1]) * PAGE
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return 0
-
-
-def _descendants(root: int) -> list[int]:
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as fh:
-                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-            except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
-                continue
-            parents.setdefault(ppid, []).append(int(entry))
-    found, stack = [], [root]
-    while stack:
-        children = parents.get(stack.pop(), [])
-        found.extend(children)
-        stack.extend(children)
-    return found
-
-
-class MemorySampler:
-    """Peak RSS of this process and of its descendants, sampled every ``interval`` seconds in a thread."""
-
-    def __init__(self, interval: float = 0.05) -> None:
-        self.interval = interval
-        self.driver = self.children = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        tick = 0
-        kids: list[int] = []
-        while not self._stop.is_set():
-            if tick % 10 == 0:  # the process tree changes rarely; walking /proc every 0.5 s is enough
-                kids = _descendants(os.getpid())
-            self.driver = max(self.driver, _rss(os.getpid()))
-            self.children = max(self.children, sum(_rss(pid) for pid in kids))
-            tick += 1
-            self._stop.wait(self.interval)
-
-    def __enter__(self) -> MemorySampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 def timed(label: str, fn: Callable[[], Any]) -> tuple[Any, float, MemorySampler]:

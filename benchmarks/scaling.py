@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.judge_stats import MemorySampler
+from benchmarks.harness import MemorySampler
 
 log = logging.getLogger("benchmarks.scaling")
 
