@@ -6,7 +6,7 @@ import importlib
 from collections.abc import Callable
 from pathlib import Path
 
-AREAS = ("run", "settings", "score", "models", "correctors", "sql", "ingest", "drift", "serve", "degenerate")
+AREAS = ("run", "settings", "score", "models", "correctors", "sql", "ingest", "drift", "serve", "degenerate", "advise")
 
 
 def area_cases() -> dict[str, dict[str, Callable[[Path], list[str]]]]:
