@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 
 help:
 	@echo "make demo        create .venv, install, run the flagship study on a generated panel (local Spark + Ray)"
-	@echo "make test        create/update .venv, install .[test,cluster,continuous], run the test suite (reduced replicate counts)"
+	@echo "make test        create/update .venv, install .[test,cluster,continuous,bench], run the test suite (reduced replicate counts; the benchmark smoke test too)"
 	@echo "make test-heavy  the same, plus the specs' exact per-cell statements at full replicate counts"
 	@echo "make lint        ruff check + format check + mypy"
 
@@ -20,7 +20,7 @@ $(PY):
 # Reinstall whenever pyproject.toml changes.
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
-	$(PY) -m pip install --quiet -e ".[test,cluster,continuous]"
+	$(PY) -m pip install --quiet -e ".[test,cluster,continuous,bench]"
 	@touch $(STAMP)
 
 venv install: $(STAMP)

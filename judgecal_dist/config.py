@@ -27,6 +27,7 @@ __all__ = [
     "parse_yaml",
     "apply_overrides",
     "EngineConfig",
+    "LOCAL_SPARK_CONF",
     "load_engine_config",
     "config_from_mapping",
     "config_digest",
@@ -148,6 +149,11 @@ def config_digest(values: Mapping[str, Any]) -> str:
     return hashlib.sha256(blob).hexdigest()[:12]
 
 
+#: Spark settings of a local master unless the engine config sets them. Spark's 200 shuffle partitions cost a
+#: task each on one machine's few cores; 8 keep every core busy and AQE coalesces the small ones.
+LOCAL_SPARK_CONF: dict[str, str] = {"spark.sql.shuffle.partitions": "8"}
+
+
 class EngineConfig(TypedSettings):
     """Where and how work runs; ``conf/local.yaml`` by default, ``conf/cluster.yaml`` on a cluster."""
 
@@ -195,18 +201,25 @@ class EngineConfig(TypedSettings):
     @model_validator(mode="before")
     @classmethod
     def _plain_spark_conf(cls, values: Any) -> Any:
+        if not isinstance(values, Mapping):
+            return values
+        given = values.get("spark_conf")
+        if given is not None and not isinstance(given, Mapping):
+            return values  # the field's own check names the key
         # YAML writes `spark.sql.shuffle.partitions: 8` as a number; Spark wants strings.
-        if isinstance(values, Mapping) and isinstance(values.get("spark_conf"), Mapping):
-            conf = {
-                str(k): json.dumps(v) if isinstance(v, bool | int | float) else v
-                for k, v in values["spark_conf"].items()
-            }
-            return {**values, "spark_conf": conf}
-        return values
+        conf = {str(k): json.dumps(v) if isinstance(v, bool | int | float) else v for k, v in (given or {}).items()}
+        if str(values.get("spark_master") or "local[*]").startswith("local"):
+            # The same defaults from any folder: a local master's settings do not depend on a conf/local.yaml.
+            conf = LOCAL_SPARK_CONF | conf
+        return {**values, "spark_conf": conf}
 
 
 def load_engine_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> EngineConfig:
-    """Engine settings from ``path`` (default ``conf/local.yaml`` when present), then explicit overrides."""
+    """Engine settings from ``path`` (default ``conf/local.yaml`` when present), then explicit overrides.
+
+    Without a file the settings are :class:`EngineConfig`'s defaults, the same from any folder (a local master's
+    Spark settings start from :data:`LOCAL_SPARK_CONF`).
+    """
     values: dict[str, Any] = {}
     if path is None and Path("conf/local.yaml").is_file():
         path = Path("conf/local.yaml")

@@ -19,8 +19,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 #: What the wheel is built from (setuptools writes build/ and *.egg-info beside its sources: not in the checkout).
 SOURCES = ("pyproject.toml", "README.md", "judgecal_dist")
-#: Import names of every extra's heavy packages: none of them may be installed by the base wheel.
-NOT_INSTALLED = ("botocore", "s3fs", "pyspark", "ray", "torch", "jax", "mlflow")
+#: Import names of every extra's heavy packages (the benchmarks' duckdb too): none may come with the base wheel.
+NOT_INSTALLED = ("botocore", "s3fs", "pyspark", "ray", "torch", "jax", "mlflow", "duckdb")
 
 
 def _run(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
@@ -215,3 +216,21 @@ def test_cross_field_rules_name_the_setting_to_fix():
     assert [t.judge_id for t in tasks] == ["eta=+0.00"] and tasks[0].votes.shape == (40, 2)
     with pytest.raises(ConfigError, match=r"^data=synthetic:g3: must be a dataset URL or synthetic:g2"):
         itc(data="synthetic:g3")
+
+
+def test_engine_defaults_are_the_same_from_any_folder(tmp_path, monkeypatch):
+    # The checkout's conf/local.yaml and no file at all give the CLI one engine (benchmarks build sessions from it).
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(root)
+    in_checkout = load_engine_config()
+    monkeypatch.chdir(tmp_path)
+    assert load_engine_config() == in_checkout == EngineConfig()
+    assert in_checkout.spark_conf == {"spark.sql.shuffle.partitions": "8"}
+    # A local master keeps the default beside other settings and under an explicit value; a cluster master gets none.
+    conf = tmp_path / "e.yaml"
+    conf.write_text("spark_conf: {spark.driver.memory: 2g}\n")
+    assert load_engine_config(conf).spark_conf == {"spark.sql.shuffle.partitions": "8", "spark.driver.memory": "2g"}
+    conf.write_text("spark_conf: {spark.sql.shuffle.partitions: 3}\n")
+    assert load_engine_config(conf).spark_conf == {"spark.sql.shuffle.partitions": "3"}
+    assert load_engine_config(root / "conf" / "cluster.yaml").spark_conf["spark.sql.shuffle.partitions"] == "64"
+    assert EngineConfig(spark_master="spark://host:7077").spark_conf == {}
