@@ -140,3 +140,77 @@ def select(
     summary = {"round": record["round"], "expected": round(design["expected_size"], 3)} | record["counts"]
     click.echo(json.dumps(summary | {"engine": record["engine"]}))
     click.echo(output_url)
+
+
+@label.command("estimate")
+@click.option(
+    "--model", "model_url", required=True, help="A `judgecal fit` run folder (or model JSON) of a binary panel."
+)
+@click.option("--data", "data_url", required=True, help="Ingested dataset URL: its verdicts and the labels table.")
+@click.option(
+    "--queue",
+    "queues",
+    multiple=True,
+    help="A `label select` queue folder whose labelled items use their inclusion probability; repeatable (rounds).",
+)
+@click.option(
+    "--output", "output_url", required=True, help="Folder URL (estimates.parquet, report.md, estimates.json)."
+)
+@click.option(
+    "--by",
+    multiple=True,
+    help="Win rate per value of this items-table column (or pair: model_a vs model_b); repeatable. Default: subset "
+    "and pair where present.",
+)
+@click.option("--alpha", type=float, default=0.05, show_default=True, help="1 - confidence of the intervals.")
+@click.option(
+    "--method",
+    type=click.Choice(["ppi++", "ppi", "classical"]),
+    default="ppi++",
+    show_default=True,
+    help="Power-tuned PPI++, plain PPI, or the labels alone.",
+)
+@click.option("--sample", type=int, default=0, show_default=True, help="Verdict sample the panel scores.")
+@click.option(
+    "--engine",
+    "stats_engine",
+    type=click.Choice(["auto", "spark", "local"]),
+    default=None,
+    help="Spark or in memory (default: auto, by table size).",
+)
+@click.option("--overwrite", is_flag=True, help="Replace an estimate of other inputs at --output.")
+@conf_option
+@guarded
+def estimate(
+    model_url: str,
+    data_url: str,
+    queues: tuple[str, ...],
+    output_url: str,
+    by: tuple[str, ...],
+    alpha: float,
+    method: str,
+    sample: int,
+    stats_engine: str | None,
+    overwrite: bool,
+    conf_path: Path | None,
+) -> None:
+    """Prediction-powered estimates of each judge's accuracy, the panel's accuracy and win rates (overall and per
+    group), with the calibrated panel as the proxy; print the estimates and the output folder.
+
+    Without --queue the labels are a uniform sample (PPI++; the model's calibration items are left out); with it,
+    queued labels are weighted by their inclusion probability. The same inputs again are "already complete".
+    """
+    from judgecal_dist.config import load_engine_config
+    from judgecal_dist.labels.estimate import Settings, estimate_labels
+
+    engine = load_engine_config(conf_path, {"stats_engine": stats_engine})
+    settings = Settings(alpha=alpha, method=method, by=by or None, sample=sample)
+    record = estimate_labels(
+        model_url, data_url, output_url, settings, queues=queues, engine=engine, overwrite=overwrite
+    )
+    for row in record["estimates"]:
+        click.echo(
+            f"{row['target']}: {row['estimate']} [{row['lower']}, {row['upper']}] ({row['n_labels']} labels, "
+            f"{row['effective_labels']} effective)"
+        )
+    click.echo(output_url)
