@@ -112,7 +112,9 @@ def render_markdown(advice: Mapping[str, Any], frontier: pd.DataFrame) -> str:
         "- Cost per item = the sum of the panel's judges' cost per call; " + advice["cost_source"],
         "- Escalation: hard variance routing swept over thresholds, priced as the ensemble study prices its "
         "tiers (input tokens once per call, output tokens per sample); the policy is the cheapest point of the "
-        "cost-accuracy frontier whose accuracy reaches the lower end of the best point's interval.",
+        "cost-accuracy frontier whose accuracy reaches the lower end of the best point's interval. Its accuracy "
+        "is per example (the chosen response strictly highest of four), the panels' per response pair: compare "
+        "their costs, both per example, not their accuracies.",
         "",
     ]
     return "\n".join(lines)
