@@ -10,30 +10,60 @@ composes the first two rooms into the calibration pipeline, defined once. The es
 vote matrix's names are re-exported here.
 """
 
-from judgecal_dist.methods.aggregation import (
-    AccuracyWeighted,
-    CountAggregator,
-    DawidSkene,
-    LogisticStacking,
-    LogOddsWeighted,
-    MajorityVote,
-    OneCoin,
-)
-from judgecal_dist.methods.aggregation.votes import (
-    MISSING,
-    VOTE_A,
-    VOTE_B,
-    check_votes,
-    count_judge_votes,
-    signed_votes,
-)
-from judgecal_dist.methods.calibration import (
-    BetaCalibration,
-    IsotonicCalibrator,
-    PlattCalibrator,
-    SplitConformal,
-    TemperatureScaling,
-)
+from typing import TYPE_CHECKING
+
+from judgecal_dist.extras import lazy_exports
+
+if TYPE_CHECKING:
+    from judgecal_dist.methods.aggregation import (
+        AccuracyWeighted,
+        CountAggregator,
+        DawidSkene,
+        LogisticStacking,
+        LogOddsWeighted,
+        MajorityVote,
+        OneCoin,
+    )
+    from judgecal_dist.methods.aggregation.votes import (
+        MISSING,
+        VOTE_A,
+        VOTE_B,
+        check_votes,
+        count_judge_votes,
+        signed_votes,
+    )
+    from judgecal_dist.methods.calibration import (
+        BetaCalibration,
+        IsotonicCalibrator,
+        PlattCalibrator,
+        SplitConformal,
+        TemperatureScaling,
+    )
+
+# Imported on first use: applying a model imports judgecal_dist.methods.fitted alone, not every estimator.
+_HOMES = {
+    "AccuracyWeighted": "judgecal_dist.methods.aggregation",
+    "CountAggregator": "judgecal_dist.methods.aggregation",
+    "DawidSkene": "judgecal_dist.methods.aggregation",
+    "LogisticStacking": "judgecal_dist.methods.aggregation",
+    "LogOddsWeighted": "judgecal_dist.methods.aggregation",
+    "MajorityVote": "judgecal_dist.methods.aggregation",
+    "OneCoin": "judgecal_dist.methods.aggregation",
+    "MISSING": "judgecal_dist.methods.aggregation.votes",
+    "VOTE_A": "judgecal_dist.methods.aggregation.votes",
+    "VOTE_B": "judgecal_dist.methods.aggregation.votes",
+    "check_votes": "judgecal_dist.methods.aggregation.votes",
+    "count_judge_votes": "judgecal_dist.methods.aggregation.votes",
+    "signed_votes": "judgecal_dist.methods.aggregation.votes",
+    "BetaCalibration": "judgecal_dist.methods.calibration",
+    "IsotonicCalibrator": "judgecal_dist.methods.calibration",
+    "PlattCalibrator": "judgecal_dist.methods.calibration",
+    "SplitConformal": "judgecal_dist.methods.calibration",
+    "TemperatureScaling": "judgecal_dist.methods.calibration",
+}
+
+
+__getattr__ = lazy_exports(__name__, _HOMES)
 
 __all__ = [
     "MISSING",

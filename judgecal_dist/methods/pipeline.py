@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import expit, logit
+from scipy.special import expit
 
 from judgecal_dist.errors import ConfigError
 from judgecal_dist.methods.aggregation.aggregate import MajorityVote, OneCoin
@@ -35,6 +35,7 @@ from judgecal_dist.methods.calibration.conformal import SplitConformal
 from judgecal_dist.methods.calibration.isotonic import IsotonicCalibrator
 from judgecal_dist.methods.calibration.platt import PlattCalibrator
 from judgecal_dist.methods.calibration.temperature import TemperatureScaling
+from judgecal_dist.methods.fitted import probability_logit
 from judgecal_dist.methods.selection.curate import dedup_by_family, top_k
 from judgecal_dist.settings import CALIBRATOR_INPUTS, AggregationFields, PipelineFields
 from judgecal_dist.splits import assign_blocks
@@ -178,7 +179,7 @@ def aggregate(
         model.fit(v_fit, y_fit)
     if name == "stacking":
         oof = np.asarray(model.oof_scores_, dtype=np.float64)
-        s_fit = _probability_logit(oof, 0.0) if settings.calibrator_input == "logit" else oof
+        s_fit = probability_logit(oof, 0.0) if settings.calibrator_input == "logit" else oof
     else:
         s_fit = step1_scores(name, model, v_fit, settings)
     return s_fit, step1_scores(name, model, v_new, settings), model
@@ -217,13 +218,7 @@ def step1_scores(name: str, model: Any, votes: npt.NDArray[np.int8], settings: S
         return np.asarray(model.decision_function(votes), dtype=np.float64)
     if name == "stacking" and getattr(model, "model_", None) is not None:
         return np.asarray(model.model_.decision_function(signed_votes(votes)), dtype=np.float64)
-    return _probability_logit(model.predict_proba(votes)[:, 1], settings.eps)
-
-
-def _probability_logit(p: npt.NDArray[np.float64], eps: float) -> npt.NDArray[np.float64]:
-    # eps = 0 still keeps the logit finite: float64 resolves P(Y=1) up to 1 - 2^-53 (logit 36.7).
-    lo = max(eps, np.finfo(np.float64).tiny)
-    return np.asarray(logit(np.clip(p, lo, min(1.0 - eps, 1.0 - 2.0**-53))), dtype=np.float64)
+    return probability_logit(model.predict_proba(votes)[:, 1], settings.eps)
 
 
 def calibrator(name: str, settings: Settings) -> Any:

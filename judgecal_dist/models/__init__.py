@@ -24,24 +24,67 @@ Use::
 :class:`~judgecal_dist.models.interface.TableModel`); ``judgecal fit`` and the studies export them.
 """
 
-from judgecal_dist.models.binary import BinaryPipeline, pipeline_from_estimators
-from judgecal_dist.models.continuous import (
-    Corrector,
-    FlowCorrector,
-    FlowPerRubricCorrector,
-    LinearCorrector,
-    TransportCorrector,
-    flow_from_estimator,
-    flows_per_rubric_from_estimators,
-    linear_from_conjugate,
-    linear_from_hb,
-    linear_from_moments,
-    ot_from_estimators,
-)
-from judgecal_dist.models.documents import KINDS, schemas
-from judgecal_dist.models.fcps import FCPSModel, fcps_from_estimator
-from judgecal_dist.models.files import LEGACY_FILE, MODEL_FILE, load_model, model_document, model_from_dict, save_model
-from judgecal_dist.models.interface import TableModel
+from typing import TYPE_CHECKING
+
+from judgecal_dist.extras import lazy_exports
+
+if TYPE_CHECKING:
+    from judgecal_dist.models.binary import BinaryPipeline, pipeline_from_estimators
+    from judgecal_dist.models.continuous import (
+        Corrector,
+        FlowCorrector,
+        FlowPerRubricCorrector,
+        LinearCorrector,
+        TransportCorrector,
+        flow_from_estimator,
+        flows_per_rubric_from_estimators,
+        linear_from_conjugate,
+        linear_from_hb,
+        linear_from_moments,
+        ot_from_estimators,
+    )
+    from judgecal_dist.models.documents import KINDS, schemas
+    from judgecal_dist.models.fcps import FCPSModel, fcps_from_estimator
+    from judgecal_dist.models.files import (
+        LEGACY_FILE,
+        MODEL_FILE,
+        load_model,
+        model_document,
+        model_from_dict,
+        save_model,
+    )
+    from judgecal_dist.models.interface import TableModel
+
+# Imported on first use: applying one kind imports that kind's code only.
+_HOMES = {
+    "BinaryPipeline": "judgecal_dist.models.binary",
+    "pipeline_from_estimators": "judgecal_dist.models.binary",
+    "Corrector": "judgecal_dist.models.continuous",
+    "FlowCorrector": "judgecal_dist.models.continuous",
+    "FlowPerRubricCorrector": "judgecal_dist.models.continuous",
+    "LinearCorrector": "judgecal_dist.models.continuous",
+    "TransportCorrector": "judgecal_dist.models.continuous",
+    "flow_from_estimator": "judgecal_dist.models.continuous",
+    "flows_per_rubric_from_estimators": "judgecal_dist.models.continuous",
+    "linear_from_conjugate": "judgecal_dist.models.continuous",
+    "linear_from_hb": "judgecal_dist.models.continuous",
+    "linear_from_moments": "judgecal_dist.models.continuous",
+    "ot_from_estimators": "judgecal_dist.models.continuous",
+    "KINDS": "judgecal_dist.models.documents",
+    "schemas": "judgecal_dist.models.documents",
+    "FCPSModel": "judgecal_dist.models.fcps",
+    "fcps_from_estimator": "judgecal_dist.models.fcps",
+    "LEGACY_FILE": "judgecal_dist.models.files",
+    "MODEL_FILE": "judgecal_dist.models.files",
+    "load_model": "judgecal_dist.models.files",
+    "model_document": "judgecal_dist.models.files",
+    "model_from_dict": "judgecal_dist.models.files",
+    "save_model": "judgecal_dist.models.files",
+    "TableModel": "judgecal_dist.models.interface",
+}
+
+
+__getattr__ = lazy_exports(__name__, _HOMES)
 
 __all__ = [
     "KINDS",

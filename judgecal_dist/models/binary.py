@@ -2,9 +2,12 @@ r"""``judgecal.binary-pipeline/v1``: a fitted panel pipeline (aggregator -> cali
 
 :func:`to_document` writes any aggregator and calibrator of :mod:`judgecal_dist.methods.pipeline` (majority,
 accuracy-weighted, log-odds, one-coin, Dawid-Skene including semi-supervised, stacking; none, Platt, temperature,
-beta, isotonic as its breakpoints) with their fitted numbers; :func:`from_document` rebuilds the very estimator
-classes with those attributes, so that :meth:`BinaryPipeline.score` runs the code that was evaluated and gives
-the same floats (JSON keeps every float64 exactly: Python writes the shortest repr that reads back bit for bit).
+beta, isotonic as its breakpoints) with their fitted numbers; :func:`from_document` reads them back, and
+:meth:`BinaryPipeline.score` applies them with numpy (:mod:`judgecal_dist.methods.fitted`, the numeric path the
+estimators share), so that scoring imports no sklearn. The estimator classes themselves, with those attributes,
+are rebuilt only when asked for (:attr:`BinaryPipeline.aggregator`, ``.calibrator``, ``.conformal``); tests pin
+both to the same floats (JSON keeps every float64 exactly: Python writes the shortest repr that reads back bit for
+bit).
 """
 
 from __future__ import annotations
@@ -12,32 +15,23 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, NotRequired, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, Unpack
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-from sklearn.isotonic import IsotonicRegression
-from sklearn.linear_model import LogisticRegression
 
 from judgecal_dist.io.schema import VOTE_CODING
-from judgecal_dist.methods.aggregation.aggregate import MajorityVote, OneCoin
-from judgecal_dist.methods.aggregation.dawid_skene import DawidSkene
-from judgecal_dist.methods.aggregation.stacking import LogisticStacking
-from judgecal_dist.methods.aggregation.votes import check_votes
-from judgecal_dist.methods.aggregation.weighted import AccuracyWeighted, LogOddsWeighted
-from judgecal_dist.methods.calibration.beta import BetaCalibration
-from judgecal_dist.methods.calibration.conformal import SplitConformal
-from judgecal_dist.methods.calibration.isotonic import IsotonicCalibrator
-from judgecal_dist.methods.calibration.platt import PlattCalibrator
-from judgecal_dist.methods.calibration.temperature import TemperatureScaling
-from judgecal_dist.methods.pipeline import Settings, apply_calibrator, step1_scores
+from judgecal_dist.methods.fitted import FittedAggregator, FittedCalibrator, FittedConformal, check_votes
 from judgecal_dist.models.documents import BinaryPipelineDoc
+
+if TYPE_CHECKING:
+    from judgecal_dist.methods.calibration.conformal import SplitConformal
+    from judgecal_dist.methods.pipeline import Settings
 
 __all__ = ["FORMAT", "BinaryPipeline", "PipelineFields", "to_document", "from_document", "pipeline_from_estimators"]
 
 FORMAT = "judgecal.binary-pipeline/v1"
-_CLASSES = np.array([0, 1])
 
 
 @dataclass(frozen=True)
@@ -50,10 +44,11 @@ class BinaryPipeline:
         The panel's judges, in the column order of the vote matrix the aggregator reads.
     aggregator_name, calibrator_name : str
         Names of :data:`~judgecal_dist.methods.pipeline.AGGREGATORS` / ``CALIBRATORS``.
-    aggregator : estimator
-    calibrator : estimator or None
-        None for ``"none"`` (the aggregator's probability, clipped at ``eps``).
-    conformal : list of SplitConformal
+    step1 : FittedAggregator
+    step2 : FittedCalibrator
+        The fitted numbers, applied with numpy (``none``: the aggregator's probability, clipped at ``eps``).
+    thresholds : list of FittedConformal
+        The conformal thresholds, one per level.
     calibrator_input : {"probability", "logit"}
     eps : float
     panel : str
@@ -67,14 +62,16 @@ class BinaryPipeline:
         :meth:`~judgecal_dist.models.documents.FittedOn.calibration_items`).
     document : dict
         The exported document (what :func:`judgecal_dist.models.save_model` writes).
+    aggregator, calibrator, conformal
+        The sklearn estimators with the fitted numbers (built on first use; the calibrator is None for ``none``).
     """
 
     judge_ids: list[str]
     aggregator_name: str
     calibrator_name: str
-    aggregator: Any
-    calibrator: Any
-    conformal: list[SplitConformal]
+    step1: FittedAggregator
+    step2: FittedCalibrator
+    thresholds: list[FittedConformal]
     calibrator_input: str
     eps: float
     panel: str = "all"
@@ -92,9 +89,34 @@ class BinaryPipeline:
         """``fitted_items`` as an Arrow value set (built once per process, for ``pyarrow.compute.is_in``)."""
         return None if self.fitted_items is None else pa.array(self.fitted_items, pa.string())
 
+    @functools.cached_property
+    def aggregator(self) -> Any:
+        """The fitted aggregator estimator (sklearn class; imported on first use)."""
+        from judgecal_dist.models.binary_estimators import aggregator_estimator
+
+        return aggregator_estimator(self._validated.aggregator, len(self.judge_ids))
+
+    @functools.cached_property
+    def calibrator(self) -> Any:
+        """The fitted calibrator estimator, None for ``none`` (sklearn class; imported on first use)."""
+        from judgecal_dist.models.binary_estimators import calibrator_estimator
+
+        return calibrator_estimator(self._validated.calibrator, self.settings)
+
+    @functools.cached_property
+    def conformal(self) -> list[SplitConformal]:
+        """The fitted :class:`~judgecal_dist.methods.calibration.conformal.SplitConformal` of each level."""
+        from judgecal_dist.models.binary_estimators import conformal_estimators
+
+        return conformal_estimators([t.to_dict() for t in self.thresholds])
+
+    @functools.cached_property
+    def _validated(self) -> BinaryPipelineDoc:
+        return BinaryPipelineDoc.model_validate(self.document)
+
     @property
     def alphas(self) -> list[float]:
-        return [float(c.alpha) for c in self.conformal]
+        return [float(c.alpha) for c in self.thresholds]
 
     @property
     def name(self) -> str:
@@ -103,6 +125,8 @@ class BinaryPipeline:
 
     @property
     def settings(self) -> Settings:
+        from judgecal_dist.methods.pipeline import Settings
+
         return Settings(eps=self.eps, calibrator_input=self.calibrator_input)
 
     def predict_proba(self, votes: npt.ArrayLike) -> npt.NDArray[np.float64]:
@@ -119,10 +143,11 @@ class BinaryPipeline:
             (n_alphas, n_items, 2), columns ``[B, A]``), ``n_votes`` (non-missing votes per item).
         """
         V = check_votes(votes, where=f"{self.source or 'model'}: score", n_judges=len(self.judge_ids))
-        score = np.asarray(self.aggregator.predict_proba(V)[:, 1], dtype=np.float64)
-        s = step1_scores(self.aggregator_name, self.aggregator, V, self.settings)  # what the calibrator reads
-        p = apply_calibrator(self.calibrator, s, self.settings)
-        sets = np.stack([c.predict_set(p) for c in self.conformal]) if self.conformal else np.empty((0, len(p), 2))
+        score = self.step1.proba(V)
+        # what the calibrator reads: the same probability, or the log-odds on the logit scale
+        s = score if self.calibrator_input != "logit" else self.step1.step1(V, self.calibrator_input, self.eps)
+        p = self.step2.proba(s)
+        sets = np.stack([c.predict_set(p) for c in self.thresholds]) if self.thresholds else np.empty((0, len(p), 2))
         return {"score": score, "p": p, "sets": sets, "n_votes": (V >= 0).sum(axis=1).astype(np.int32)}
 
 
@@ -243,73 +268,38 @@ def to_document(**fields: Unpack[PipelineFields]) -> dict[str, Any]:
     }
 
 
-# -- document -> estimators ---------------------------------------------------------------------------------------
-def _aggregator(doc: Any, n_judges: int) -> Any:
-    name = doc.name
-    if name == "majority":
-        model: Any = MajorityVote()
-    elif name == "accuracy_weighted":
-        model = AccuracyWeighted()
-        model.weights_ = np.array(doc.weights, dtype=np.float64)
-    elif name in ("log_odds", "one_coin"):
-        model = OneCoin(alpha0=doc.alpha0, beta0=doc.beta0) if name == "one_coin" else LogOddsWeighted()
-        model.weights_, model.prior_ = np.array(doc.weights, dtype=np.float64), float(doc.class_prior)
-    elif name == "dawid_skene":
-        model = DawidSkene(eps=doc.eps, semi_supervised=doc.semi_supervised)
-        model.prior_, model.confusion_ = float(doc.class_prior), np.array(doc.confusion, dtype=np.float64)
-        model.n_iter_ = doc.n_iter
-    else:  # stacking: sklearn's LogisticRegression with the fitted numbers (its predict_proba, bit for bit)
-        model = LogisticStacking(C=doc.C)
-        model.coef_, model.intercept_ = np.array(doc.coef, dtype=np.float64), float(doc.intercept)
-        model.fallback_ = None if doc.constant is None else "constant_labels"
-        model.oof_scores_ = np.array([doc.constant if doc.constant is not None else np.nan])
-        model.model_ = None
-        if doc.constant is None:
-            lr = LogisticRegression(C=doc.C)
-            lr.coef_, lr.intercept_ = model.coef_[None, :].copy(), np.array([model.intercept_])
-            lr.classes_, lr.n_features_in_ = _CLASSES.copy(), n_judges
-            model.model_ = lr
-    model.n_features_in_, model.classes_ = n_judges, _CLASSES.copy()
-    return model
+def _fitted_aggregator(doc: Any) -> FittedAggregator:
+    """The numbers of an aggregator document (:class:`~judgecal_dist.methods.fitted.FittedAggregator`)."""
+    numbers = doc.model_dump()
 
+    def array(key: str) -> npt.NDArray[np.float64]:
+        return np.array(numbers[key], dtype=np.float64)
 
-def _calibrator(doc: Any, settings: Settings) -> Any:
-    eps, score_input = settings.eps, settings.calibrator_input
-    if doc.name == "none":
-        return None
-    if doc.name == "platt":
-        model: Any = PlattCalibrator(eps=eps, score_input=score_input)
-        model.slope_, model.intercept_, model.coef_ = float(doc.slope), float(doc.intercept), np.zeros(0)
-        model.n_item_features_, model.fallback_, model.n_iter_ = None, None, 0
-    elif doc.name == "temperature":
-        model = TemperatureScaling(eps=eps, score_input=score_input)
-        model.temperature_, model.fallback_, model.n_iter_ = float(doc.temperature), None, 0
-    elif doc.name == "beta":
-        model = BetaCalibration(penalty=doc.penalty, l1_ratio=doc.l1_ratio, eps=eps, score_input=score_input)
-        model.a_, model.b_, model.c_ = float(doc.a), float(doc.b), float(doc.c)
-        model.fallback_, model.n_iter_, model.loss_history_ = None, 0, []
-    else:  # isotonic: sklearn's interpolation rebuilt from the breakpoints (its pickle protocol does the same)
-        model = IsotonicCalibrator(eps=eps, score_input=score_input)
-        iso = IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip")
-        x, y = np.array(doc.x, dtype=np.float64), np.array(doc.y, dtype=np.float64)
-        iso.__setstate__(iso.__getstate__() | {"X_thresholds_": x, "y_thresholds_": y, "X_min_": x[0], "X_max_": x[-1]})
-        iso.increasing_, iso.n_features_in_ = True, 1
-        model.isotonic_ = iso
-    return model
+    return FittedAggregator(
+        name=doc.name,
+        prior=float(numbers.get("class_prior", 0.5)),
+        eps=float(numbers.get("eps", 0.0)),
+        intercept=float(numbers.get("intercept", 0.0)),
+        constant=numbers.get("constant"),
+        **{key: array(key) for key in ("weights", "confusion", "coef") if key in numbers},
+    )
 
 
 def from_document(doc: BinaryPipelineDoc, raw: dict[str, Any], *, source: str = "", digest: str = "") -> BinaryPipeline:
-    """Rebuild the fitted estimators of a validated document."""
-    settings = Settings(eps=doc.eps, calibrator_input=doc.calibrator_input)
-    conformal = [SplitConformal.from_dict(c.model_dump()) for c in doc.conformal]
+    """The pipeline of a validated document (its numbers applied with numpy; estimators on demand)."""
+    numbers = {k: v for k, v in doc.calibrator.model_dump().items() if k != "name"}
+    for key in ("x", "y"):  # isotonic breakpoints
+        if key in numbers:
+            numbers[key] = np.array(numbers[key], dtype=np.float64)
+    step2 = FittedCalibrator(doc.calibrator.name, doc.calibrator_input, float(doc.eps), numbers)
     fitted_dataset, fitted_items = doc.fitted_on.calibration_items()
     return BinaryPipeline(
         judge_ids=list(doc.judge_ids),
         aggregator_name=doc.aggregator.name,
         calibrator_name=doc.calibrator.name,
-        aggregator=_aggregator(doc.aggregator, len(doc.judge_ids)),
-        calibrator=_calibrator(doc.calibrator, settings),
-        conformal=conformal,
+        step1=_fitted_aggregator(doc.aggregator),
+        step2=step2,
+        thresholds=[FittedConformal.from_dict(c.model_dump()) for c in doc.conformal],
         calibrator_input=doc.calibrator_input,
         eps=doc.eps,
         panel=doc.panel,

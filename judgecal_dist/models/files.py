@@ -13,6 +13,7 @@ scored.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import logging
 import uuid
@@ -25,9 +26,8 @@ from judgecal_dist.engine.results.store import RunStore
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.filesystem import open_fs
 from judgecal_dist.io.records import json_depth, to_json
-from judgecal_dist.models import binary, continuous, davidson, escalation, fcps, legacy
 from judgecal_dist.models.bounds import describe, implausible
-from judgecal_dist.models.documents import KINDS, BinaryPipelineDoc, Document
+from judgecal_dist.models.documents import KINDS, Document
 
 __all__ = ["MODEL_FILE", "LEGACY_FILE", "model_from_dict", "load_model", "save_model", "model_document"]
 
@@ -37,7 +37,8 @@ log = logging.getLogger(__name__)
 MODEL_FILE = "model/model.json"
 #: The one-coin + beta calibration of earlier versions (``judgecal.calibration/v2``), still read.
 LEGACY_FILE = "model/calibration.json"
-_LEGACY_FORMAT = legacy.FORMAT
+#: Its format (read by :mod:`judgecal_dist.models.legacy`, imported only for such a file).
+LEGACY_FORMAT = "judgecal.calibration/v2"
 #: What a model document may be before it is parsed: its JSON nests a few levels (FCPS cells: 6), and its largest
 #: part is the fingerprint of the fitted items; beyond these it is not a model (and would exhaust the parser).
 MAX_DOCUMENT_DEPTH = 32
@@ -75,20 +76,22 @@ def model_from_dict(
     if not isinstance(state, Mapping):
         raise InputError(f"{source}: expected a JSON object (a model document), got {type(state).__name__}")
     fmt = state.get("format")
-    if fmt == _LEGACY_FORMAT:
-        log.debug("%s: %s read as %s (one_coin + beta)", source, _LEGACY_FORMAT, binary.FORMAT)
-        model = legacy.from_dict(state, source=source, digest=digest)
-        checked(BinaryPipelineDoc, model.document, source)  # the converted numbers meet the pipeline's ranges
-        return model
+    if fmt == LEGACY_FORMAT:
+        legacy = importlib.import_module("judgecal_dist.models.legacy")
+        log.debug("%s: %s read as %s (one_coin + beta)", source, LEGACY_FORMAT, KINDS["binary-pipeline"][0])
+        return legacy.from_dict(state, source=source, digest=digest)  # checked as a pipeline document
     if fmt in _RETIRED:
         raise InputError(f"{source}: format: {fmt!r} is not applied by this version; {_RETIRED[fmt]}")
     known = {f: model for f, model in KINDS.values()}
     if fmt not in known:
-        raise InputError(f"{source}: format: expected one of {sorted(known)} (or {_LEGACY_FORMAT!r}), got {fmt!r}")
+        raise InputError(f"{source}: format: expected one of {sorted(known)} (or {LEGACY_FORMAT!r}), got {fmt!r}")
     doc = checked(known[fmt], state, source)
-    if fmt in _WITH_FILES:
-        return _BUILDERS[fmt](doc, dict(state), source=source, digest=digest, read_file=read_file)
-    return _BUILDERS[fmt](doc, dict(state), source=source, digest=digest)
+    kind = next(k for k, (f, _) in KINDS.items() if f == fmt)
+    module, function = _BUILDERS[kind]
+    build = getattr(importlib.import_module(f"judgecal_dist.models.{module}"), function)
+    if kind in _WITH_FILES:
+        return build(doc, dict(state), source=source, digest=digest, read_file=read_file)
+    return build(doc, dict(state), source=source, digest=digest)
 
 
 def checked(kind: type[Document], state: Mapping[str, Any], source: str) -> Any:
@@ -110,18 +113,20 @@ def checked(kind: type[Document], state: Mapping[str, Any], source: str) -> Any:
     return doc
 
 
-_BUILDERS: dict[str, Any] = {
-    binary.FORMAT: binary.from_document,
-    davidson.FORMAT: davidson.from_document,
-    escalation.FORMAT: escalation.from_document,
-    fcps.FORMAT: fcps.from_document,
-    continuous.LINEAR_FORMAT: continuous.linear_from_document,
-    continuous.OT_FORMAT: continuous.ot_from_document,
-    continuous.FLOW_FORMAT: continuous.flow_from_document,
-    continuous.FLOW_RUBRIC_FORMAT: continuous.flows_per_rubric_from_document,
+#: The reader of each kind (module of judgecal_dist.models, function), imported when a document of the kind is read:
+#: applying a binary pipeline imports neither the correctors' nor the FCPS models' code (sklearn among them).
+_BUILDERS: dict[str, tuple[str, str]] = {
+    "binary-pipeline": ("binary", "from_document"),
+    "davidson": ("davidson", "from_document"),
+    "escalation": ("escalation", "from_document"),
+    "fcps": ("fcps", "from_document"),
+    "linear-corrector": ("continuous", "linear_from_document"),
+    "ot-corrector": ("continuous", "ot_from_document"),
+    "flow-corrector": ("continuous", "flow_from_document"),
+    "flow-per-rubric": ("continuous", "flows_per_rubric_from_document"),
 }
 #: Kinds whose document names files beside it (read through ``read_file``).
-_WITH_FILES = {continuous.FLOW_FORMAT, continuous.FLOW_RUBRIC_FORMAT}
+_WITH_FILES = {"flow-corrector", "flow-per-rubric"}
 
 
 def _split(url: str) -> tuple[str, str]:

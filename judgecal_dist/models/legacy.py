@@ -39,11 +39,13 @@ from judgecal_dist.methods.aggregation.aggregate import OneCoin
 from judgecal_dist.methods.calibration.beta import BetaCalibration
 from judgecal_dist.methods.calibration.conformal import SplitConformal
 from judgecal_dist.methods.pipeline import CALIBRATOR_INPUTS, Settings
-from judgecal_dist.models.binary import BinaryPipeline, to_document
+from judgecal_dist.models.binary import BinaryPipeline, from_document, to_document
+from judgecal_dist.models.documents import BinaryPipelineDoc
+from judgecal_dist.models.files import LEGACY_FORMAT, checked
 
 __all__ = ["FORMAT", "from_dict"]
 
-FORMAT = "judgecal.calibration/v2"
+FORMAT = LEGACY_FORMAT
 
 
 def _require(state: Mapping[str, Any], key: str, where: str) -> Any:
@@ -200,18 +202,5 @@ def from_dict(state: Mapping[str, Any], *, source: str = "calibration", digest: 
         conformal=conformal,
         fitted_on={"dataset": fitted_dataset, "item_ids": list(fitted_items) if fitted_items else None},
     )
-    return BinaryPipeline(
-        judge_ids=list(judges),
-        aggregator_name="one_coin",
-        calibrator_name="beta",
-        aggregator=aggregator,
-        calibrator=beta,
-        conformal=conformal,
-        calibrator_input=calibrator_input,
-        eps=eps,
-        source=source,
-        digest=digest,
-        fitted_dataset=fitted_dataset,
-        fitted_items=fitted_items,
-        document=converted,
-    )
+    # the converted numbers meet the pipeline's ranges (refused as any model file is)
+    return from_document(checked(BinaryPipelineDoc, converted, source), converted, source=source, digest=digest)

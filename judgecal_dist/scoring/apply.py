@@ -219,8 +219,10 @@ def score_dataset(
     } | {name: json_records(table) for name, table in tables.items()}
     for name, table in tables.items():
         store.write_table(f"summary/{name}.parquet", table)
-    store.write_bytes("figures/win_rates.png", summ.figure(tables["datasets"], tables.get("models")))
     store.write_json("summary.json", record)
+    store.write_bytes(  # last of the results: drawing it imports matplotlib (numbers first)
+        "figures/win_rates.png", summ.figure(tables["datasets"], tables.get("models"))
+    )
     store.write_json(MARKER, ownership_marker(inputs, new_files))
     store.commit_success()
     log.info(

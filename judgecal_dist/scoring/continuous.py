@@ -32,7 +32,7 @@ import functools
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -44,10 +44,12 @@ from judgecal_dist.engine.results.store import RunStore
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.dataset import read_dataset_table
 from judgecal_dist.io.records import json_records
-from judgecal_dist.models.continuous import Corrector
 from judgecal_dist.scoring.kernel import in_calibration, read_items_partition, write_items
 from judgecal_dist.scoring.output import MARKER, OUTPUT_FORMAT, Output, ownership_marker, replace_outputs, stage_items
 from judgecal_dist.scoring.tables import spark_runner
+
+if TYPE_CHECKING:  # the corrector's module is imported by the model loader when a corrector is read
+    from judgecal_dist.models.continuous import Corrector
 
 __all__ = [
     "ITEM_COLUMNS",

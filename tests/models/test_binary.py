@@ -10,7 +10,16 @@ import pytest
 
 from judgecal_dist.errors import InputError
 from judgecal_dist.methods.calibration.conformal import SplitConformal
-from judgecal_dist.methods.pipeline import AGGREGATORS, CALIBRATORS, Settings, aggregate, calibrate, calibrator
+from judgecal_dist.methods.pipeline import (
+    AGGREGATORS,
+    CALIBRATORS,
+    Settings,
+    aggregate,
+    apply_calibrator,
+    calibrate,
+    calibrator,
+    step1_scores,
+)
 from judgecal_dist.models import load_model, model_from_dict, pipeline_from_estimators, save_model
 
 
@@ -97,3 +106,27 @@ def test_save_never_overwrites_by_accident(panel, tmp_path) -> None:
     with pytest.raises(InputError, match="exists"):
         save_model(exported, url)
     assert save_model(exported, url, overwrite=True) == url
+
+
+@pytest.mark.parametrize("calibrator_input", ["logit", "probability"])
+@pytest.mark.parametrize("agg", AGGREGATORS)
+def test_numeric_path_equals_the_sklearn_estimators(panel, agg: str, calibrator_input: str) -> None:
+    """Scoring applies the fitted numbers with numpy (no sklearn); the estimators rebuilt from the same document
+    (``.aggregator``, ``.calibrator``, ``.conformal``) give the same floats, for every aggregator and calibrator."""
+    V, y = panel
+    settings = Settings(calibrator_input=calibrator_input)
+    for cal in CALIBRATORS:
+        _, exported = _fit(V, y, agg, cal, settings)
+        out = exported.score(V)
+        estimator = exported.aggregator
+        np.testing.assert_allclose(out["score"], estimator.predict_proba(V)[:, 1], rtol=0, atol=1e-12)
+        s = step1_scores(agg, estimator, V, settings)
+        np.testing.assert_allclose(exported.step1.step1(V, calibrator_input, settings.eps), s, rtol=0, atol=1e-12)
+        expected = apply_calibrator(exported.calibrator, s, settings)
+        np.testing.assert_allclose(out["p"], expected, rtol=0, atol=1e-12, err_msg=f"{agg} + {cal}")
+        for sets, conformal in zip(out["sets"], exported.conformal, strict=True):
+            np.testing.assert_array_equal(sets, conformal.predict_set(out["p"]))
+        # exact log-odds of the log-odds models (vote fractions have +-inf at unanimity; a constant none)
+        if agg in ("log_odds", "one_coin", "dawid_skene") or (agg == "stacking" and estimator.model_ is not None):
+            logits = estimator.decision_function(V)
+            np.testing.assert_allclose(exported.step1.log_odds(V), logits, rtol=0, atol=1e-12)

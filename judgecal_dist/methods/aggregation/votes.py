@@ -18,6 +18,7 @@ from sklearn.utils.validation import check_is_fitted
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.schema import MISSING_CODE as MISSING
 from judgecal_dist.io.schema import VOTE_A, VOTE_B
+from judgecal_dist.methods.fitted import check_votes, signed_votes
 from judgecal_dist.stats.checks import DEFAULT_EPS, check_binary_labels, check_same_length
 
 __all__ = [
@@ -31,77 +32,6 @@ __all__ = [
     "class_prior",
     "LogOddsTransformer",
 ]
-
-
-def check_votes(V: npt.ArrayLike, *, where: str, n_judges: int | None = None) -> npt.NDArray[np.int8]:
-    """Return ``V`` as a C-contiguous int8 matrix after checking its shape and codes.
-
-    Parameters
-    ----------
-    V : array-like of shape (n_items, n_judges)
-        Codes in {-1, 0, 1}; any integer, float or bool dtype holding only those values is accepted.
-    where : str
-        Caller named in error messages (e.g. ``"OneCoin.fit"``).
-    n_judges : int, optional
-        Required number of columns (the panel the model was fitted on).
-
-    Returns
-    -------
-    ndarray of int8, shape (n_items, n_judges)
-
-    Raises
-    ------
-    InputError
-        If ``V`` is not 2-D, has no items or no judges, has the wrong number of judges, or holds a code outside
-        {-1, 0, 1} (NaN included).
-
-    Examples
-    --------
-    >>> check_votes([[1, 0, -1]], where="demo")
-    array([[ 1,  0, -1]], dtype=int8)
-    >>> check_votes([[1, 2]], where="demo")
-    Traceback (most recent call last):
-    ...
-    judgecal_dist.errors.InputError: demo: V: codes must be 1 (A), 0 (B) or -1 (missing) (1 cells, e.g. [0, 1]=2)
-    """
-    columns = {str(c) for c in getattr(V, "columns", ())}
-    if {"task", "worker", "label"} <= columns or {"item_id", "judge_id", "verdict"} <= columns:
-        raise InputError(
-            f"{where}: V: a long frame of verdicts ({', '.join(sorted(columns)[:4])}), not a vote matrix: use "
-            "judgecal_dist.CalibratedAggregator on it, or judgecal_dist.vote_matrix(frame) for the matrix"
-        )
-    arr = np.asarray(V)
-    if arr.ndim != 2:
-        hint = "; for a single item use V.reshape(1, -1)" if arr.ndim == 1 else ""
-        raise InputError(f"{where}: V: expected a 2-D vote matrix (n_items, n_judges), got shape {arr.shape}{hint}")
-    if arr.shape[0] == 0 or arr.shape[1] == 0:
-        raise InputError(f"{where}: V: empty vote matrix of shape {arr.shape}; need >= 1 item and >= 1 judge")
-    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
-        raise InputError(f"{where}: V: expected numeric vote codes in {{-1, 0, 1}}, got dtype {arr.dtype}")
-    bad = ~np.isin(arr, (MISSING, VOTE_B, VOTE_A))
-    if bad.any():
-        cells = np.argwhere(bad)[:3]
-        examples = ", ".join(f"[{i}, {j}]={arr[i, j].item()!r}" for i, j in cells)
-        raise InputError(
-            f"{where}: V: codes must be 1 (A), 0 (B) or -1 (missing) ({int(bad.sum())} cells, e.g. {examples})"
-        )
-    if n_judges is not None and arr.shape[1] != n_judges:
-        raise InputError(f"{where}: V: has {arr.shape[1]} judges (columns), but the model was fitted on {n_judges}")
-    return np.ascontiguousarray(arr, dtype=np.int8)
-
-
-def signed_votes(V: npt.NDArray[np.int8]) -> npt.NDArray[np.float64]:
-    r"""The :math:`\pm 1` vote matrix :math:`z_{ij} = 2V_{ij} - 1`, with :math:`z_{ij} = 0` for missing votes.
-
-    ``V`` must already be checked by :func:`check_votes`. The result is float64 so that ``signed_votes(V) @ w``
-    is a single BLAS matrix-vector product.
-
-    Examples
-    --------
-    >>> signed_votes(np.array([[1, 0, -1]], dtype=np.int8))
-    array([[ 1., -1.,  0.]])
-    """
-    return np.where(V == MISSING, 0.0, 2.0 * V - 1.0)
 
 
 def count_judge_votes(V: npt.ArrayLike, y: npt.ArrayLike) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:

@@ -21,11 +21,12 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 from scipy.optimize import linprog
-from scipy.special import expit, log_expit, logit
+from scipy.special import log_expit, logit
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from judgecal_dist.errors import ConfigError, InputError
+from judgecal_dist.methods.fitted import proba_from_logit
 from judgecal_dist.stats.checks import check_binary_labels, check_eps, check_probabilities, check_same_length
 
 __all__ = [
@@ -83,11 +84,6 @@ def logistic_loss(t: npt.NDArray[np.float64], y: npt.NDArray[np.float64]) -> npt
     array([4.24835426e-18, 6.93147181e-01])
     """
     return np.asarray(np.logaddexp(0.0, (1.0 - 2.0 * y) * t), dtype=np.float64)
-
-
-def proba_from_logit(t: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """``[sigma(-t), sigma(t)]``: P(Y=0) keeps full relative precision when P(Y=1) is near 1."""
-    return np.column_stack([expit(-t), expit(t)])
 
 
 def check_sample_weight(sample_weight: npt.ArrayLike | None, n: int, where: str) -> npt.NDArray[np.float64]:

@@ -25,6 +25,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from judgecal_dist.errors import ConfigError
 from judgecal_dist.methods.calibration.base import ScoreCalibrator, logistic_loss, proba_from_logit, separates
+from judgecal_dist.methods.fitted import beta_log_features
 from judgecal_dist.stats.checks import DEFAULT_EPS, check_param
 
 __all__ = ["BetaCalibration", "objective", "IDENTITY", "GTOL", "MAX_ITER"]
@@ -33,11 +34,6 @@ MAX_ITER = 1000  # optimiser iterations (public: the one-pass engine runs the sa
 GTOL = 1e-10  # L-BFGS-B target on the projected gradient (spec §3.3)
 _GTOL_ACCEPT = 1e-7  # converged if the final projected gradient is this small when round-off stopped the search
 IDENTITY = np.array([1.0, 1.0, 0.0])  # (a, b, c) of the identity map
-
-
-def _features(log_s: npt.NDArray[np.float64], log_1ms: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """Columns :math:`(\\ln s, -\\ln(1-s), 1)`, so that the logit is ``F @ (a, b, c)``."""
-    return np.column_stack([log_s, -log_1ms, np.ones_like(log_s)])
 
 
 def objective(
@@ -231,7 +227,7 @@ class BetaCalibration(ScoreCalibrator):
             )
         if self.penalty_scale == "sum":
             lam = lam / weights.sum()  # sum of losses + lam * P  ==  sum(w) * (mean loss + lam / sum(w) * P)
-        self._minimise(_features(*self._log_probs(scores)), labels, weights / weights.sum(), lam, l1_ratio)
+        self._minimise(beta_log_features(*self._log_probs(scores)), labels, weights / weights.sum(), lam, l1_ratio)
         return self
 
     def _minimise(
@@ -283,4 +279,4 @@ class BetaCalibration(ScoreCalibrator):
         return lam, l1_ratio
 
     def _proba(self, s: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-        return proba_from_logit(_features(*self._log_probs(s)) @ np.array([self.a_, self.b_, self.c_]))
+        return proba_from_logit(beta_log_features(*self._log_probs(s)) @ np.array([self.a_, self.b_, self.c_]))
