@@ -217,12 +217,7 @@ def score_dataset(
         "items_url": store.url_of("items"),
         "seconds": round(time.perf_counter() - started, 3),
     } | {name: json_records(table) for name, table in tables.items()}
-    for name, table in tables.items():
-        store.write_table(f"summary/{name}.parquet", table)
-    store.write_json("summary.json", record)
-    store.write_bytes(  # last of the results: drawing it imports matplotlib (numbers first)
-        "figures/win_rates.png", summ.figure(tables["datasets"], tables.get("models"))
-    )
+    _write_results(store, tables, record)
     store.write_json(MARKER, ownership_marker(inputs, new_files))
     store.commit_success()
     log.info(
@@ -234,6 +229,15 @@ def score_dataset(
         output_url,
     )
     return record
+
+
+def _write_results(store: RunStore, tables: dict[str, pd.DataFrame], record: dict[str, Any]) -> None:
+    """The summary tables and ``summary.json``, then the figure: drawing it is what imports matplotlib, so every
+    number is written first."""
+    for name, table in tables.items():
+        store.write_table(f"summary/{name}.parquet", table)
+    store.write_json("summary.json", record)
+    store.write_bytes("figures/win_rates.png", summ.figure(tables["datasets"], tables.get("models")))
 
 
 def _score_table_kind(
