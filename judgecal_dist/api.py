@@ -20,7 +20,11 @@ gets no verdict (null ``p``, never the class prior); ``in_calibration`` marks th
 The fit is the studies' (:mod:`judgecal_dist.methods.pipeline`): an aggregator (Step 1), a calibrator on its
 log-odds (Steps 2-3) and split-conformal thresholds (Step 4). :meth:`CalibratedAggregator.save` writes the JSON
 model ``judgecal score --model`` applies (:mod:`judgecal_dist.models`); :meth:`CalibratedAggregator.load` reads
-any binary-pipeline model a study, ``judgecal fit`` or ``save`` exported. See ``docs/api.md``.
+any binary-pipeline model a study, ``judgecal fit`` or ``save`` exported.
+
+:class:`~judgecal_dist.methods.labels.estimators.PredictionPoweredMean` (PPI++, the inverse-probability form for
+actively drawn labels) and the target builders of ``judgecal label estimate`` take the panel's ``p`` as the proxy
+on arrays. See ``docs/api.md``.
 """
 
 from __future__ import annotations
@@ -42,11 +46,20 @@ from judgecal_dist.errors import InputError
 from judgecal_dist.io.adapters.long import category, long_columns
 from judgecal_dist.io.schema import MISSING_CODE, VOTE_A
 from judgecal_dist.methods.calibration.conformal import SplitConformal
+from judgecal_dist.methods.labels.estimators import PredictionPoweredMean, estimates_frame
+from judgecal_dist.methods.labels.targets import build_targets, target_moments
 from judgecal_dist.methods.pipeline import AGGREGATORS, CALIBRATORS, Settings, aggregate, calibrator
 from judgecal_dist.scoring.checks import MIN_JUDGE_COVERAGE, check_coverage, check_judges
 from judgecal_dist.splits import assign_blocks, group_keys
 
-__all__ = ["CalibratedAggregator", "vote_matrix"]
+__all__ = [
+    "CalibratedAggregator",
+    "PredictionPoweredMean",
+    "build_targets",
+    "estimates_frame",
+    "target_moments",
+    "vote_matrix",
+]
 
 #: The columns of a long vote table, in our names (crowd-kit's task/worker/label are mapped by ``long_columns``).
 _LONG = ("item_id", "judge_id", "verdict")
