@@ -147,7 +147,7 @@ def test_patterns_keyed_once_equal_a_table_fit_per_fold(generated):
     judges = fit_dawid_skene(generated, n_iter=1, fixed_iter=True).judge_ids
     source = read_item_votes(generated, EngineConfig(), 0, judges, None)
     cols = np.array([5, 0, 3])  # a panel, columns out of order
-    patterns = VotePatterns.of(source, cols)
+    patterns = VotePatterns.of(source.votes, source.labels, cols)
     assert len(patterns.votes) <= 3**3 and len(patterns.pattern) == len(source.labels)
     item_ids = np.array(source.keys.column("item_id").to_pylist())
     labelled = item_ids[source.labels >= 0]
@@ -160,3 +160,34 @@ def test_patterns_keyed_once_equal_a_table_fit_per_fold(generated):
         np.testing.assert_allclose(model.confusion_, direct.confusion, rtol=1e-12)
         assert model.prior_ == pytest.approx(direct.prior, rel=1e-12)
         np.testing.assert_allclose(model.loss_history_, direct.model.loss_history_, rtol=1e-12)
+
+
+def test_spark_cells_equal_in_memory_cells_and_fits(generated, spark):
+    """One Spark job's vote-pattern cells: the in-memory items' cells (patterns, label states, counts), and the
+    folds' fits from them equal the in-memory fits."""
+    from judgecal_dist.engine.jobs.ds_cells import vote_cells_spark
+    from judgecal_dist.methods.aggregation.cells import vote_cells
+
+    judges = fit_dawid_skene(generated, n_iter=1, fixed_iter=True).judge_ids
+    source = read_item_votes(generated, EngineConfig(), 0, judges, None)
+    cells = vote_cells_spark(generated, engine=SPARK, judge_ids=judges)
+    assert cells.judge_ids == judges and cells.counts.sum() == len(source.labels)
+    expected = vote_cells(source.votes, source.labels.astype(np.int64))
+    got = vote_cells(cells.votes, cells.labels.astype(np.int64))  # Spark's rows, grouped again by pattern, label
+    keyed = {(*v, lab): n for v, lab, n in zip(map(tuple, expected[0]), expected[1], expected[3], strict=True)}
+    found: dict = {}
+    for v, lab, row in zip(map(tuple, got[0]), got[1], range(len(got[0])), strict=True):
+        found[(*v, lab)] = cells.counts[got[2] == row].sum()
+    assert found == keyed
+    item_ids = np.array(source.keys.column("item_id").to_pylist())
+    labelled = item_ids[source.labels >= 0]
+    cols = np.array([1, 4, 2, 7])
+    in_memory = VotePatterns.of(source.votes, source.labels, cols)
+    on_spark = VotePatterns.of(cells.votes, cells.labels, cols, cells.counts)
+    spark_ids = np.array([i or "" for i in cells.item_ids])
+    for latent in (labelled[::3], labelled[:0]):
+        a = in_memory.fit(dawid_skene_model(n_iter=40), np.isin(item_ids, latent))
+        b = on_spark.fit(dawid_skene_model(n_iter=40), np.isin(spark_ids, latent))
+        assert a.n_iter_ == b.n_iter_
+        np.testing.assert_allclose(b.confusion_, a.confusion_, rtol=1e-12)
+        assert b.prior_ == pytest.approx(a.prior_, rel=1e-12)

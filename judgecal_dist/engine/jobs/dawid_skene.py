@@ -165,17 +165,27 @@ class VotePatterns:
         sample, as a table fit reads them, even one without a verdict from these judges).
     labels : ndarray of shape (n_items,)
         Label codes (-1: none).
+    counts : ndarray of shape (n_items,) or None
+        Items each row stands for, when the rows were counted elsewhere (a Spark job's cells); None: one each.
     """
 
     votes: npt.NDArray[np.int8]
     pattern: npt.NDArray[np.intp]
     labels: npt.NDArray[np.int64]
+    counts: npt.NDArray[np.float64] | None = None
 
     @classmethod
-    def of(cls, source: ItemVotes, cols: npt.ArrayLike) -> VotePatterns:
-        """The patterns of the judges ``cols`` (column positions of ``source``)."""
-        patterns, _, pattern, _ = vote_cells(source.votes[:, np.asarray(cols)])
-        return cls(patterns, pattern, source.labels.astype(np.int64))
+    def of(
+        cls,
+        votes: npt.NDArray[np.int8],
+        labels: npt.NDArray[np.integer],
+        cols: npt.ArrayLike,
+        counts: npt.NDArray[np.float64] | None = None,
+    ) -> VotePatterns:
+        """The patterns of the judges ``cols`` (column positions of ``votes``: an :class:`ItemVotes`' or a cell
+        table's, with their label codes and ``counts``)."""
+        patterns, _, pattern, _ = vote_cells(votes[:, np.asarray(cols)])
+        return cls(patterns, pattern, labels.astype(np.int64), counts)
 
     def fit(self, model: DawidSkene, latent: npt.NDArray[np.bool_] | None = None) -> DawidSkene:
         """``model`` fitted over the cells, the labels of the items flagged ``latent`` left out (all of them
@@ -183,7 +193,7 @@ class VotePatterns:
         labels = self.labels if latent is None else np.where(latent, UNLABELLED, self.labels)
         if not model.semi_supervised:
             labels = np.full_like(self.labels, UNLABELLED)
-        cell_pattern, cell_labels, _, counts = label_cells(self.pattern, len(self.votes), labels)
+        cell_pattern, cell_labels, _, counts = label_cells(self.pattern, len(self.votes), labels, self.counts)
         return model.fit_cells(self.votes[cell_pattern], cell_labels if model.semi_supervised else None, counts)
 
 

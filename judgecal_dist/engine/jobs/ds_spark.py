@@ -54,7 +54,7 @@ from judgecal_dist.errors import InputError
 from judgecal_dist.methods.aggregation.cells import vote_indicators
 from judgecal_dist.methods.aggregation.dawid_skene import UNLABELLED, DawidSkene
 
-__all__ = ["DSResult", "dawid_skene_spark"]
+__all__ = ["DSResult", "dawid_skene_spark", "packed_votes"]
 
 log = logging.getLogger(__name__)
 
@@ -236,7 +236,7 @@ def _run_pass(votes: DataFrame, **kernel: Any) -> _PassStats:
     )
 
 
-def _votes_table(
+def packed_votes(
     source: str | SparkSession,
     config: EngineConfig,
     sample: int,
@@ -321,7 +321,7 @@ def dawid_skene_spark(
     where = "dawid_skene_spark"
     model.check_params(where)
     n_iter, semi_supervised, fixed_iter = model.n_iter, model.semi_supervised, model.fixed_iter
-    votes, judge_ids, tally = _votes_table(source, config, sample, judge_ids, dataset, latent_items)
+    votes, judge_ids, tally = packed_votes(source, config, sample, judge_ids, dataset, latent_items)
     votes = votes.persist(StorageLevel.MEMORY_AND_DISK)
     J = len(judge_ids)
     kernel = {"model": model, "n_judges": J, "semi": semi_supervised}

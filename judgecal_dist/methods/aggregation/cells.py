@@ -59,7 +59,10 @@ def vote_cells(
 
 
 def label_cells(
-    pattern: npt.NDArray[np.intp], n_patterns: int, labels: npt.NDArray[np.integer]
+    pattern: npt.NDArray[np.intp],
+    n_patterns: int,
+    labels: npt.NDArray[np.integer],
+    weights: npt.NDArray[np.float64] | None = None,
 ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.int64], npt.NDArray[np.intp], npt.NDArray[np.float64]]:
     """Vote-pattern cells split by label state, from each item's pattern (``vote_cells``' ``inverse``).
 
@@ -73,6 +76,8 @@ def label_cells(
     n_patterns : int
     labels : ndarray of shape (n_items,)
         Label codes 0, 1 or -1 (none).
+    weights : ndarray of shape (n_items,), optional
+        Items each row stands for (rows already counted elsewhere, e.g. by a Spark job); default 1.
 
     Returns
     -------
@@ -85,7 +90,7 @@ def label_cells(
         Items per cell, as float64 weights.
     """
     key = pattern.astype(np.int64) * 3 + (labels.astype(np.int64) + 1)
-    per_key = np.bincount(key, minlength=3 * n_patterns)
+    per_key = np.bincount(key, weights=weights, minlength=3 * n_patterns)
     present = np.flatnonzero(per_key)
     rank = np.cumsum(per_key > 0) - 1  # a key's cell: its rank among the keys present
     return present // 3, present % 3 - 1, rank[key], per_key[present].astype(np.float64)

@@ -16,10 +16,10 @@ all labelled items and exported (``model/model.json``, :mod:`judgecal_dist.model
 from its cross-fitted probabilities, which no fit has seen.
 
 Dawid-Skene is the one candidate fitted on more than the labelled panel: semi-supervised EM over every item of
-the table with a verdict from the panel's judges (:func:`judgecal_dist.engine.jobs.dawid_skene.fit_dawid_skene`, in
-memory when the votes fit, one Spark pass per iteration when they do not, same result), the labels of the
-training folds anchoring it and the held-out fold's labels left latent. These fits run on the driver when the
-data is loaded (a Spark session is not shipped to replicates); a replicate reads its fold's fitted model. ``predictions.parquet`` holds the exported model's
+the table with a verdict from the panel's judges (:mod:`judgecal_dist.studies.fit.ds`: the votes read and coded
+once, in memory when they fit, counted into vote-pattern cells by one Spark job when they do not, same result),
+the labels of the training folds anchoring it and the held-out fold's labels left latent. These fits run on the
+driver when the data is loaded (a Spark session is not shipped to replicates); a replicate reads its fold's fitted model. ``predictions.parquet`` holds the exported model's
 probability of every labelled item: ``judgecal score`` with the model reproduces it exactly.
 
 References
@@ -56,7 +56,7 @@ from judgecal_dist.studies.preflight import check_parts, check_votes
 from judgecal_dist.studies.recommendation import candidate_name, read_choices
 from judgecal_dist.studies.recommendation import choose as pick
 
-__all__ = ["NAME", "Config", "load", "preflight", "plan", "run_replicate", "summarise", "choose"]
+__all__ = ["NAME", "Config", "load", "preflight", "plan", "run_shared", "run_replicate", "summarise", "choose"]
 
 NAME = "fit"
 T = TypeVar("T")
@@ -105,7 +105,7 @@ def load(config: Config, engine: EngineConfig) -> FitInput:
     if "dawid_skene" not in config.aggregators:
         return data
     ds_engine = choose_engine(url, None, engine)
-    table = TableVotes.read(url, panel, engine, config.sample) if ds_engine == "local" else None
+    table = TableVotes.read(url, panel, engine, config.sample, ds_engine)
     data = FitInput(panel, config, roles, engine, ds_engine, others=others, table=table)
     for fold in range(config.folds):
         held = roles == fold
@@ -184,6 +184,19 @@ def preflight(config: Config, data: FitInput) -> None:
 
 def plan(config: Config, data: FitInput) -> list[Replicate]:
     return [Replicate(seed=config.seed + k, fold=k) for k in range(config.folds)]
+
+
+def run_shared(
+    config: Config, data: FitInput, todo: list[Replicate], commit: Callable[[int, pd.DataFrame], None]
+) -> bool:
+    """With Dawid-Skene the only aggregator, run the folds here (the runner starts no Ray): its fits were made on
+    the driver in :func:`load`, so a fold only fits calibrators on the labelled panel, less work than starting
+    Ray. False otherwise (the runner fans the folds out)."""
+    if list(config.aggregators) != ["dawid_skene"]:
+        return False
+    for rep in todo:
+        commit(rep.seed, run_replicate(data, rep))
+    return True
 
 
 def run_replicate(data: FitInput, rep: Replicate) -> pd.DataFrame:

@@ -65,3 +65,15 @@ def test_score_reproduces_the_dawid_skene_card(generated, tmp_path):
     card = pd.read_parquet(Path(fitted) / "predictions.parquet")
     items = pd.read_parquet(out / "items").set_index("item_id").loc[card["item_id"]]
     np.testing.assert_array_equal(items["p"].to_numpy(), card["p"].to_numpy())
+
+
+def test_dawid_skene_only_fit_starts_no_ray(generated, tmp_path):
+    """Without --serial, a fit whose only aggregator is Dawid-Skene (fitted on the driver) runs its folds here."""
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        pytest.skip("Ray was started by an earlier test in this process")
+    sets = [a for key, value in SETS.items() for a in ("--set", f"{key}={value}")]
+    run = CliRunner().invoke(cli, ["fit", "--data", generated, "--output", str(tmp_path / "fit"), *sets])
+    assert run.exit_code == 0, run.output
+    assert not ray.is_initialized()
+    assert len(pd.read_parquet(Path(run.output.strip().splitlines()[-1]) / "predictions.parquet")) > 0
