@@ -208,9 +208,17 @@ def estimate(
     record = estimate_labels(
         model_url, data_url, output_url, settings, queues=queues, engine=engine, overwrite=overwrite
     )
+    summary = {"targets": len(record["estimates"])} | record["counts"] | {"engine": record["engine"]}
+    click.echo(json.dumps(summary))
     for row in record["estimates"]:
-        click.echo(
-            f"{row['target']}: {row['estimate']} [{row['lower']}, {row['upper']}] ({row['n_labels']} labels, "
-            f"{row['effective_labels']} effective)"
-        )
+        numbers = "too few labels" if row["estimate"] is None else _estimate_line(row)
+        click.echo(f"{row['target']}: {numbers}")
     click.echo(output_url)
+
+
+def _estimate_line(row: dict) -> str:
+    """``estimate [lower, upper] (n labels, m effective)`` of one row of estimates.parquet."""
+    return (
+        f"{row['estimate']:.4f} [{row['lower']:.4f}, {row['upper']:.4f}] ({row['n_labels']} labels, "
+        f"{row['effective_labels']:.1f} effective)"
+    )
