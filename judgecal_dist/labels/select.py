@@ -384,14 +384,16 @@ def _key_table(keys: set[tuple[str, str]]) -> pa.Table:
 
 
 def _member(items: pa.Table, keys: pa.Table) -> np.ndarray:
-    """Whether each (dataset, item_id) of ``items`` is among ``keys``."""
-    joined = sampling.item_keys(
-        items["dataset"].to_numpy(zero_copy_only=False), items["item_id"].to_numpy(zero_copy_only=False)
+    """Whether each (dataset, item_id) of ``items`` is among ``keys`` (vectorised over joined key strings)."""
+
+    def joined(table: pa.Table) -> pa.Array:
+        columns = [pc.cast(table[c], pa.string()) for c in ("dataset", "item_id")]
+        return pc.binary_join_element_wise(*columns, sampling.ITEM_KEY_SEPARATOR)
+
+    found = pc.is_in(
+        joined(items), value_set=joined(keys).combine_chunks() if keys.num_rows else pa.array([], pa.string())
     )
-    wanted = sampling.item_keys(
-        keys["dataset"].to_numpy(zero_copy_only=False), keys["item_id"].to_numpy(zero_copy_only=False)
-    )
-    return np.isin(joined, wanted)
+    return np.asarray(pc.fill_null(found, False).to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def _strata_labels(candidates: pa.Table, strata: Sequence[str]) -> np.ndarray:
