@@ -138,6 +138,7 @@ def test_strata_and_costs(project, tmp_path) -> None:
         (["--budget", "10", "--label-cost", "0", "--proxy-cost", "1"], "--label-cost: 0: must be positive"),
         (["--budget", "10", "--label-cost", "1", "--proxy-cost", "-1"], "--proxy-cost: -1: must be positive"),
         (["--budget", "10", "--label-cost", "1"], "give both costs"),
+        (["--budget", "10", "--previous", "nowhere/q"], "--previous: nowhere/q: not a committed label select queue"),
     ],
 )
 def test_refusals_exit_2_and_write_nothing(project, tmp_path, extra, message) -> None:
