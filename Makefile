@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 DEMO   ?= ./demo
 PYTEST_ARGS ?=
 
-.PHONY: help venv install java demo test test-heavy lint format bench clean
+.PHONY: help venv install java demo test test-heavy lint format bench bench-peers clean
 
 help:
 	@echo "make demo        create .venv, install, run the flagship study on a generated panel (local Spark + Ray)"
@@ -50,6 +50,26 @@ lint: $(STAMP)
 format: $(STAMP)
 	$(VENV)/bin/ruff format judgecal_dist tests benchmarks jobs
 	$(VENV)/bin/ruff check --fix judgecal_dist tests benchmarks jobs
+
+# The peers of benchmarks/label_llmbar.py that need another Python: GLIDE (glide-py needs Python >= 3.12 and
+# scipy >= 1.18.1; the project is 3.11) in its own benchmark-only environment, which the benchmark calls as a
+# subprocess (benchmarks/peers/glide_runner.py, arrays by .npz). python3.12 from PATH, else pyenv's 3.12.
+PEERS_PYTHON ?= python3.12
+PEERS_VENV   := .venv-peers
+GLIDE_PIN    := glide-py==0.11.0
+
+bench-peers:
+	@py="$(PEERS_PYTHON)"; \
+	if ! "$$py" -c 'import sys' >/dev/null 2>&1 && command -v pyenv >/dev/null 2>&1; then \
+	  v=$$(pyenv versions --bare | grep -E '^3\.12(\.[0-9]+)?$$' | tail -1); \
+	  [ -n "$$v" ] && py="$$(pyenv root)/versions/$$v/bin/python3.12"; \
+	fi; \
+	"$$py" -c 'import sys; assert sys.version_info[:2] >= (3, 12)' >/dev/null 2>&1 || { \
+	  echo "python3.12 not found (GLIDE needs Python >= 3.12): install it (e.g. pyenv install 3.12) or set PEERS_PYTHON"; exit 1; }; \
+	[ -x $(PEERS_VENV)/bin/python ] || "$$py" -m venv $(PEERS_VENV); \
+	$(PEERS_VENV)/bin/python -m pip install --quiet --upgrade pip; \
+	$(PEERS_VENV)/bin/python -m pip install --quiet "$(GLIDE_PIN)" numpy; \
+	$(PEERS_VENV)/bin/python -c 'import glide; print("bench-peers: glide-py", glide.__version__, "in $(PEERS_VENV)")'
 
 clean:
 	rm -rf $(VENV) $(DEMO) results .pytest_cache
