@@ -43,10 +43,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from scipy.stats import norm
+from sklearn.linear_model import LogisticRegression
 
 from judgecal_dist.api import vote_matrix
 from judgecal_dist.io.adapters.llmbar import read_llmbar
 from judgecal_dist.methods.aggregation.dawid_skene import DawidSkene
+from judgecal_dist.methods.aggregation.votes import signed_votes
 from judgecal_dist.methods.labels.estimators import PredictionPoweredMean
 from judgecal_dist.methods.labels.sampling import draw_mask, inclusion_probabilities
 from judgecal_dist.methods.labels.targets import build_targets
@@ -56,29 +58,49 @@ DEFAULT_SRC = ROOT.parent / "shared" / "data" / "llmbar"
 PEERS_PYTHON = ROOT / ".venv-peers" / "bin" / "python"
 RUNNER = ROOT / "benchmarks" / "peers" / "glide_runner.py"
 ALPHA = 0.05
-METHODS = ("ours, uniform", "ours, active", "GLIDE PPI++ (best judge)", "ppi-python PPI++ (best judge)", "classical")
+METHODS = (
+    "ours, uniform, cross-fitted panel",
+    "ours, active, cross-fitted panel",
+    "ours, uniform, Dawid-Skene without labels",
+    "GLIDE PPI++ (best judge)",
+    "ppi-python PPI++ (best judge)",
+    "classical",
+)
+#: Folds of the cross-fitted panel.
+FOLDS = 5
 
 
 @dataclass
 class Panel:
-    """LLMBar as arrays: targets' outcomes (all labels) and both proxies, on every item (NaN: not in the target)."""
+    """LLMBar as arrays: the targets' outcomes (all labels, hidden until drawn) and the best judge's proxies on every
+    item (NaN: not in the target), the votes and the label-free Dawid-Skene panel."""
 
     names: list[str]
     outcome: np.ndarray  # (T, N)
-    ours: np.ndarray  # (T, N) the panel's proxy
     peer: np.ndarray  # (T, N) the best single judge's proxy
-    p: np.ndarray  # (N,) the panel's P(label = A)
+    votes: np.ndarray  # (N, J) int8 codes
+    y: np.ndarray  # (N,) the labels (1 = A), read only where a draw reveals them
+    judges: list[str]
+    p: np.ndarray  # (N,) Dawid-Skene's P(label = A), fitted without labels
     best: str
-    n_judges: int
+
+    def proxies(self, p: np.ndarray) -> np.ndarray:
+        """The panel's proxy of every target (T, N) from a panel's P(label = A) (the targets' own builder)."""
+        wanted = {name: t for t, name in enumerate(self.names)}
+        out = np.full(self.outcome.shape, np.nan)
+        for target in build_targets(p, np.full(p.size, np.nan), self.votes, self.judges):
+            if target.name in wanted:
+                out[wanted[target.name], target.rows] = target.proxy
+        return out
 
 
 def load(src: str, max_judges: int | None = None) -> Panel:
-    """Read LLMBar, fit the panel without labels and build the targets with both proxies."""
+    """Read LLMBar, fit the panel without labels and build the targets with the best judge's proxies."""
     tables = read_llmbar(src).tables
     items, judges, votes = vote_matrix(tables["verdicts"].to_pandas())
     labels = tables["labels"].to_pandas().set_index("item_id")["label"]
     y = (labels.loc[list(items)] == "A").to_numpy(np.float64)
-    p = DawidSkene().fit(votes).posteriors_[:, 1]  # unsupervised: no label enters the proxy
+    p = DawidSkene().fit(votes).posteriors_[:, 1]  # unsupervised: no label enters this proxy
     voted = votes >= 0
     accuracy = np.where(voted, votes == y[:, None], 0).sum(0) / np.maximum(voted.sum(0), 1)
     order = np.argsort(-accuracy, kind="stable")
@@ -86,12 +108,12 @@ def load(src: str, max_judges: int | None = None) -> Panel:
     keep = sorted(order[:max_judges].tolist()) if max_judges else list(range(len(judges)))
     kept = {f"judge_accuracy:{judges[j]}": j for j in keep}
     n = len(items)
-    names, outcome, ours, peer = [], [], [], []
+    names, outcome, peer = [], [], []
     for target in build_targets(p, y, votes, judges):
         if target.name not in kept and target.name != "win_rate":
             continue
-        o, f, g = (np.full(n, np.nan) for _ in range(3))
-        o[target.rows], f[target.rows] = target.outcome, target.proxy
+        o, g = np.full(n, np.nan), np.full(n, np.nan)
+        o[target.rows] = target.outcome
         if target.name == "win_rate":
             ref = votes[:, best]
             g[target.rows] = np.where(ref[target.rows] >= 0, ref[target.rows], 0.5)
@@ -102,19 +124,39 @@ def load(src: str, max_judges: int | None = None) -> Panel:
             g[target.rows] = np.where(ref[target.rows] >= 0, (ref[target.rows] == own).astype(float), 0.5)
         names.append(target.name)
         outcome.append(o)
-        ours.append(f)
         peer.append(g)
-    return Panel(names, np.array(outcome), np.array(ours), np.array(peer), p, judges[best], len(judges))
+    return Panel(names, np.array(outcome), np.array(peer), votes, y, list(judges), p, judges[best])
 
 
-def _ours(outcome: np.ndarray, proxy: np.ndarray, mask: np.ndarray, pi: np.ndarray | None) -> list[float]:
+def crossfit(z: np.ndarray, y: np.ndarray, labelled: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Cross-fitted stacking panel: P(label = A) of each labelled item from the model fitted on the other folds'
+    labels, and of every item the mean of the fold models (cross-prediction-powered inference, Zrnic and Candes
+    2024). The model is the stacking aggregator's (L2 logistic regression on the +-1 votes, C = 1; liblinear for
+    speed); a fold whose training labels hold one class predicts their share."""
+    idx = np.flatnonzero(labelled)
+    folds = np.random.default_rng(seed).permutation(idx.size) % FOLDS
+    p_lab, p_all = np.empty(idx.size), np.zeros(z.shape[0])
+    for k in range(FOLDS):
+        train, test = idx[folds != k], idx[folds == k]
+        if np.unique(y[train]).size < 2:
+            pred = np.full(z.shape[0], float(y[train].mean()))
+        else:
+            pred = LogisticRegression(C=1.0, solver="liblinear").fit(z[train], y[train]).predict_proba(z)[:, 1]
+        p_lab[folds == k] = pred[test]
+        p_all += pred / FOLDS
+    return p_lab, p_all
+
+
+def _ours(
+    outcome: np.ndarray, proxy_lab: np.ndarray, proxy: np.ndarray, mask: np.ndarray, pi: np.ndarray | None
+) -> list[float]:
     """Lower, upper and se of ours, then of the classical interval of the same labels (NaN: fewer than 2)."""
     items = np.isfinite(proxy)
     lab = mask & items
     if lab.sum() < 2:
         return [np.nan] * 6
     est = PredictionPoweredMean(alpha=ALPHA).fit(
-        outcome[lab], proxy[lab], proxy[items], None if pi is None else pi[lab]
+        outcome[lab], proxy_lab[lab], proxy[items], None if pi is None else pi[lab]
     )
     return [*est.interval_, est.se_, *est.classical_interval_, est.classical_se_]
 
@@ -157,33 +199,40 @@ def evaluate(panel: Panel, budgets: list[int], draws: int, seed: int) -> tuple[p
     except ImportError:
         have_ppi, notes["ppi-python"] = False, "not run: ppi-python not installed (the bench extra)"
     rows = []
+    z = signed_votes(panel.votes)
+    unsupervised = panel.proxies(panel.p)
     for budget in budgets:
         uniform = np.full(n_items, budget / n_items)
         active = inclusion_probabilities(panel.p, budget)
         masks = np.array([draw_mask(uniform, seed + 2 * r) for r in range(draws)])
         amasks = np.array([draw_mask(active, seed + 2 * r + 1) for r in range(draws)])
         glide, notes["GLIDE"] = _glide(panel, masks)
-        for t, name in enumerate(panel.names):
-            res: dict[str, list[tuple[float, float, float]]] = {m: [] for m in METHODS}
-            classical_se = []
-            for r in range(draws):
-                uni = _ours(panel.outcome[t], panel.ours[t], masks[r], None)
-                res["ours, uniform"].append(tuple(uni[:3]))
-                res["classical"].append(tuple(uni[3:]))
-                classical_se.append(uni[5])
-                res["ours, active"].append(tuple(_ours(panel.outcome[t], panel.ours[t], amasks[r], active)[:3]))
+        res: dict[str, np.ndarray] = {m: np.full((draws, len(panel.names), 3), np.nan) for m in METHODS}
+        for r in range(draws):
+            for method, mask, pi in ((METHODS[0], masks[r], None), (METHODS[1], amasks[r], active)):
+                p_lab, p_all = crossfit(z, panel.y, mask, seed + r)
+                p_cf = p_all.copy()
+                p_cf[mask] = p_lab
+                proxy_lab, proxy = panel.proxies(p_cf), panel.proxies(p_all)
+                for t in range(len(panel.names)):
+                    out = _ours(panel.outcome[t], proxy_lab[t], proxy[t], mask, pi)
+                    res[method][r, t] = out[:3]
+                    if pi is None:
+                        res["classical"][r, t] = out[3:]
+            for t in range(len(panel.names)):
+                res[METHODS[2]][r, t] = _ours(panel.outcome[t], unsupervised[t], unsupervised[t], masks[r], None)[:3]
                 if have_ppi:
-                    res["ppi-python PPI++ (best judge)"].append(_ppi_python(panel.outcome[t], panel.peer[t], masks[r]))
+                    res[METHODS[4]][r, t] = _ppi_python(panel.outcome[t], panel.peer[t], masks[r])
                 if glide is not None:
-                    res["GLIDE PPI++ (best judge)"].append(
-                        (glide["lower"][r, t], glide["upper"][r, t], glide["std"][r, t])
-                    )
+                    res[METHODS[3]][r, t] = (glide["lower"][r, t], glide["upper"][r, t], glide["std"][r, t])
+        for t, name in enumerate(panel.names):
+            classical_se = res["classical"][:, t, 2]
             ref = float(np.nanmean(classical_se))
             for method, values in res.items():
-                if not values:
-                    continue
-                arr = np.array(values, dtype=float)
+                arr = values[:, t]
                 ok = np.isfinite(arr).all(axis=1)
+                if not ok.any():
+                    continue
                 lo, hi, se = arr[ok].T
                 rows.append(
                     {
@@ -222,7 +271,7 @@ def summary(frame: pd.DataFrame) -> pd.DataFrame:
             .assign(target=label)
         )
     table = pd.concat(parts, ignore_index=True)
-    glide = table[table["method"] == METHODS[2]].set_index(["target", "labels"])["effective_labels"]
+    glide = table[table["method"] == METHODS[3]].set_index(["target", "labels"])["effective_labels"]
     key = pd.MultiIndex.from_frame(table[["target", "labels"]])
     table["x_glide"] = table["effective_labels"].to_numpy() / glide.reindex(key).to_numpy()
     return table[["target", "labels", "method", "coverage", "min_coverage", "width", "effective_labels", "x_glide"]]
@@ -273,15 +322,16 @@ def main() -> None:
     wall = time.perf_counter() - started
     n_items = panel.outcome.shape[1]
     print(
-        f"LLMBar: {n_items} items, {panel.n_judges} judges, proxy = Dawid-Skene fitted without labels; best single "
-        f"judge {panel.best}; {args.draws} draws per label count; {wall:.1f} s"
+        f"LLMBar: {n_items} items, {len(panel.judges)} judges; the panel's proxy cross-fitted on each draw's labels "
+        f"({FOLDS} folds) or Dawid-Skene without labels; best single judge {panel.best} (the most accurate on all "
+        f"labels); {args.draws} draws per label count; {wall:.1f} s"
     )
     for peer, note in notes.items():
         print(f"{peer}: {note}")
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 60):
         print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     if args.figure:
-        title = f"LLMBar ({n_items} items, {panel.n_judges} judges): effective labels, {args.draws} draws per point"
+        title = f"LLMBar ({n_items} items, {len(panel.judges)} judges): effective labels, {args.draws} draws per point"
         figure(table, args.figure, title)
         print(f"figure: {args.figure}")
     sys.stdout.flush()
