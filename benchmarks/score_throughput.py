@@ -1,77 +1,41 @@
-"""``judgecal score`` throughput: Spark vs a single-process pyarrow + numpy pass over the same Parquet files.
+"""``judgecal score`` as users run it: the typed command at 10M verdicts, cold and warm, beside one pyarrow + numpy
+pass over the same Parquet files (issue 31: at most 1.5x the pass, whole process).
 
 One run generates a seeded panel (``--items`` x ``--judges``, 1% labelled, :func:`judgecal_dist.io.synthetic.
-generate_panel`), fits the study's default pipeline on the labelled items and saves it as a run's
-``model/model.json`` (the inclusion study's own export; ``--run`` reuses a fitted run instead, e.g. one
-fitted on a smaller panel of the same generator, which has the same judges), then times, each in a fresh
-subprocess:
+generate_panel`; default 200k x 50 = 10M verdicts), fits the inclusion study's default pipeline (one-coin + beta)
+on the labelled items and saves it as a run's ``model/model.json`` (``--run`` reuses a fitted run), then times,
+side by side (:mod:`benchmarks.harness`, the load beside every row):
 
-1. ``spark``: :func:`judgecal_dist.scoring.apply.score_dataset` on Spark (``--master``, default ``local[*]``;
-   ``--conf KEY=VALUE`` adds session settings); the session is started before the clock starts. Reported: wall
-   time, verdicts/s, the Python driver's peak RSS (``VmHWM``) and the JVM's peak RSS (``VmHWM``; in local mode
-   the JVM is driver and executors);
-2. ``local``: the same function on the in-memory engine (pyarrow + numpy inside ``judgecal``);
-3. ``baseline``: a minimal hand-written pass: read ``item_id, judge_id, verdict`` with pyarrow, build the dense
-   vote matrix, one-coin log-odds + beta + conformal sets with numpy, write one Parquet file of item rows.
+1. ``judgecal score`` (auto engine: in memory at this size) cold: a fresh process, as a user types it;
+2. the same command warm: in one process after an untimed run (imports and caches up);
+3. the reference pass as a whole process (``python -m benchmarks.score_throughput --pass ...``): read ``item_id,
+   judge_id, verdict`` with pyarrow, code the votes (dictionary indices), one-coin log-odds + beta + conformal
+   sets with numpy, one Parquet file of item rows;
+4. the reference pass in this process (warm: after one untimed pass);
+5. with ``--spark``: ``judgecal score --engine spark`` cold.
 
-and prints the ratios spark / baseline and local / baseline (target of issue 9: spark within 2x of the baseline
-at 2M items x 50 judges, driver under 2 GB), of wall time and of CPU time (user + system of the process and all
-its descendants: on a shared machine the wall-time ratio moves with the other jobs' load, the CPU ratio much
-less). ``--modes`` picks the passes (``local`` holds the whole table in memory: leave it out at 100M). Usage
-(from the repository root)::
+and prints the ratios cold / pass (whole process) and warm / pass (in process). Usage (repository root)::
 
-    python -m benchmarks.score_throughput                          # 200k items x 50 judges (10M verdicts)
-    python -m benchmarks.score_throughput --items 2000000 --modes baseline,spark   # the issue's 100M verdicts
+    python -m benchmarks.score_throughput                  # 200k items x 50 judges (10M verdicts)
+    python -m benchmarks.score_throughput --smoke          # seconds (CI)
+    python -m benchmarks.score_throughput --items 2000000 --spark --workdir /tmp/score-bench   # 100M, Spark too
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks import harness
 
-def _tree_cpu_s() -> float:
-    """CPU seconds (user + system) of this process and all its descendants, live or reaped (JVM, Python workers).
-
-    Reported beside the wall time: on a shared machine the wall time of a run depends on the other jobs' load,
-    its CPU time much less.
-    """
-    tick, children, own = os.sysconf("SC_CLK_TCK"), {}, 0.0
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        cpu = sum(int(x) for x in fields[11:15]) / tick  # utime, stime, cutime, cstime
-        if int(pid) == os.getpid():
-            own = cpu
-        children.setdefault(int(fields[1]), []).append((int(pid), cpu))
-    total, stack = own, [os.getpid()]
-    while stack:
-        for pid, cpu in children.get(stack.pop(), []):
-            total, stack = total + cpu, [*stack, pid]
-    return total
-
-
-def _jvm_peak_mb() -> float:
-    """Peak RSS (VmHWM) of this process's java children, in MB (0 when none)."""
-    peak = 0.0
-    for child in Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().split():
-        try:
-            status = Path(f"/proc/{child}/status").read_text()
-        except OSError:
-            continue
-        if "java" in Path(f"/proc/{child}/comm").read_text():
-            peak = max(peak, int(status.split("VmHWM:")[1].split()[0]) / 1024)
-    return peak
+#: The issue's target: ``judgecal score`` at most this many times the reference pass (whole process).
+TARGET_RATIO = 1.5
 
 
 def prepare(workdir: Path, items: int, judges: int, run_url: str | None = None) -> tuple[str, str, int]:
@@ -127,85 +91,56 @@ def baseline(model_url: str, data: str, out: str) -> None:
     pq.write_table(pa.table(columns), out)
 
 
-def child(mode: str, model_url: str, data: str, out: str, master: str, conf: dict[str, str]) -> dict:
-    from judgecal_dist.config import EngineConfig
+def _pass_whole_process(model_url: str, data: str, out: str) -> harness.Timing:
+    """The reference pass as a fresh process (its imports included), timed with its CPU time."""
+    argv = [sys.executable, "-m", "benchmarks.score_throughput", "--pass", model_url, data, out]
+    _, timing = harness.in_process(
+        "pyarrow + numpy pass", lambda: subprocess.run(argv, check=True, cwd=harness.ROOT), mode="cold"
+    )
+    return timing
 
-    if mode == "baseline":
-        cpu0, start = _tree_cpu_s(), time.perf_counter()
-        baseline(model_url, data, out)
-        seconds = time.perf_counter() - start
-    else:
-        from judgecal_dist.scoring.apply import score_dataset
 
-        engine = EngineConfig(stats_engine=mode, spark_master=master, spark_conf=conf)
-        if mode == "spark":
-            from judgecal_dist.engine.jobs.spark import get_session
-
-            get_session(master, conf=conf).range(10).count()  # JVM start-up is not part of the pass
-        cpu0, start = _tree_cpu_s(), time.perf_counter()
-        score_dataset(model_url, data, out, engine=engine)
-        seconds = time.perf_counter() - start
-    cpu = _tree_cpu_s() - cpu0
-    # VmHWM of this process (ru_maxrss would carry the parent's high-water mark across fork + exec)
-    driver_mb = int(Path("/proc/self/status").read_text().split("VmHWM:")[1].split()[0]) / 1024
-    return {"mode": mode, "seconds": seconds, "cpu_s": cpu, "driver_peak_mb": driver_mb, "jvm_peak_mb": _jvm_peak_mb()}
+def run(workdir: Path, items: int, judges: int, run_url: str | None, spark: bool) -> None:
+    data, run_dir, verdicts = prepare(workdir, items, judges, run_url)
+    print(f"panel {items:,} items x {judges} judges = {verdicts:,} verdicts")
+    out = str(workdir / "out")
+    score = ["score", "--model", run_dir, "--data", data, "--output", f"{out}/score-{{n}}", "--overwrite"]
+    rows = [harness.cold(score, "judgecal score", n=0)]
+    rows += harness.warm(score, "judgecal score", warmups=1, repeats=1)
+    reference = _pass_whole_process(run_dir, data, f"{out}/pass-cold.parquet")
+    baseline(run_dir, data, f"{out}/pass-warmup.parquet")  # the in-process pass warm, as the command's warm run
+    _, warm_pass = harness.in_process("pyarrow + numpy pass", lambda: baseline(run_dir, data, f"{out}/pass.parquet"))
+    rows += [reference, warm_pass]
+    if spark:
+        spark_args = [*score[:-2], f"{out}/spark-{{n}}", "--engine", "spark"]
+        rows.append(harness.cold(spark_args, "judgecal score --engine spark", n=0))
+    harness.table(rows, reference=reference)
+    cold, warm = rows[0], rows[1]
+    print(
+        f"ratio judgecal score / pass: cold {cold.seconds / reference.seconds:.2f}x (whole processes), "
+        f"warm {warm.seconds / warm_pass.seconds:.2f}x (in process); target <= {TARGET_RATIO}x cold"
+    )
+    print(f"verdicts/s: cold {verdicts / cold.seconds / 1e6:.2f}M, pass {verdicts / reference.seconds / 1e6:.2f}M")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--items", type=int, default=200_000)
     parser.add_argument("--judges", type=int, default=50)
-    parser.add_argument("--master", default="local[*]")
-    parser.add_argument(
-        "--modes",
-        default="baseline,local,spark",
-        help="Comma-separated subset of baseline,local,spark (local holds the whole table in memory).",
-    )
-    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark session setting.")
+    parser.add_argument("--spark", action="store_true", help="Also time judgecal score --engine spark (cold).")
     parser.add_argument("--run", default=None, help="Score with this run's model instead of fitting one.")
     parser.add_argument("--workdir", default=None, help="Keep the generated panel here (reused when present).")
-    parser.add_argument("--child", nargs=4, metavar=("MODE", "MODEL", "DATA", "OUT"), help=argparse.SUPPRESS)
+    parser.add_argument("--pass", dest="reference", nargs=3, metavar=("MODEL", "DATA", "OUT"), help=argparse.SUPPRESS)
+    harness.add_smoke(parser)
     args = parser.parse_args()
-    if args.child:
-        conf = dict(item.split("=", 1) for item in args.conf)
-        print(json.dumps(child(*args.child, master=args.master, conf=conf)))
+    if args.reference:
+        baseline(*args.reference)
         return
+    items, judges = (2000, 10) if args.smoke else (args.items, args.judges)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="score-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    data, run, verdicts = prepare(workdir, args.items, args.judges, args.run)
-    print(f"panel {args.items} items x {args.judges} judges = {verdicts:,} verdicts ({time.perf_counter() - t0:.0f}s)")
-    results = {}
-    for mode in args.modes.split(","):
-        out = str(workdir / f"out-{mode}-{time.time_ns()}")
-        cmd = [
-            sys.executable,
-            "-m",
-            "benchmarks.score_throughput",
-            "--master",
-            args.master,
-            *[f"--conf={item}" for item in args.conf],
-            "--child",
-            mode,
-            run,
-            data,
-            out,
-        ]
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
-        results[mode] = json.loads(proc.stdout.strip().splitlines()[-1])
-        r = results[mode]
-        print(
-            f"{mode:9s} {r['seconds']:8.2f}s  cpu {r['cpu_s']:7.1f}s  {verdicts / r['seconds'] / 1e6:6.2f}M verdicts/s  "
-            f"driver peak {r['driver_peak_mb']:7.0f} MB  jvm peak {r['jvm_peak_mb']:7.0f} MB"
-        )
-    base = results.get("baseline")
-    for mode in [m for m in ("spark", "local") if m in results and base]:
-        r = results[mode]
-        print(
-            f"ratio {mode}/baseline: wall {r['seconds'] / base['seconds']:.2f}x, cpu {r['cpu_s'] / base['cpu_s']:.2f}x"
-            + (" (target: wall <= 2x, driver < 2 GB)" if mode == "spark" else " (target: wall <= 1.3x)")
-        )
-    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    run(workdir, items, judges, args.run, args.spark)
+    print(harness.load_line())
 
 
 if __name__ == "__main__":
