@@ -55,19 +55,27 @@ def items_ddl(model: Calibration) -> str:
     return base + "verdict string, in_calibration boolean" + (f", {sets}" if sets else "")
 
 
+#: Verdict strings by binary code (B 0, A 1): the scored columns are gathered from it by Arrow, not built from
+#: Python strings per item.
+_VERDICTS = pa.array(["B", "A"], pa.string())
+
+
+def _verdict_strings(codes: np.ndarray, missing: np.ndarray) -> pa.Array:
+    """``A`` / ``B`` of binary codes, null where ``missing``."""
+    return _VERDICTS.take(pa.array(np.where(missing, 0, codes).astype(np.int8), mask=missing))
+
+
 def _label_strings(codes: np.ndarray) -> pa.Array:
-    strings = np.where(codes == 1, "A", "B").astype(object)
-    strings[codes < 0] = None  # no label
-    return pa.array(strings, pa.string())
+    return _verdict_strings(codes, codes < 0)  # no label: null
 
 
 def _set_lists(sets: np.ndarray, unscored: np.ndarray) -> pa.Array:
     """Boolean sets (n, 2) with columns [B, A] as ``list<string>``, A listed first; null for unscored items."""
     members = sets[:, ::-1] & ~unscored[:, None]
     offsets = np.concatenate([[0], np.cumsum(members.sum(axis=1))]).astype(np.int32)
-    values = np.array(["A", "B"], dtype=object)[np.nonzero(members)[1]]
+    values = _VERDICTS.take(pa.array(1 - np.nonzero(members)[1]))  # member column 0 is A
     mask = pa.array(unscored) if unscored.any() else None
-    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(values, pa.string()), mask=mask)
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values, mask=mask)
 
 
 def in_calibration(model: Any, dataset: pa.Array, item_id: pa.Array) -> pa.Array:
@@ -92,7 +100,7 @@ def score_batch(model: Calibration, keys: dict[str, pa.Array], votes: np.ndarray
     """Scored rows of one batch of items (the kernel both engines call)."""
     out = model.score(votes)
     unscored = out["n_votes"] == 0
-    verdict = pa.array(np.where(out["p"] > 0.5, "A", "B"), pa.string(), mask=unscored)
+    verdict = _verdict_strings(out["p"] > 0.5, unscored)
     columns = [
         keys["dataset"],
         keys["item_id"],

@@ -210,9 +210,10 @@ class CodedRows:
         """
         keep = self.judge >= 0
         keep &= ((self.code == VOTE_A) | (self.code == VOTE_B)) if binary else (self.code > MISSING_CODE)
-        out = np.full((self.n_items, n_judges), MISSING_CODE, dtype=np.int8)
-        out[self.item[keep], self.judge[keep]] = self.code[keep]
-        return out
+        # Rows left out write to a spare last column (one index array, not three filtered copies of the rows).
+        out = np.full((self.n_items, n_judges + 1), MISSING_CODE, dtype=np.int8)
+        out[self.item, np.where(keep, self.judge, n_judges)] = self.code
+        return np.ascontiguousarray(out[:, :n_judges])
 
 
 def encode(
