@@ -13,7 +13,8 @@ labels and ``--draws`` draws each:
   ``lam=None``) with the best single judge as the proxy, on the same uniform draws: the win rate's proxy is the
   best judge's verdict (A = 1), a judge's accuracy's proxy is 1[judge's verdict == the best judge's verdict] (the
   second best for the best judge itself). The best judge is the most accurate on all 419 labels: an oracle
-  choice, in the peers' favour;
+  choice, in the peers' favour; GLIDE also runs with the judge a team could pick without labels (the one agreeing
+  most with the label-free Dawid-Skene panel's verdicts);
 * **classical**: the labels-only normal interval of the same uniform draws.
 
 The proxy never sees a label: the panel is Dawid-Skene fitted by EM on the 130 judges' votes of all items without
@@ -21,6 +22,8 @@ any label (unsupervised), so no cross-fitting is needed. Effective labels of a m
 mean method se)**2`` over the draws (the labels the classical interval would need for the method's width; the
 classical row is n by construction). Coverage: the share of draws whose interval holds the truth (the population is
 the 419 items, so every interval is somewhat conservative at 200 labels: none corrects for a finite population).
+``x_glide`` is a method's effective labels over GLIDE's with the best judge, ``x_glide_free`` over GLIDE's with the
+judge chosen without labels (for each judge's accuracy: ratios of the medians over the judges).
 
 GLIDE needs Python >= 3.12 and runs in ``.venv-peers`` (``make bench-peers``) through
 ``benchmarks/peers/glide_runner.py``; without it the GLIDE rows say why and the rest is printed. Usage (from the
@@ -51,7 +54,7 @@ from judgecal_dist.methods.aggregation.dawid_skene import DawidSkene
 from judgecal_dist.methods.aggregation.votes import signed_votes
 from judgecal_dist.methods.labels.estimators import PredictionPoweredMean
 from judgecal_dist.methods.labels.sampling import draw_mask, inclusion_probabilities
-from judgecal_dist.methods.labels.targets import build_targets
+from judgecal_dist.methods.labels.targets import Target, build_targets
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SRC = ROOT.parent / "shared" / "data" / "llmbar"
@@ -64,6 +67,7 @@ METHODS = (
     "ours, uniform, Dawid-Skene without labels",
     "GLIDE PPI++ (best judge)",
     "ppi-python PPI++ (best judge)",
+    "GLIDE PPI++ (judge chosen without labels)",
     "classical",
 )
 #: Folds of the cross-fitted panel.
@@ -78,11 +82,13 @@ class Panel:
     names: list[str]
     outcome: np.ndarray  # (T, N)
     peer: np.ndarray  # (T, N) the best single judge's proxy
+    peer_free: np.ndarray  # (T, N) the same with the judge chosen without labels
     votes: np.ndarray  # (N, J) int8 codes
     y: np.ndarray  # (N,) the labels (1 = A), read only where a draw reveals them
     judges: list[str]
     p: np.ndarray  # (N,) Dawid-Skene's P(label = A), fitted without labels
     best: str
+    best_free: str
 
     def proxies(self, p: np.ndarray) -> np.ndarray:
         """The panel's proxy of every target (T, N) from a panel's P(label = A) (the targets' own builder)."""
@@ -105,27 +111,40 @@ def load(src: str, max_judges: int | None = None) -> Panel:
     accuracy = np.where(voted, votes == y[:, None], 0).sum(0) / np.maximum(voted.sum(0), 1)
     order = np.argsort(-accuracy, kind="stable")
     best, second = int(order[0]), int(order[1])
+    agreement = np.where(voted, votes == (p > 0.5)[:, None], 0).sum(0) / np.maximum(voted.sum(0), 1)
+    free_order = np.argsort(-agreement, kind="stable")
+    free, free_second = int(free_order[0]), int(free_order[1])
     keep = sorted(order[:max_judges].tolist()) if max_judges else list(range(len(judges)))
     kept = {f"judge_accuracy:{judges[j]}": j for j in keep}
-    n = len(items)
-    names, outcome, peer = [], [], []
+    names, outcome, peer, peer_free = [], [], [], []
     for target in build_targets(p, y, votes, judges):
         if target.name not in kept and target.name != "win_rate":
             continue
-        o, g = np.full(n, np.nan), np.full(n, np.nan)
+        o = np.full(len(items), np.nan)
         o[target.rows] = target.outcome
-        if target.name == "win_rate":
-            ref = votes[:, best]
-            g[target.rows] = np.where(ref[target.rows] >= 0, ref[target.rows], 0.5)
-        else:
-            j = kept[target.name]
-            ref = votes[:, second if j == best else best]
-            own = votes[target.rows, j]
-            g[target.rows] = np.where(ref[target.rows] >= 0, (ref[target.rows] == own).astype(float), 0.5)
         names.append(target.name)
         outcome.append(o)
-        peer.append(g)
-    return Panel(names, np.array(outcome), np.array(peer), votes, y, list(judges), p, judges[best])
+        peer.append(_single_judge_proxy(target, votes, kept.get(target.name), best, second))
+        peer_free.append(_single_judge_proxy(target, votes, kept.get(target.name), free, free_second))
+    return Panel(
+        names, np.array(outcome), np.array(peer), np.array(peer_free), votes, y, list(judges), p, judges[best],
+        judges[free],
+    )  # fmt: skip
+
+
+def _single_judge_proxy(target: Target, votes: np.ndarray, judge: int | None, best: int, second: int) -> np.ndarray:
+    """One judge's proxy of a target on every item (NaN: not in the target; 0.5 where that judge did not vote):
+    its verdict (A = 1) for the win rate, agreement with ``judge``'s verdict for that judge's accuracy (the
+    ``second`` judge for the ``best`` one itself)."""
+    g = np.full(votes.shape[0], np.nan)
+    rows = target.rows
+    if judge is None:
+        ref = votes[rows, best]
+        g[rows] = np.where(ref >= 0, ref, 0.5)
+    else:
+        ref = votes[rows, second if judge == best else best]
+        g[rows] = np.where(ref >= 0, (ref == votes[rows, judge]).astype(float), 0.5)
+    return g
 
 
 def crossfit(z: np.ndarray, y: np.ndarray, labelled: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -179,7 +198,8 @@ def _glide(panel: Panel, masks: np.ndarray) -> tuple[dict[str, np.ndarray] | Non
         return None, f"not run: {PEERS_PYTHON.relative_to(ROOT)} not found (make bench-peers; needs python3.12)"
     with tempfile.TemporaryDirectory() as tmp:
         source, dest = Path(tmp) / "in.npz", Path(tmp) / "out.npz"
-        np.savez(source, outcome=panel.outcome, proxy=panel.peer, labelled=masks, confidence=np.array(1 - ALPHA))
+        outcome, proxy = np.vstack([panel.outcome, panel.outcome]), np.vstack([panel.peer, panel.peer_free])
+        np.savez(source, outcome=outcome, proxy=proxy, labelled=masks, confidence=np.array(1 - ALPHA))
         done = subprocess.run([str(PEERS_PYTHON), str(RUNNER), str(source), str(dest)], capture_output=True, text=True)
         if done.returncode != 0:
             return None, f"not run: the GLIDE runner failed: {done.stderr.strip().splitlines()[-1:]}"
@@ -225,6 +245,8 @@ def evaluate(panel: Panel, budgets: list[int], draws: int, seed: int) -> tuple[p
                     res[METHODS[4]][r, t] = _ppi_python(panel.outcome[t], panel.peer[t], masks[r])
                 if glide is not None:
                     res[METHODS[3]][r, t] = (glide["lower"][r, t], glide["upper"][r, t], glide["std"][r, t])
+                    u = t + len(panel.names)  # the same target with the judge chosen without labels
+                    res[METHODS[5]][r, t] = (glide["lower"][r, u], glide["upper"][r, u], glide["std"][r, u])
         for t, name in enumerate(panel.names):
             classical_se = res["classical"][:, t, 2]
             ref = float(np.nanmean(classical_se))
@@ -271,10 +293,12 @@ def summary(frame: pd.DataFrame) -> pd.DataFrame:
             .assign(target=label)
         )
     table = pd.concat(parts, ignore_index=True)
-    glide = table[table["method"] == METHODS[3]].set_index(["target", "labels"])["effective_labels"]
     key = pd.MultiIndex.from_frame(table[["target", "labels"]])
-    table["x_glide"] = table["effective_labels"].to_numpy() / glide.reindex(key).to_numpy()
-    return table[["target", "labels", "method", "coverage", "min_coverage", "width", "effective_labels", "x_glide"]]
+    for column, method in (("x_glide", METHODS[3]), ("x_glide_free", METHODS[5])):
+        glide = table[table["method"] == method].set_index(["target", "labels"])["effective_labels"]
+        table[column] = table["effective_labels"].to_numpy() / glide.reindex(key).to_numpy()
+    columns = ["coverage", "min_coverage", "width", "effective_labels", "x_glide", "x_glide_free"]
+    return table[["target", "labels", "method", *columns]]
 
 
 def figure(table: pd.DataFrame, path: str, title: str) -> None:
@@ -324,7 +348,7 @@ def main() -> None:
     print(
         f"LLMBar: {n_items} items, {len(panel.judges)} judges; the panel's proxy cross-fitted on each draw's labels "
         f"({FOLDS} folds) or Dawid-Skene without labels; best single judge {panel.best} (the most accurate on all "
-        f"labels); {args.draws} draws per label count; {wall:.1f} s"
+        f"labels; chosen without labels: {panel.best_free}); {args.draws} draws per label count; {wall:.1f} s"
     )
     for peer, note in notes.items():
         print(f"{peer}: {note}")
