@@ -27,20 +27,25 @@ def model_parameters(store: RunStore) -> tuple[pd.DataFrame, dict[str, Any]]:
     """(per-judge weights, calibrator parameters) of the run's exported model; empty when it has none.
 
     A judge's weight is what the exported aggregator multiplies its vote by (``weights``, or a stacker's
-    ``coef``); an aggregator without one weight per judge (majority, Dawid-Skene) records none.
+    ``coef``); an aggregator without one weight per judge (majority, Dawid-Skene) gives its judges a null weight.
+    The frame always has both columns, ``weight`` as float.
     """
     for name in MODEL_FILES:
         if store.exists(name):
             doc = store.read_json(name)
             break
     else:
-        return pd.DataFrame(columns=["judge_id", "weight"]), {}
+        return _weights([], []), {}
     aggregator = doc.get("aggregator") or {}
     ids = doc.get("judge_ids") or aggregator.get("judge_ids") or []
     weights = aggregator.get("weights") or aggregator.get("coef") or []
-    per_judge = pd.DataFrame({"judge_id": ids, "weight": weights}) if len(ids) == len(weights) else pd.DataFrame()
+    per_judge = _weights(ids, weights if len(ids) == len(weights) else [np.nan] * len(ids))
     calibrator = {k: v for k, v in (doc.get("calibrator") or {}).items() if isinstance(v, int | float)}
     return per_judge, calibrator
+
+
+def _weights(ids: list[Any], weights: list[Any]) -> pd.DataFrame:
+    return pd.DataFrame({"judge_id": pd.Series(ids, dtype=object), "weight": pd.Series(weights, dtype=float)})
 
 
 def record_study_run(
@@ -61,10 +66,8 @@ def record_study_run(
             weights, calibrator = model_parameters(store)
             extra["calibrator"] = json.dumps(calibrator, sort_keys=True) if calibrator else None
             if data_url:
-                judges = with_rates(judge_counts(data_url, config=engine))
                 # one schema whatever the model: a weight column, null where the aggregator has no weight per judge
-                weighted = not weights.empty
-                judges = judges.merge(weights, on="judge_id", how="left") if weighted else judges.assign(weight=np.nan)
+                judges = with_rates(judge_counts(data_url, config=engine)).merge(weights, on="judge_id", how="left")
         record_run(output, manifest, summary=summary, judges=judges, extra=extra, storage_options=options)
     except Exception as err:  # noqa: BLE001 - the run's results are committed; a missing history row is a warning
         log.warning("history: could not record run %s (%s: %s)", manifest.get("run_id"), type(err).__name__, err)

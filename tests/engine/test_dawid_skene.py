@@ -191,3 +191,16 @@ def test_spark_cells_equal_in_memory_cells_and_fits(generated, spark):
         assert a.n_iter_ == b.n_iter_
         np.testing.assert_allclose(b.confusion_, a.confusion_, rtol=1e-12)
         assert b.prior_ == pytest.approx(a.prior_, rel=1e-12)
+
+
+def test_panel_and_votes_from_one_read_equal_two_reads(generated):
+    from judgecal_dist.engine.jobs.panel import load_panel, load_panel_and_votes
+
+    panel, votes = load_panel_and_votes(generated)
+    alone = load_panel(generated)
+    np.testing.assert_array_equal(panel.votes, alone.votes)
+    np.testing.assert_array_equal(panel.labels, alone.labels)
+    again = read_item_votes(generated, EngineConfig(), 0, list(panel.judge_ids), panel.dataset)
+    np.testing.assert_array_equal(votes.votes, again.votes)
+    np.testing.assert_array_equal(votes.labels, again.labels)
+    assert votes.keys.equals(again.keys)

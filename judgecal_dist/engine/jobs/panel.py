@@ -17,14 +17,21 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from judgecal_dist.engine.votes.codec import VERDICT_COLUMNS, binary_codes, category_codes, encode
+from judgecal_dist.engine.votes.codec import (
+    VERDICT_COLUMNS,
+    CodedRows,
+    ItemVotes,
+    binary_codes,
+    category_codes,
+    encode,
+)
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.dataset import choose_dataset, read_dataset_table
 from judgecal_dist.io.schema import MISSING_CODE, VERDICT_CODES
 from judgecal_dist.io.validate import check_unique_keys
 from judgecal_dist.splits import group_keys
 
-__all__ = ["Panel", "load_panel", "ORIENTATIONS"]
+__all__ = ["Panel", "load_panel", "load_panel_and_votes", "ORIENTATIONS"]
 
 #: Label orientations of spec 000 §3.0: ``natural`` (default), ``randomized`` (seeded A/B swap per item) and
 #: ``gold_positive`` (paper-compatible: Y = 1 always, a vote is 1 when it picks the gold side; reports using it
@@ -95,6 +102,30 @@ def load_panel(
         Several datasets in the table and none chosen, an item labelled twice, no labelled items, or no verdicts
         for ``sample``.
     """
+    return _load(url, sample, orientation, orientation_seed, dataset, storage_options)[0]
+
+
+def load_panel_and_votes(
+    url: str, *, sample: int = 0, dataset: str | None = None, storage_options: dict | None = None
+) -> tuple[Panel, ItemVotes]:
+    """:func:`load_panel` (natural orientation) and, from the same read, the dense votes of every item of its
+    dataset with a verdict at ``sample`` (the vote codec's :class:`ItemVotes`, judges in the panel's order): what a
+    fit that also uses the unlabelled items (Dawid-Skene) needs, without reading and coding the table twice.
+
+    Raises
+    ------
+    InputError
+        As :func:`load_panel`, and a verdict outside the alphabet.
+    """
+    panel, rows, labels = _load(url, sample, "natural", 0, dataset, storage_options)
+    rows.reject_unknown()
+    return panel, ItemVotes.from_rows(rows, labels, len(panel.judge_ids))
+
+
+def _load(
+    url: str, sample: int, orientation: str, orientation_seed: int, dataset: str | None, storage_options: Any
+) -> tuple[Panel, CodedRows, pa.Table]:
+    """The panel, the coded rows of its dataset at ``sample`` and the labels table, from one read."""
     if orientation not in ORIENTATIONS:
         raise InputError(f"orientation: must be one of {ORIENTATIONS}, got {orientation!r}")
     verdicts = read_dataset_table(
@@ -130,7 +161,7 @@ def load_panel(
     groups[found] = rows.keys["group_id"].to_numpy(zero_copy_only=False)[where[found]]
 
     votes, y = _oriented(votes, y, orientation, orientation_seed, info)
-    return Panel(
+    panel = Panel(
         dataset=dataset,
         item_ids=item_index.to_numpy(dtype=object),
         group_keys=group_keys(groups.astype(str)),
@@ -140,6 +171,7 @@ def load_panel(
         families=_families(url, judge_ids, storage_options),
         info=info | {"orientation": orientation, "sample": sample},
     )
+    return panel, rows, labels
 
 
 def _labelled_items(lab: pa.Table, url: str, dataset: str) -> tuple[pd.Index, npt.NDArray[np.int8], dict[str, Any]]:

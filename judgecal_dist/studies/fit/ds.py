@@ -1,8 +1,8 @@
 """``judgecal fit``'s Dawid-Skene fits: the table's votes scanned and coded once per fit, every fold and the export
 fitted from them.
 
-In memory (the table fits the engine's memory budget), the verdicts are read and coded once
-(:func:`~judgecal_dist.engine.jobs.dawid_skene.read_item_votes`); on Spark one job counts every item's vote
+In memory (the table fits the engine's memory budget), the verdicts are read and coded once, with the labelled
+panel (:func:`~judgecal_dist.engine.jobs.panel.load_panel_and_votes`); on Spark one job counts every item's vote
 pattern and label state (:func:`~judgecal_dist.engine.jobs.ds_cells.vote_cells_spark`), and only the cells and
 the labelled items reach the driver. Either way each panel's vote patterns are keyed once
 (:class:`~judgecal_dist.engine.jobs.dawid_skene.VotePatterns`), and a fold only sets its held-out items' labels
@@ -20,8 +20,9 @@ import numpy.typing as npt
 import pandas as pd
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine.jobs.dawid_skene import VotePatterns, dawid_skene_model, fit_dawid_skene, read_item_votes
+from judgecal_dist.engine.jobs.dawid_skene import VotePatterns, dawid_skene_model, fit_dawid_skene
 from judgecal_dist.engine.jobs.panel import Panel
+from judgecal_dist.engine.votes.codec import ItemVotes
 from judgecal_dist.io.schema import MISSING_CODE
 from judgecal_dist.methods.aggregation.dawid_skene import DawidSkene
 
@@ -56,15 +57,16 @@ class TableVotes:
     patterns: dict[tuple[int, ...], VotePatterns] = field(default_factory=dict)
 
     @classmethod
-    def read(cls, url: str, panel: Panel, engine: EngineConfig, sample: int, ds_engine: str) -> TableVotes | None:
-        """The table's votes for the panel's judges, by ``ds_engine``; None where the cells cannot be keyed (more
-        than 39 judges on Spark)."""
+    def of(cls, votes: ItemVotes, panel: Panel) -> TableVotes:
+        """In memory: the items' votes read with the panel (:func:`~judgecal_dist.engine.jobs.panel.load_panel_and_votes`)."""
+        labelled = np.flatnonzero(votes.labels != MISSING_CODE)
+        ids = votes.keys.column("item_id").take(labelled).to_pylist()
+        return cls._of(votes.votes, votes.labels, None, ids, labelled, panel)
+
+    @classmethod
+    def read(cls, url: str, panel: Panel, engine: EngineConfig, sample: int) -> TableVotes | None:
+        """On Spark: the cells of one job; None where they cannot be keyed (more than 39 judges)."""
         judges = [str(j) for j in panel.judge_ids]
-        if ds_engine == "local":
-            votes = read_item_votes(url, engine, sample, judges, panel.dataset)
-            labelled = np.flatnonzero(votes.labels != MISSING_CODE)
-            ids = votes.keys.column("item_id").take(labelled).to_pylist()
-            return cls._of(votes.votes, votes.labels, None, ids, labelled, panel)
         if len(judges) > 39:
             return None
         from judgecal_dist.engine.jobs.ds_cells import vote_cells_spark

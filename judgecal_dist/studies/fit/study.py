@@ -39,7 +39,7 @@ import pandas as pd
 from sklearn.exceptions import ConvergenceWarning
 
 from judgecal_dist.config import EngineConfig
-from judgecal_dist.engine.jobs.panel import Panel, load_panel
+from judgecal_dist.engine.jobs.panel import Panel, load_panel, load_panel_and_votes
 from judgecal_dist.engine.jobs.stats import choose_engine
 from judgecal_dist.errors import ConfigError
 from judgecal_dist.methods.aggregation.dawid_skene import DawidSkene
@@ -91,7 +91,13 @@ def load(config: Config, engine: EngineConfig) -> FitInput:
     """The dense labelled panel of ``config.data`` (natural orientation: the exported model reads A/B verdicts)."""
     url = config.data
     assert url is not None  # the runner requires it (Config.data_required)
-    panel = load_panel(url, sample=config.sample, dataset=config.dataset, storage_options=dict(engine.storage_options))
+    ds_engine = choose_engine(url, None, engine) if "dawid_skene" in config.aggregators else "local"
+    options = dict(engine.storage_options)
+    votes = None
+    if "dawid_skene" in config.aggregators and ds_engine == "local":  # one read: the panel and every item's votes
+        panel, votes = load_panel_and_votes(url, sample=config.sample, dataset=config.dataset, storage_options=options)
+    else:
+        panel = load_panel(url, sample=config.sample, dataset=config.dataset, storage_options=options)
     if len(np.unique(panel.labels)) < 2:
         raise ConfigError(f"{config.data}: labels: label: every labelled item has the same label; fit needs both")
     roles = assign_blocks(panel.group_keys, config.seed + FOLD_SEED_OFFSET, [1.0 / config.folds] * config.folds)
@@ -104,8 +110,7 @@ def load(config: Config, engine: EngineConfig) -> FitInput:
     preflight(config, data)  # before the Dawid-Skene fits below: a degenerate panel fails them
     if "dawid_skene" not in config.aggregators:
         return data
-    ds_engine = choose_engine(url, None, engine)
-    table = TableVotes.read(url, panel, engine, config.sample, ds_engine)
+    table = TableVotes.of(votes, panel) if votes is not None else TableVotes.read(url, panel, engine, config.sample)
     data = FitInput(panel, config, roles, engine, ds_engine, others=others, table=table)
     for fold in range(config.folds):
         held = roles == fold
