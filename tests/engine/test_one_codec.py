@@ -93,7 +93,7 @@ def test_the_call_sites_call_the_codec():
     """The functions that build votes name the codec's functions in their code (what they call)."""
     from judgecal_dist.engine.jobs import local, panel
 
-    assert "encode" in panel.load_panel.__code__.co_names
+    assert "encode" in panel._load.__code__.co_names
     assert "encode" in local.batch_cells.__code__.co_names
     assert {"encode", "verdict_patterns"} <= set(local.pattern_items_arrow.__code__.co_names)
     assert "encode" in codec_spark.partial_items.__code__.co_names
