@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.harness import add_smoke, smoke
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -66,11 +68,12 @@ def _kill_one_worker(head, proc) -> None:
         time.sleep(0.02)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replicates", type=int, default=24)
     parser.add_argument("--repeats", type=int, default=2)
-    opts = parser.parse_args()
+    add_smoke(parser)
+    opts = smoke(parser.parse_args(argv), replicates=2, repeats=1)
 
     from judgecal_dist.io.synthetic import generate_panel
 

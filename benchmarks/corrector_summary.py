@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.harness import add_smoke, engine_config, smoke
+
 ROOT = Path(__file__).resolve().parents[1]
 RUBRICS = ["Factuality", "Focus", "Math", "Precise IF", "Safety"]
 
@@ -41,13 +43,14 @@ def _status(key: str) -> int:
 def _child(mode: str, model_url: str, out: str, master: str) -> None:
     import pandas as pd
 
-    from judgecal_dist.config import EngineConfig
     from judgecal_dist.engine.jobs.spark import get_session
     from judgecal_dist.models import load_model
     from judgecal_dist.scoring.continuous import read_back, summarise, summarise_spark
 
-    engine = EngineConfig(spark_master=master)
-    session = get_session(master)  # the session and its gateway are part of the baseline, not of the summary
+    engine = engine_config(spark_master=master)  # the CLI's engine settings
+    session = get_session(
+        engine.spark_master, conf=dict(engine.spark_conf)
+    )  # the session and its gateway are part of the baseline, not of the summary
     model = load_model(model_url)
     record = json.loads((Path(out) / "summary.json").read_text())
     marker = json.loads((Path(out) / "_JUDGECAL_SCORE").read_text())
@@ -72,7 +75,6 @@ def _child(mode: str, model_url: str, out: str, master: str) -> None:
 def _prepare(rows: int, root: Path, master: str) -> tuple[str, str]:
     import pyarrow as pa
 
-    from judgecal_dist.config import EngineConfig
     from judgecal_dist.io.dataset import write_dataset
     from judgecal_dist.models import linear_from_moments, save_model
     from judgecal_dist.scoring.apply import score_dataset
@@ -112,16 +114,17 @@ def _prepare(rows: int, root: Path, master: str) -> tuple[str, str]:
     )
     model_url = save_model(model, str(root / "model" / "model.json"))
     out = str(root / "out")
-    score_dataset(model_url, data, out, engine=EngineConfig(stats_engine="spark", spark_master=master))
+    score_dataset(model_url, data, out, engine=engine_config(stats_engine="spark", spark_master=master))
     return model_url, out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--child", nargs=3, metavar=("MODE", "MODEL", "OUT"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    add_smoke(parser)
+    args = smoke(parser.parse_args(argv), rows=20_000)
     if args.child:
         mode, model_url, out = args.child
         _child(mode, model_url, out, args.master)

@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+from benchmarks.harness import add_smoke, smoke
 from judgecal_dist.methods.repeated.davidson import DavidsonAggregator
 from judgecal_dist.methods.repeated.self_consistency import majority_vote
 from judgecal_dist.methods.repeated.vote_simulation import simulate_label_first, vote_counts
@@ -26,12 +27,13 @@ from judgecal_dist.studies.itc.data import Task
 from judgecal_dist.studies.itc.study import calibration_part
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=10_000)
     parser.add_argument("--splits", type=int, default=100)
     parser.add_argument("--samples", type=int, default=8)
-    args = parser.parse_args()
+    add_smoke(parser)
+    args = smoke(parser.parse_args(argv), items=200, splits=3, samples=4)
     sim = simulate_label_first(args.items, args.samples, random_state=0)
     counts = vote_counts(sim.votes)
     keys = group_keys([f"item-{i}" for i in range(args.items)])
@@ -44,6 +46,7 @@ def main() -> None:
         labels=sim.labels,
         budgets=(args.samples,),
         counts=counts[None],
+        votes=sim.votes,
     )
     maes, sc = [], []
     start = time.perf_counter()

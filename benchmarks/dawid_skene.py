@@ -27,6 +27,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from benchmarks.harness import add_smoke, smoke
 from judgecal_dist.methods.aggregation.dawid_skene import DawidSkene
 
 
@@ -48,7 +49,7 @@ def long_frame(V: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame({"task": items, "worker": judges, "label": V[items, judges].astype(np.int64)})
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--judges", type=int, default=40)
@@ -56,7 +57,8 @@ def main() -> None:
     parser.add_argument("--n-iter", type=int, default=3, help="EM iterations for the side-by-side comparison")
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats of our fit (best is reported)")
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+    add_smoke(parser)
+    args = smoke(parser.parse_args(argv), items=500, judges=8, repeats=1)
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", (DeprecationWarning, FutureWarning))  # pandas noise from crowd-kit

@@ -27,19 +27,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import MemorySampler
+from benchmarks.harness import MemorySampler, add_smoke, engine_config, smoke
 from benchmarks.scaling import N_JUDGES, PANELS, ensure_table
 
 
 def child(execution: str, url: str, replicates: int, cache: str) -> None:
-    from judgecal_dist.config import EngineConfig
     from judgecal_dist.studies.runner import execute, prepare
 
     overrides = [f"data={url}", f"replicates={replicates}", f"execution={execution}", f"panels={PANELS}"]
     run = prepare("inclusion_scale", overrides, run_id=f"{execution}-{time.time_ns()}")
     with MemorySampler() as memory:
         start = time.perf_counter()
-        execute(run, EngineConfig(stats_engine="spark", ray_num_cpus=None), output=f"{cache}/runs")
+        execute(run, engine_config(stats_engine="spark", ray_num_cpus=None), output=f"{cache}/runs")
         wall = time.perf_counter() - start
     print(
         "RESULT "
@@ -65,7 +64,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cache", default="/tmp/judgecal-bench")
     parser.add_argument("--child", choices=["dense", "onepass"], help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    add_smoke(parser)
+    args = smoke(parser.parse_args(argv), sizes="300", replicates=2)
     if args.child:
         return child(args.child, args.data, args.replicates, args.cache)
     Path(args.cache).mkdir(parents=True, exist_ok=True)

@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from benchmarks.harness import add_smoke, smoke
 from judgecal_dist.history.drift import DriftSettings, compare_judges
 from judgecal_dist.history.judges import COUNT_COLUMNS, with_rates
 from judgecal_dist.history.store import record_run
@@ -175,7 +176,7 @@ def power_table(items: int, judges: int, reps: int, seed: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     if len(sys.argv) > 2 and sys.argv[1] == "--child":
         _child(sys.argv[2:])
         return
@@ -188,13 +189,14 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workdir", default=None)
-    args = parser.parse_args()
+    add_smoke(parser)
+    args = smoke(parser.parse_args(argv), nights=3, items=500, judges=5, reps=5)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="drift-scale-"))
     out = str(workdir / "results")
     built = build_history(out, args.nights, args.items, args.judges, args.seed)
     print(f"history: {args.nights} runs x {args.judges} judges at {args.items:,} items (counts drawn), {built:.1f} s")
     conf = workdir / "engine.yaml"
-    conf.write_text(json.dumps({"spark_master": args.master, "spark_conf": {"spark.sql.shuffle.partitions": "4"}}))
+    conf.write_text(json.dumps({"spark_master": args.master}))  # otherwise the CLI's defaults
     print("\njudgecal drift on the last night (child process: start-up and imports included)")
     for engine in ("local", "spark"):
         for baseline in ("previous", "window:7"):

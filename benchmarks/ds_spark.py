@@ -26,8 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.harness import add_smoke, engine_config, smoke
 
-def main() -> None:
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=200_000)
     parser.add_argument("--judges", type=int, default=50)
@@ -37,12 +39,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--workdir", default=None, help="Keep the generated panel here (reused when present).")
-    args = parser.parse_args()
+    add_smoke(parser)
+    args = smoke(parser.parse_args(argv), items=2000, judges=8, repeats=1, n_iter=5)
 
     from pyspark.sql import functions as F
     from sklearn.base import clone
 
-    from judgecal_dist.config import EngineConfig
     from judgecal_dist.engine.jobs.ds_spark import dawid_skene_spark
     from judgecal_dist.engine.jobs.spark import get_session, read_table
     from judgecal_dist.engine.votes.codec import VERDICT_COLUMNS, item_votes
@@ -57,7 +59,8 @@ def main() -> None:
             data, n_items=args.items, n_judges=args.judges, seed=0, label_fraction=args.labelled, overwrite=True
         )
     verdicts = args.items * args.judges
-    spark = get_session(args.master)
+    engine = engine_config(spark_master=args.master)  # the CLI's engine settings
+    spark = get_session(engine.spark_master, conf=dict(engine.spark_conf))
     spark.range(10).count()  # JVM start-up is not part of any figure
 
     table = read_table(spark, data, "verdicts")
@@ -70,7 +73,7 @@ def main() -> None:
 
     spec = DawidSkene(n_iter=args.n_iter, tol=1e-6, fixed_iter=args.fixed, semi_supervised=True)
     start = time.perf_counter()
-    fit = dawid_skene_spark(data, spec, engine=EngineConfig(spark_master=args.master))
+    fit = dawid_skene_spark(data, spec, engine=engine)
     total = time.perf_counter() - start
     later = fit.seconds_per_pass[1:]
     per_iter = float(np.median(later))

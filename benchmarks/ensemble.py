@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from benchmarks.harness import MemorySampler
+from benchmarks.harness import MemorySampler, add_smoke, engine_config, smoke
 from judgecal_dist.config import EngineConfig
 
 log = logging.getLogger("ensemble_bench")
@@ -101,9 +101,9 @@ def _spark(workdir: Path, n_examples: int, driver_memory: str) -> None:
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
         pool.submit(_generate, dest, n_examples).result()
     print(f"generated {n_examples:,} examples ({n_examples * 32:,} rows) in {time.perf_counter() - start:.0f} s")
-    conf = {"spark.driver.memory": driver_memory, "spark.sql.shuffle.partitions": "16"}
-    spark_engine.get_session("local[2]", conf=conf)
-    engine = EngineConfig(spark_master="local[2]", spark_conf=conf)
+    # The CLI's engine settings (its shuffle partitions) with this driver memory.
+    engine = engine_config(spark_master="local[2]", spark_conf={"spark.driver.memory": driver_memory})
+    spark_engine.get_session(engine.spark_master, conf=dict(engine.spark_conf))
     with MemorySampler() as memory:
         start = time.perf_counter()
         curve = accuracy_by_k(dest, k_max=8, engine="spark", config=engine)
@@ -118,13 +118,14 @@ def _spark(workdir: Path, n_examples: int, driver_memory: str) -> None:
     print(f"linear extrapolation to 10M examples (320M rows): {seconds * 1e7 / n_examples / 60:.1f} min")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--examples", type=int, default=1_000_000)
     parser.add_argument("--driver-memory", default="2g")
     parser.add_argument("--skip-study", action="store_true")
     parser.add_argument("--skip-spark", action="store_true")
-    args = parser.parse_args()
+    add_smoke(parser)
+    args = smoke(parser.parse_args(argv), examples=2000)
     logging.basicConfig(level=logging.WARNING)
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)

@@ -21,17 +21,19 @@ from pathlib import Path
 
 import pandas as pd
 
+from benchmarks.harness import add_smoke, smoke
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.io.ingest import ingest
 from judgecal_dist.studies.runner import execute, prepare
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--src", default=str(Path(__file__).resolve().parents[2] / "shared" / "data" / "llmbar"))
     parser.add_argument("--serial", action="store_true")
     parser.add_argument("--inclusion-replicates", type=int, default=0)
-    args = parser.parse_args()
+    add_smoke(parser)
+    args = smoke(parser.parse_args(argv), serial=True)
     engine = EngineConfig(ray_num_cpus=2)
     with tempfile.TemporaryDirectory() as tmp:
         data = f"{tmp}/llmbar"

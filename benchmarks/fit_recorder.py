@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from judgecal_dist.config import EngineConfig
+from benchmarks.harness import add_smoke, engine_config, smoke
 from judgecal_dist.engine.jobs.stats import choose_engine
 from judgecal_dist.history.judges import judge_counts
 from judgecal_dist.io.synthetic import generate_panel
@@ -25,16 +25,17 @@ from judgecal_dist.studies.runner import execute, prepare
 GRID = ["aggregators=[majority, one_coin]", "calibrators=[none, platt]", "panels=[all]", "resamples=200"]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=2_000_000)
     parser.add_argument("--judges", type=int, default=10)
     parser.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "judgecal-bench-fit-recorder"))
-    args = parser.parse_args()
+    add_smoke(parser)
+    args = smoke(parser.parse_args(argv), items=2000, judges=5)
     data = f"{args.cache}/panel-{args.items}x{args.judges}"
     if not Path(data, "_SUCCESS").exists():
         generate_panel(data, n_items=args.items, n_judges=args.judges, seed=3, label_fraction=0.01)
-    engine = EngineConfig(spark_master="local[2]", spark_conf={"spark.driver.memory": "2g"})
+    engine = engine_config(spark_master="local[2]", spark_conf={"spark.driver.memory": "2g"})
     print(
         f"table: {args.items} items x {args.judges} judges; recorder engine (auto): {choose_engine(data, None, engine)}"
     )

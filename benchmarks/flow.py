@@ -32,6 +32,7 @@ import time
 import numpy as np
 import torch
 
+from benchmarks.harness import add_smoke, smoke
 from judgecal_dist.engine.cluster.allocator import retain_freed_memory
 from judgecal_dist.engine.cluster.flow_tasks import FlowJob, run_flows
 from judgecal_dist.engine.cluster.ray import init_ray
@@ -81,14 +82,15 @@ def _retained(run):
         return run()
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=30)
     parser.add_argument("--seeds", type=int, default=50)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--stack", type=int, default=10, help="seeds per stacked model (~250 MB each at 1500 anchors)")
-    args = parser.parse_args()
+    add_smoke(parser)
+    args = smoke(parser.parse_args(argv), epochs=2, seeds=2, stack=2, repeats=1)
     full = 1500
     peak1, peak_all = matmul_peak(1), matmul_peak(args.threads)
     print(f"float32 matmul peak: {peak1:.1f} GFLOP/s on 1 thread, {peak_all:.1f} GFLOP/s on {args.threads} threads")

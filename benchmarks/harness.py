@@ -50,10 +50,12 @@ __all__ = [
     "load",
     "load_line",
     "peak_rss_mb",
+    "smoke",
     "spark_session",
     "table",
     "tree_cpu_s",
     "warm",
+    "whole_process",
 ]
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -226,7 +228,21 @@ def cold(
     exit; CPU time and ``ru_maxrss`` come from ``wait4`` (the process and the descendants it reaped); the tree's
     RSS is sampled. ``check``: exit on a non-zero status with the command's stderr tail.
     """
-    argv = judgecal_argv() + _format(args, n)
+    return whole_process(
+        judgecal_argv() + _format(args, n), label or f"judgecal {args[0]}", env=env, cwd=cwd, check=check, quiet=quiet
+    )
+
+
+def whole_process(
+    argv: Sequence[str],
+    label: str,
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
+    check: bool = True,
+    quiet: bool = True,
+) -> Timing:
+    """``argv`` as a fresh whole process (:func:`cold` for any program): wall, CPU and peak RSS, load beside."""
     before = load()
     start = time.perf_counter()
     out = subprocess.DEVNULL if quiet else None
@@ -238,9 +254,9 @@ def cold(
         proc.returncode = os.waitstatus_to_exitcode(status)
         if check and proc.returncode:
             err.seek(0)
-            sys.exit(f"judgecal {' '.join(args)} failed ({proc.returncode}):\n{err.read().decode()[-3000:]}")
+            sys.exit(f"{' '.join(argv)} failed ({proc.returncode}):\n{err.read().decode()[-3000:]}")
     return Timing(
-        label or f"judgecal {args[0]}",
+        label,
         "cold",
         seconds,
         usage.ru_utime + usage.ru_stime,
@@ -368,6 +384,14 @@ def add_smoke(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--smoke", action="store_true", help="Tiny sizes: run to the printed figures in seconds (CI's smoke test)."
     )
+
+
+def smoke(args: argparse.Namespace, **tiny: Any) -> argparse.Namespace:
+    """``args`` with the ``tiny`` values set when ``--smoke`` was given (and nothing changed otherwise)."""
+    if getattr(args, "smoke", False):
+        for name, value in tiny.items():
+            setattr(args, name, value)
+    return args
 
 
 def main(argv: list[str] | None = None) -> None:

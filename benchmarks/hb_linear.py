@@ -25,6 +25,7 @@ import warnings
 
 import numpy as np
 
+from benchmarks.harness import add_smoke, smoke
 from judgecal_dist.io.synthetic_judge import strict_compressing_judge
 from judgecal_dist.methods.continuous.hb_linear import HierarchicalLinear
 from judgecal_dist.methods.continuous.linear_conjugate import ConjugateLinear, ols_from_stats, sufficient_stats
@@ -91,14 +92,15 @@ def nuts(data: str, budget: int, judges: tuple[str, ...], before: bool) -> None:
                 )
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=50)
     parser.add_argument("--data", default="../shared/data/rewardbench2_k8")
     parser.add_argument("--budget", type=int, default=1500)
     parser.add_argument("--judges", default="nano,mini", help="cheap tiers to use as the judge, comma-separated")
     parser.add_argument("--no-before", action="store_true", help="skip the all-non-centred comparison fit")
-    args = parser.parse_args()
+    add_smoke(parser)
+    args = smoke(parser.parse_args(argv), seeds=1, budget=60, judges="nano", no_before=True)
     sweep(args.seeds)
     nuts(args.data, args.budget, tuple(args.judges.split(",")), not args.no_before)
 

@@ -13,11 +13,13 @@ without search and with beam + backward search, and what 100 splits on 2 cores w
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
 import warnings
 
 import numpy as np
 
+from benchmarks.harness import add_smoke, smoke
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.cluster.ray import single_threaded_blas
 from judgecal_dist.engine.jobs.panel import load_panel
@@ -47,11 +49,19 @@ def scalar_scores(problem: InnerProblem, votes: np.ndarray, labels: np.ndarray, 
     return np.array(out)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", required=True, help="ingested LLMBar (judgecal ingest --format llmbar)")
+    parser.add_argument("--data", default=None, help="ingested LLMBar (judgecal ingest --format llmbar; required)")
     parser.add_argument("--replicates", type=int, default=3)
-    args = parser.parse_args()
+    add_smoke(parser)
+    args = smoke(parser.parse_args(argv), replicates=1)
+    if args.data is None and not args.smoke:
+        parser.error("--data is required")
+    if args.data is None:  # smoke: a small generated panel of pairs
+        from judgecal_dist.io.synthetic import generate_panel
+
+        args.data = tempfile.mkdtemp(prefix="inclusion-search-smoke-") + "/panel"
+        generate_panel(args.data, n_items=300, n_judges=8, seed=0, pairs=True)
     panel = load_panel(args.data)
     in_cal = calibration_mask(panel.group_keys, [0], 0.5)[0]
     votes, labels = panel.votes[in_cal], panel.labels[in_cal]

@@ -29,6 +29,7 @@ import time
 import numpy as np
 import pandas as pd
 
+from benchmarks.harness import add_smoke, smoke
 from judgecal_dist.stats.inference import summarise_over_splits
 from tests.stats.panel_simulation import (
     ACCURACIES,
@@ -50,7 +51,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--items", type=int, default=400)
     parser.add_argument("--replicates", type=int, nargs="+", default=[50, 500])
     parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples of the old procedure")
-    args = parser.parse_args(argv)
+    add_smoke(parser)
+    args = smoke(parser.parse_args(argv), datasets=4, items=60, replicates=[4, 8], resamples=50)
 
     start = time.perf_counter()
     truth = true_difference(args.items // 2)

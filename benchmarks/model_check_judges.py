@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.harness import add_smoke, smoke
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -53,12 +55,16 @@ def child(n: int) -> dict:
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--before", required=True, help="A checkout of the code to compare against.")
+    parser.add_argument("--before", default=None, help="A checkout of the code to compare against (required).")
     parser.add_argument("--judges", type=int, nargs="+", default=[10_000, 30_000, 60_000])
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    add_smoke(parser)
+    args = smoke(parser.parse_args(argv), judges=[50])
+    if args.before is None and not args.smoke:
+        parser.error("--before is required")
+    args.before = args.before or str(ROOT)  # smoke: this tree on both sides
     if args.child:
         print(json.dumps(child(args.child)))
         return

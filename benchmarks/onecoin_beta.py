@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 
+from benchmarks.harness import add_smoke, smoke
 from judgecal_dist.methods.aggregation.aggregate import OneCoin
 from judgecal_dist.methods.aggregation.votes import count_judge_votes
 from judgecal_dist.methods.calibration.beta import BetaCalibration
@@ -40,12 +41,13 @@ def fit_split(votes, y, in_cal, n_votes, n_correct) -> float:
     return nll(y[~in_cal], beta.predict_proba(scores[~in_cal])[:, 1])
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--judges", type=int, default=40)
     parser.add_argument("--splits", type=int, default=100)
-    args = parser.parse_args()
+    add_smoke(parser)
+    args = smoke(parser.parse_args(argv), items=500, judges=8, splits=3)
     votes, y, keys = panel(args.items, args.judges)
     seeds = list(range(args.splits))
 

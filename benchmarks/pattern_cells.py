@@ -25,6 +25,7 @@ import statistics
 import time
 from pathlib import Path
 
+from benchmarks.harness import add_smoke, engine_config, smoke
 from judgecal_dist.engine.jobs import spark as spark_engine
 from judgecal_dist.engine.jobs import stats
 from judgecal_dist.io.dataset import read_dataset_table
@@ -46,7 +47,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--per-prefix", action="store_true", help="also time one job per prefix (7 jobs)")
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--cache", type=Path, default=Path("/tmp/judgecal-bench"))
-    args = parser.parse_args(argv)
+    add_smoke(parser)
+    args = smoke(parser.parse_args(argv), items=2000, repeats=1)
     logging.basicConfig(level=logging.WARNING)
 
     root = args.cache / f"pattern7_{args.items}"
@@ -54,7 +56,8 @@ def main(argv: list[str] | None = None) -> None:
         t = _timed(lambda: generate_panel(str(root), n_items=args.items, n_judges=7, seed=0, missing_rate=0.02))
         print(f"generated {args.items:,} items x 7 judges in {t:.1f}s at {root}")
     judges = sorted(set(read_dataset_table(str(root), "judges", columns=["judge_id"])["judge_id"].to_pylist()))[:7]
-    spark_engine.get_session(args.master, app_name="judgecal-bench-patterns")
+    engine = engine_config(spark_master=args.master)  # the CLI's engine settings
+    spark_engine.get_session(engine.spark_master, app_name="judgecal-bench-patterns", conf=dict(engine.spark_conf))
 
     def run_all() -> None:
         cells = stats.pattern_cells(str(root), judges, engine="spark")

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import permutation_test
 
+from benchmarks.harness import add_smoke, smoke
 from judgecal_dist.stats.permutation import paired_permutation_test, paired_permutation_test_many
 
 BLOCK_CELLS = 1 << 22  # cells of the dense reference's sign block (32 MiB of float64)
@@ -58,14 +59,15 @@ def best_of(repeats: int, fn: Callable[[], Any]) -> tuple[float, Any]:
     return min(times), result
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--splits", type=int, default=100)
     parser.add_argument("--items", type=int, default=210, help="evaluation items per split")
     parser.add_argument("--large-items", type=int, default=50_000)
     parser.add_argument("--resamples", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=2)
-    args = parser.parse_args()
+    add_smoke(parser)
+    args = smoke(parser.parse_args(argv), splits=3, items=50, large_items=500, resamples=200, repeats=1)
     B = args.resamples
     rng = np.random.default_rng(0)
     splits = rng.normal(0.01, 0.3, size=(args.splits, args.items))

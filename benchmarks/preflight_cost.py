@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.harness import add_smoke, smoke
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.votes.codec import VERDICT_COLUMNS, encode
 from judgecal_dist.io.dataset import read_dataset_table
@@ -59,7 +60,7 @@ def _score(data: str, repeats: int) -> tuple[float, float]:
     return without, without + checks
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=1_000_000)
     parser.add_argument("--judges", type=int, default=10)
@@ -67,7 +68,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--studies", default="inclusion,inclusion_scale,budget")
     parser.add_argument("--workdir", default=None, help="Keep the generated panel here (reused when present).")
-    args = parser.parse_args()
+    add_smoke(parser)
+    args = smoke(parser.parse_args(argv), items=2000, replicates=5, repeats=1)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="preflight-cost-"))
     data = workdir / f"panel-{args.items}x{args.judges}"
     if not (data / "_SUCCESS").exists():

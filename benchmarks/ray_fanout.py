@@ -17,6 +17,7 @@ from pathlib import Path
 
 import ray
 
+from benchmarks.harness import add_smoke, smoke
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.cluster.ray import fan_out, init_ray, run_serial
 from judgecal_dist.engine.results.store import RunStore
@@ -40,12 +41,13 @@ def _dataset(args: argparse.Namespace, workdir: Path) -> str:
     return dest
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replicates", type=int, default=1000)
     parser.add_argument("--synthetic", default=None, help="ITEMSxJUDGES: use a generated panel")
     parser.add_argument("--cpus", type=int, default=2)
-    args = parser.parse_args()
+    add_smoke(parser)
+    args = smoke(parser.parse_args(argv), replicates=8, synthetic="200x6")
     logging.basicConfig(level=logging.WARNING)
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.harness import add_smoke, smoke
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.cluster.ray import single_threaded_blas
 from judgecal_dist.studies.regime_map import study as regime_map
@@ -36,7 +37,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cpus", type=int, default=2)
     parser.add_argument("--replicates", type=int, default=30)
     parser.add_argument("--cache", type=Path, default=Path("/tmp/judgecal-bench"))
-    args = parser.parse_args(argv)
+    add_smoke(parser)
+    args = smoke(parser.parse_args(argv), replicates=2)
     logging.basicConfig(level=logging.WARNING)
     data = args.data
     if data is None:

@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.harness import add_smoke, smoke
+
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_RATIO = 2.0
 _RUN = """
@@ -66,7 +68,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--replicates", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--cache", type=Path, default=Path("/tmp/judgecal-bench"))
-    args = parser.parse_args(argv)
+    add_smoke(parser)
+    args = smoke(parser.parse_args(argv), replicates=2, rounds=1)
     data = args.data
     if data is None:
         from judgecal_dist.io.ingest import ingest

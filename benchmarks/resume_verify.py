@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.harness import add_smoke, smoke
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.results.store import SUCCESS, RunStore
 from judgecal_dist.io.synthetic import generate_panel
@@ -28,12 +29,13 @@ from judgecal_dist.studies.runner import execute, identify, prepare
 CONFIG = Path(__file__).resolve().parents[1] / "judgecal_dist" / "studies" / "configs" / "inclusion.yaml"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replicates", type=int, default=100)
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--synthetic", default="2000x12", help="ITEMSxJUDGES of the generated panel")
-    args = parser.parse_args()
+    add_smoke(parser)
+    args = smoke(parser.parse_args(argv), replicates=4, trials=1, synthetic="200x6")
     logging.basicConfig(level=logging.ERROR)
 
     with tempfile.TemporaryDirectory() as tmp:

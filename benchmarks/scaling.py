@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import MemorySampler
+from benchmarks.harness import MemorySampler, add_smoke, engine_config, smoke
 
 log = logging.getLogger("benchmarks.scaling")
 
@@ -77,9 +77,8 @@ def run_workload(
     workload: str, url: str, replicates: int, cache: Path, model: str | None, study_set: tuple[str, ...] = ()
 ) -> dict[str, Any]:
     """Run one workload in this process and return what it reports (called in the child)."""
-    from judgecal_dist.config import EngineConfig
 
-    engine = EngineConfig(stats_engine="spark", output=str(cache / "runs"))
+    engine = engine_config(stats_engine="spark", output=str(cache / "runs"))
     if workload in ("study", "study1"):
         from judgecal_dist.studies.runner import execute, prepare
 
@@ -152,7 +151,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--child", choices=WORKLOADS, help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    add_smoke(parser)
+    args = smoke(parser.parse_args(argv), sizes="300", replicates=2)
     if args.child:
         return child(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")

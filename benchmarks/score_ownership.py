@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.harness import add_smoke, smoke
 from benchmarks.score_throughput import prepare
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,16 +35,20 @@ def _timed(tree: Path, mode: str, run: str, data: str, out: str, master: str) ->
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--before", required=True, help="A checkout of the code to compare against.")
+    parser.add_argument("--before", default=None, help="A checkout of the code to compare against (required).")
     parser.add_argument("--items", type=int, default=200_000)
     parser.add_argument("--judges", type=int, default=50)
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--modes", default="local,spark")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--workdir", default=None, help="Keep the generated panel here (reused when present).")
-    args = parser.parse_args()
+    add_smoke(parser)
+    args = smoke(parser.parse_args(argv), items=300, judges=6, repeats=1)
+    if args.before is None and not args.smoke:
+        parser.error("--before is required")
+    args.before = args.before or str(ROOT)  # smoke: this tree on both sides
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="score-ownership-"))
     workdir.mkdir(parents=True, exist_ok=True)
     data, run, verdicts = prepare(workdir, args.items, args.judges)
