@@ -45,7 +45,7 @@ def _child(mode: str, model_url: str, out: str, master: str) -> None:
 
     from judgecal_dist.engine.jobs.spark import get_session
     from judgecal_dist.models import load_model
-    from judgecal_dist.scoring.continuous import read_back, summarise, summarise_spark
+    from judgecal_dist.scoring.continuous import read_back, rubric_sums, summarise, summarise_spark
 
     engine = engine_config(spark_master=master)  # the CLI's engine settings
     session = get_session(
@@ -60,7 +60,7 @@ def _child(mode: str, model_url: str, out: str, master: str) -> None:
     base = _status("VmRSS")
     started = time.perf_counter()
     if mode == "before":
-        table = summarise(read_back(folder, files, {}), model)
+        table = summarise(rubric_sums(read_back(folder, files, {}), model))
     else:
         table = summarise_spark(model, folder, files, engine)
     seconds = time.perf_counter() - started

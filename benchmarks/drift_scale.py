@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workdir", default=None)
     add_smoke(parser)
-    args = smoke(parser.parse_args(argv), nights=3, items=500, judges=5, reps=5)
+    args = smoke(parser.parse_args(argv), nights=CHANGE_NIGHT + 2, items=300, judges=10, reps=5)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="drift-scale-"))
     out = str(workdir / "results")
     built = build_history(out, args.nights, args.items, args.judges, args.seed)

@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
     add_smoke(parser)
-    args = smoke(parser.parse_args(argv), sizes="300", replicates=2)
+    args = smoke(parser.parse_args(argv), sizes="300", replicates=2, variants="full", workloads="study1")
     if args.child:
         return child(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")

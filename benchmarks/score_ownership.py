@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--workdir", default=None, help="Keep the generated panel here (reused when present).")
     add_smoke(parser)
-    args = smoke(parser.parse_args(argv), items=300, judges=6, repeats=1)
+    args = smoke(parser.parse_args(argv), items=3000, judges=6, repeats=1)
     if args.before is None and not args.smoke:
         parser.error("--before is required")
     args.before = args.before or str(ROOT)  # smoke: this tree on both sides

@@ -124,8 +124,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--llmbar", type=Path, default=ROOT.parent / "shared" / "data" / "llmbar")
     add_smoke(parser)
     args = smoke(parser.parse_args(argv), rows=2000, repeats=1, cold_repeats=1)
-    if args.smoke:
+    if args.smoke:  # the generated table only (one cold JVM fewer), in a scratch folder
         args.workdir = Path(tempfile.mkdtemp(prefix="judgecal-sql-smoke-"))
+        args.llmbar = args.workdir / "no-llmbar"
     args.workdir.mkdir(parents=True, exist_ok=True)
     data = _prepare(args.workdir, args.rows, args.llmbar)
     from tests.cluster_support import free_port
@@ -144,7 +145,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         for name, url in data.items():
             subprocess.run(_judgecal("catalog", "add", url, "--name", name, "--warehouse", wh), check=True, env=_env())
-        time.sleep(5)
+        time.sleep(0.5 if args.smoke else 5)  # the server settles before its idle RSS is read
         idle = _rss_mb(pid)
         print(f"server RSS idle: {idle:.0f} MB", flush=True)
         for name, url in data.items():
