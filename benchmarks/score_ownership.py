@@ -2,8 +2,8 @@
 
 Written for the output-ownership change (marker, staged items promoted file by file, Spark tasks writing their items
 through fsspec, coverage from the scan's tallies, null rows for unvoted items): it must not slow ``score`` down.
-It reuses :mod:`benchmarks.score_throughput` (the same seeded panel and fitted model, the same timed child
-process) and runs each engine's pass alternately on the two source trees, ``--repeats`` times each, keeping the
+It reuses :mod:`benchmarks.score_throughput`'s seeded panel and fitted model, times ``judgecal score`` as a fresh
+process (cold, :func:`benchmarks.harness.whole_process`) and runs each engine's pass alternately on the two source trees, ``--repeats`` times each, keeping the
 fastest (the machine is shared; the minimum is the least disturbed run). ``--before`` is a checkout of the
 older code (e.g. ``git worktree add /tmp/before <commit>``); the current tree is the "after". Usage (from the
 repository root)::
@@ -16,23 +16,30 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.harness import add_smoke, smoke
+from benchmarks.harness import add_smoke, smoke, whole_process
 from benchmarks.score_throughput import prepare
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _timed(tree: Path, mode: str, run: str, data: str, out: str, master: str) -> dict:
-    cmd = [sys.executable, "-m", "benchmarks.score_throughput", "--master", master, "--child", mode, run, data, out]
-    env = os.environ | {"PYTHONPATH": str(tree)}
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=tree, env=env)
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    """``judgecal score --engine MODE`` of ``tree``'s code as a fresh whole process (cold), as a user types it."""
+    conf = Path(out + ".engine.json")
+    conf.write_text(json.dumps({"spark_master": master}))  # otherwise the CLI's defaults
+    argv = [sys.executable, "-m", "judgecal_dist.cli", "score", "--model", run, "--data", data, "--output", out]
+    env = {"PYTHONPATH": str(tree)}  # the tree's package, not this checkout's
+    timing = whole_process([*argv, "--engine", mode, "--conf", str(conf)], f"{tree.name} {mode}", env=env, cwd=tree)
+    return {
+        "seconds": timing.seconds,
+        "cpu_s": timing.cpu_s,
+        "driver_peak_mb": timing.peak_mb,
+        "load": timing.load_after,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -66,7 +73,8 @@ def main(argv: list[str] | None = None) -> None:
         print(
             f"{mode:6s} before {b['seconds']:7.2f}s cpu {b['cpu_s']:6.1f}s | after {a['seconds']:7.2f}s cpu "
             f"{a['cpu_s']:6.1f}s | after/before wall {a['seconds'] / b['seconds']:.2f}x cpu "
-            f"{a['cpu_s'] / b['cpu_s']:.2f}x | driver peak {b['driver_peak_mb']:.0f} -> {a['driver_peak_mb']:.0f} MB"
+            f"{a['cpu_s'] / b['cpu_s']:.2f}x | peak RSS {b['driver_peak_mb']:.0f} -> {a['driver_peak_mb']:.0f} MB | "
+            f"load {a['load']:.1f}"
         )
     print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
 
