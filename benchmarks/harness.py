@@ -46,6 +46,7 @@ __all__ = [
     "cold",
     "engine_config",
     "in_process",
+    "jvm_peak_mb",
     "judgecal_argv",
     "load",
     "load_line",
@@ -132,6 +133,19 @@ def peak_rss_mb(pid: int | str = "self") -> float:
     except OSError:
         return 0.0
     return int(status.split("VmHWM:")[1].split()[0]) / 1024 if "VmHWM:" in status else 0.0
+
+
+def jvm_peak_mb(root: int | None = None) -> float:
+    """Peak RSS (``VmHWM``) of the java processes among ``root``'s descendants (a local Spark's JVM), in MB."""
+    peak = 0.0
+    for pid in descendants(os.getpid() if root is None else root):
+        try:
+            comm = Path(f"/proc/{pid}/comm").read_text()
+        except OSError:
+            continue
+        if "java" in comm:
+            peak = max(peak, peak_rss_mb(pid))
+    return peak
 
 
 class MemorySampler:
