@@ -22,10 +22,12 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from judgecal_dist.engine.votes.codec import binary_codes, codes_of
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.io.dataset import dataset_tables, read_dataset_table
 from judgecal_dist.io.filesystem import open_fs
 from judgecal_dist.io.pairs import derived_pairs, holds_pointwise_scores
+from judgecal_dist.io.schema import MISSING_CODE, SUCCESS, VOTE_A
 from judgecal_dist.io.score_collections import Collection, load_collections
 from judgecal_dist.labels.advise_frontier import panel_frontier, pick_panel
 from judgecal_dist.methods.repeated import ensemble as ens
@@ -145,9 +147,10 @@ def load_votes(url: str, storage_options: dict[str, Any] | None = None) -> Panel
             storage_options=options,
         ).to_pandas()
         labels = read_dataset_table(url, "labels", ["dataset", "item_id", "label"], storage_options=options).to_pandas()
-    labels = labels[labels["label"].isin(["A", "B"])].drop_duplicates(["dataset", "item_id"])
+    label_codes = codes_of(labels["label"])
+    labels = labels[binary_codes(label_codes) != MISSING_CODE].drop_duplicates(["dataset", "item_id"])
     first = verdicts[verdicts["sample"] == verdicts["sample"].min()]
-    first = first.assign(code=first["verdict"].map({"A": 1, "B": 0}).fillna(-1).astype(np.int8))
+    first = first.assign(code=binary_codes(codes_of(first["verdict"])))
     wide = first.pivot_table(index=["dataset", "item_id"], columns="judge_id", values="code", aggfunc="first")
     keyed = labels.set_index(["dataset", "item_id"])
     wide = wide.reindex(keyed.index)
@@ -158,7 +161,7 @@ def load_votes(url: str, storage_options: dict[str, Any] | None = None) -> Panel
     return PanelData(
         judge_ids=np.asarray(wide.columns, dtype=object),
         votes=wide.fillna(-1).to_numpy(dtype=np.int8),
-        labels=(keyed["label"] == "A").to_numpy(dtype=np.int8),
+        labels=(codes_of(keyed["label"]) == VOTE_A).astype(np.int8),
         keys=group_keys((keyed.index.get_level_values(0) + "/" + group.astype(str)).to_numpy(dtype=str)),
         collections=collections,
         info={"items": int(len(wide)), "judges": int(wide.shape[1])},
@@ -376,7 +379,7 @@ def advise(
     costs = judge_costs(data_url, data, settings, options)
     inputs = {"data": fingerprint_inputs(data_url, options), "settings": raw, "costs": costs}
     fs, root = open_fs(output, options)
-    committed = marker is not None and fs.exists(f"{root.rstrip('/')}/{page.SUCCESS}")  # _SUCCESS comes last
+    committed = marker is not None and fs.exists(f"{root.rstrip('/')}/{SUCCESS}")  # _SUCCESS comes last
     found = marker.get("inputs") if marker else None
     if page.OWNER.reuse(output.rstrip("/"), found, inputs, committed=committed, overwrite=overwrite):
         return dict(json.loads(fs.cat_file(f"{root.rstrip('/')}/advice.json")))

@@ -22,11 +22,11 @@ from judgecal_dist.history.store import write_bytes_atomic  # noqa: E402
 from judgecal_dist.io.filesystem import open_fs  # noqa: E402
 from judgecal_dist.io.ownership import Ownership  # noqa: E402
 from judgecal_dist.io.records import to_json  # noqa: E402
+from judgecal_dist.io.schema import SUCCESS  # noqa: E402
 
 __all__ = ["OWNER", "render_markdown", "frontier_figure", "claim", "write_advice"]
 
 MARKER, MARKER_FORMAT = "_JUDGECAL_ADVISE", "judgecal.advise-output/v1"
-SUCCESS = "_SUCCESS"
 OWNER = Ownership(
     MARKER,
     MARKER_FORMAT,

@@ -71,8 +71,8 @@ def test_old_decoders_and_readers_are_deleted(module, names):
         ("judgecal_dist.engine.jobs.spark", ["LabelIndex", "unpack", "verdict_patterns"]),
         ("judgecal_dist.engine.onepass.sources", ["item_votes_spark", "dense_votes_spark", "from_binary_column"]),
         ("judgecal_dist.engine.jobs.ds_spark", ["item_votes_spark", "unpack", "block_columns"]),
-        # scoring.apply reaches the Spark codec through engine.jobs.scorer (the base install has no pyspark): see below
-        ("judgecal_dist.scoring.apply", ["encode", "ItemVotes"]),
+        # scoring.items reaches the Spark codec through engine.jobs.scorer (the base install has no pyspark): see below
+        ("judgecal_dist.scoring.items", ["encode", "ItemVotes"]),
         ("judgecal_dist.scoring.kernel", ["unpack"]),
         # verdict and label strings held in pandas are coded by the codec too
         ("judgecal_dist.engine.jobs.stats", ["codes_of", "binary_codes"]),
