@@ -22,8 +22,8 @@ Then, each in a fresh subprocess (so every peak RSS is its own):
 2. ``baseline``: one pyarrow + numpy pass over the verdicts: read ``item_id, judge_id, verdict``, scatter the
    dense votes, Dawid-Skene log-odds with the fitted parameters, write one Parquet file of ``item_id, p``; it is
    the denominator of the ``score`` ratio, and its predictions against ``truth`` give the accuracy;
-3. ``judgecal score`` of the same table on Spark with the exported model (or ``--model URL``; the timing child of
-   :mod:`benchmarks.score_throughput`), and its ratio to the pass of 2, of wall and of CPU time.
+3. ``judgecal score --engine spark`` of the same table with the exported model (or ``--model URL``), cold as
+   typed (:func:`benchmarks.harness.cold`), and its ratio to the pass of 2, of wall and of CPU time.
 
 Usage (repository root; heavy: about 2 GB of Parquet in the workdir)::
 
@@ -46,7 +46,22 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.score_throughput import _jvm_peak_mb, _tree_cpu_s
+from benchmarks import harness
+
+_tree_cpu_s = harness.tree_cpu_s
+
+
+def _jvm_peak_mb() -> float:
+    """Peak RSS of this process's JVM children (a local Spark: driver and executors)."""
+    peaks = [0.0]
+    for pid in harness.descendants(os.getpid()):
+        try:
+            if b"java" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                peaks.append(harness.peak_rss_mb(pid))
+        except OSError:
+            continue
+    return max(peaks)
+
 
 GENERATOR = dict(
     family_corr=0.0, below_chance=0.0, accuracy_range=(0.7, 0.95), validate=False
@@ -244,18 +259,13 @@ def main() -> None:
         f"{base['cpu_s']:.0f}s, peak {base['driver_peak_mb']:.0f} MB; accuracy of the fit against the truth: "
         f"{base['accuracy']:.4f} over {base['n_scored']:,} items (target >= 0.99; spark-crowd 0.994)"
     )
-    if not args.no_score:  # score's own timing child (Spark session started before the clock), on the same table
+    if not args.no_score:  # judgecal score as typed (cold, Spark), on the same table
         out = str(workdir / f"score-{time.time_ns()}")
-        cmd = [sys.executable, "-m", "benchmarks.score_throughput", "--master", args.master]
-        cmd += [*[f"--conf={item}" for item in args.conf], "--child", "spark"]
-        proc = subprocess.run([*cmd, args.model or model, data, out], capture_output=True, text=True)
-        if proc.returncode:
-            sys.exit(f"score failed:\n{proc.stderr[-3000:]}")
-        score = json.loads(proc.stdout.strip().splitlines()[-1])
+        argv = ["score", "--model", args.model or model, "--data", data, "--output", out, "--engine", "spark"]
+        score = harness.cold(argv, f"judgecal score (spark) of the {verdicts:,} verdicts")
         print(
-            f"judgecal score (spark) of the {verdicts:,} verdicts: {score['seconds']:.1f}s, cpu {score['cpu_s']:.0f}s, "
-            f"driver peak {score['driver_peak_mb']:.0f} MB, jvm peak {score['jvm_peak_mb']:.0f} MB; ratio to the "
-            f"pyarrow + numpy pass: wall {score['seconds'] / base['seconds']:.2f}x, cpu {score['cpu_s'] / base['cpu_s']:.2f}x"
+            f"{score.line()}; ratio to the pyarrow + numpy pass: wall {score.seconds / base['seconds']:.2f}x, "
+            f"cpu {score.cpu_s / base['cpu_s']:.2f}x"
         )
     print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
