@@ -37,9 +37,7 @@ AWAITING = {
 }
 #: Scripts that fail for a reason their owners fix in work under way: xfail while they fail, and an entry whose
 #: script passes fails, so the list only shrinks.
-KNOWN_FAILING = {
-    "fit_command": "imports score_throughput._jvm_peak_mb, which the lean-score work removed; fit-arena updates it",
-}
+KNOWN_FAILING: dict[str, str] = {}
 #: A script timed out here is a failure: the smoke sizes are meant to run in seconds.
 TIMEOUT_S = 240
 
