@@ -228,7 +228,9 @@ def main() -> None:
     parser.add_argument("--no-score", action="store_true", help="Leave out the score timing.")
     parser.add_argument("--fitted", default=None, help="Skip the fit: the model.json of an earlier fit.")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    harness.add_smoke(parser)
+    # tiny panel, in memory, no Spark score (the smoke test checks the script runs to its figures)
+    args = harness.smoke(parser.parse_args(), items=3000, judges=5, engine="local", no_score=True)
     if args.child:
         mode, *rest = args.child
         result = fit_child(*rest) if mode == "fit" else baseline_child(*rest)

@@ -15,6 +15,7 @@ import time
 
 import pandas as pd
 
+from benchmarks.harness import add_smoke, smoke
 from tests.labels.label_simulation import coverage_draws, coverage_table
 
 THRESHOLD = 0.94
@@ -26,7 +27,8 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=2000)
     parser.add_argument("--labels", type=int, default=150)
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+    add_smoke(parser)
+    args = smoke(parser.parse_args(), repetitions=20, items=300, labels=60)
     started = time.perf_counter()
     table = coverage_table(coverage_draws(args.repetitions, n_items=args.items, budget=args.labels, seed=args.seed))
     wall = time.perf_counter() - started

@@ -31,10 +31,7 @@ NEEDS_SHARED = {
 }
 #: Scripts whose owners are adding ``--smoke`` in work under way (issue 31); each runs here once it has it, and
 #: an entry whose script has it fails, so the list only shrinks. Any other script without it fails.
-AWAITING = {
-    "ds_arena": "the fit-arena work (issue 31) adds --smoke",
-    "label_coverage": "the labels work (issue 32) adds --smoke",
-}
+AWAITING: dict[str, str] = {}
 #: Scripts that fail for a reason their owners fix in work under way: xfail while they fail, and an entry whose
 #: script passes fails, so the list only shrinks.
 KNOWN_FAILING: dict[str, str] = {}
