@@ -153,6 +153,7 @@ def estimate_labels(
     started = time.perf_counter()
     chosen = choose_engine(data_url, None, engine)
     moments, counts = _moments(model, data_url, engine, chosen, settings, by, queue)
+    _check_labels(counts, data_url, queues)
     ordered = {name: moments[name] for name in sorted(moments, key=_order)}  # both engines: one row order
     frame = estimates_frame(ordered, alpha=settings.alpha, method=settings.method)
     record = {
@@ -167,6 +168,21 @@ def estimate_labels(
         "label estimate: %d targets from %d labels on %s -> %s", len(frame), counts["labelled"], chosen, output_url
     )
     return record
+
+
+def _check_labels(counts: dict[str, Any], data_url: str, queues: Sequence[str]) -> None:
+    """Refuse, before anything is written, labels that would give a biased or empty estimate."""
+    if queues and counts.get("queued_without_label"):
+        # A queued item without its label would count as "drawn, outcome zero": the estimate leans on the proxy.
+        raise InputError(
+            f"{', '.join(queues)}: {int(counts['queued_without_label']):,} queued items have no label in "
+            f"{data_url}'s labels table; add the labels that came back (judgecal label add), then estimate"
+        )
+    if not queues and counts["labelled"] - counts.get("labelled_in_calibration", 0) <= 0:
+        raise InputError(
+            f"{data_url}: labels: every label is on an item the model was fitted on (the proxy saw it); label "
+            "new items (judgecal label select, then add their labels) and estimate with --queue"
+        )
 
 
 def _order(target: str) -> tuple[int, str]:

@@ -73,11 +73,6 @@ def _how(record: Mapping[str, Any]) -> list[str]:
             f"probability); {counts['labelled'] - counts['labelled_in_queue']:,} found in no queue count as known "
             f"outcomes (probability 1; {fitted:,} of them the model's calibration items)."
         )
-        if counts.get("queued_without_label"):
-            text.append(
-                f"- **{counts['queued_without_label']:,} queued items have no label yet**: the estimates assume "
-                "their labels are missing at random; label them and rerun."
-            )
     else:
         text.append(
             f"- Labels: {counts['labelled'] - fitted:,} treated as a uniform sample; {fitted:,} labelled items the "

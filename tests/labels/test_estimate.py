@@ -232,6 +232,20 @@ def test_refusals_exit_2_and_write_nothing(project, tmp_path, extra, message) ->
     assert message in result.output and not out.exists()
 
 
+def test_refuses_labels_that_would_bias_or_leave_nothing(project, tmp_path) -> None:
+    """A queued item without its label (it would count as drawn with outcome zero) and data whose every label is
+    on the model's calibration items are refused before anything is written."""
+    labels = pd.read_parquet(project / "estdata" / "labels")
+    waiting = labels[labels["label"].isna()].head(3)
+    queue = _queue(tmp_path / "q", waiting[["dataset", "item_id"]].assign(inclusion_prob=0.5))
+    args = ["label", "estimate", "--model", _run(project), "--output", str(tmp_path / "out")]
+    pending = CliRunner().invoke(cli, [*args, "--data", str(project / "estdata"), "--queue", queue])
+    assert pending.exit_code == 2 and "3 queued items have no label" in pending.output
+    fitted_only = CliRunner().invoke(cli, [*args, "--data", str(project / "fitdata")])
+    assert fitted_only.exit_code == 2 and "every label is on an item the model was fitted on" in fitted_only.output
+    assert not (tmp_path / "out").exists()
+
+
 def test_refuses_an_output_inside_the_data_and_a_foreign_folder(project, tmp_path) -> None:
     args = ["label", "estimate", "--model", _run(project), "--data", str(project / "estdata")]
     inside = CliRunner().invoke(cli, [*args, "--output", str(project / "estdata" / "est")])
