@@ -59,6 +59,19 @@ def test_equal_inclusion_probabilities_give_the_uniform_estimate() -> None:
     assert active.se_ == pytest.approx(math.sqrt(z.var() / big_n), rel=1e-9)
 
 
+def test_effective_labels_of_drawn_labels_are_measured_against_uniform_labels() -> None:
+    """With equal inclusion probabilities the draw is a uniform sample: its effective labels are the uniform fit's
+    (up to the Bernoulli design's random count), not inflated by the inverse-probability classical interval."""
+    y_all, f = _population(5)
+    n, big_n = 200, f.size
+    uniform = PredictionPoweredMean().fit(y_all[:n], f[:n], f)
+    drawn = PredictionPoweredMean().fit(y_all[:n], f[:n], f, inclusion_prob=np.full(n, n / big_n))
+    share = drawn.estimate_
+    assert drawn.effective_labels_ == pytest.approx(share * (1 - share) / drawn.se_**2, rel=1e-12)
+    assert drawn.effective_labels_ == pytest.approx(uniform.effective_labels_, rel=0.15)
+    assert drawn.effective_labels_ < n * (drawn.classical_se_ / drawn.se_) ** 2  # the flattering definition
+
+
 def test_power_tuned_lambda_minimises_the_variance_by_brute_force() -> None:
     y_all, f = _population(5)
     rng = np.random.default_rng(5)

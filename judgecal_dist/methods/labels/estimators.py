@@ -28,7 +28,9 @@ Everything is a function of a few sums per target (:class:`LabelMoments`), so th
 pass and finishes with the same code. The interval is the normal one, clipped to the outcome's range by the
 interval service (:func:`~judgecal_dist.stats.intervals.normal_interval`); the effective number of labels is
 :math:`n\,(\widehat{se}_{\mathrm{classical}} / \widehat{se})^2`, the labels the classical interval would need for
-the same width.
+the same width. For labels drawn with known probabilities that classical interval is measured on uniform labels
+(a 0/1 outcome's :math:`\hat\theta(1-\hat\theta)/\widehat{se}^2`): the inverse-probability classical interval of
+the same draw is wider than a uniform sample's, and would flatter the active design.
 
 References
 ----------
@@ -179,6 +181,9 @@ class PredictionPoweredMean:
         self.classical_se_, self.imputed_variance_ = classical.se, fit.imputed_var
         self.n_labels_ = int(moments.n)
         self.effective_labels_ = _effective(moments.n, classical.se, fit.se)
+        if moments.weighted and binary:  # against n uniform labels, whose classical variance is theta(1-theta)/n
+            share = min(max(ours.estimate, 0.0), 1.0)
+            self.effective_labels_ = _effective(1.0, math.sqrt(share * (1.0 - share)), fit.se)
         self.interval_method_ = f"{self.method}{' inverse-probability' if moments.weighted else ''}, {ours.method}"
         return self
 
