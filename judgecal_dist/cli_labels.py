@@ -63,7 +63,9 @@ def advise(
         storage_options=dict(engine.storage_options),
     )
     chosen = advice.get("chosen", {})
-    click.echo(f"{output.rstrip('/')}/report.md: run {chosen.get('panel')} at {chosen.get('cost_per_item')} per item")
+    cost = chosen.get("cost_per_item")
+    priced = f"{cost:.6g}" if isinstance(cost, (int, float)) else cost
+    click.echo(f"{output.rstrip('/')}/report.md: run {chosen.get('panel')} at {priced} per item")
 
 
 @label.command("select")
