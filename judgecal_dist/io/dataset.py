@@ -51,6 +51,7 @@ _VERIFIED: dict[tuple[Any, ...], pa.Schema] = {}
 _MAX_VERIFIED = 64
 
 __all__ = [
+    "read_dataset_batches",
     "ROWS_PER_PART",
     "SUCCESS",
     "REPORT",
@@ -388,6 +389,23 @@ def read_dataset_table(
         ``url`` does not exist, is not committed (no ``_SUCCESS``), has no such table, a part that is not
         Parquet (named), or a column contract violation.
     """
+    batches = read_dataset_batches(
+        url, table, columns, storage_options=storage_options, dictionary_columns=dictionary_columns, whole=True
+    )
+    return next(iter(batches))
+
+
+def read_dataset_batches(
+    url: str,
+    table: str,
+    columns: Sequence[str] | None = None,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    dictionary_columns: Sequence[str] = (),
+    whole: bool = False,
+) -> Iterator[pa.Table]:
+    """:func:`read_dataset_table` streamed: the table's record batches one by one (``whole``: one table), so a
+    caller that keeps a few rows never holds the table."""
     dataset, present, absent = open_table(
         url, table, storage_options=storage_options, dictionary_columns=dictionary_columns
     )
@@ -399,10 +417,13 @@ def read_dataset_table(
     copied = [str(COLUMN_DEFAULTS[c]) for c in wanted if c in absent and isinstance(COLUMN_DEFAULTS.get(c), str)]
     read = list(dict.fromkeys([c for c in wanted if c in present] + copied))
     try:
-        data = dataset.to_table(columns=read)
+        if whole:
+            yield with_defaults(dataset.to_table(columns=read), table, wanted)
+            return
+        for batch in dataset.to_batches(columns=read):
+            yield with_defaults(pa.Table.from_batches([batch]), table, wanted)
     except (pa.ArrowInvalid, OSError) as err:
         raise _bad_part(dataset.filesystem, dataset.files, url, table, err) from err
-    return with_defaults(data, table, wanted)
 
 
 def read_part(

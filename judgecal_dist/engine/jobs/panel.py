@@ -26,7 +26,7 @@ from judgecal_dist.engine.votes.codec import (
     encode,
 )
 from judgecal_dist.errors import InputError
-from judgecal_dist.io.dataset import choose_dataset, read_dataset_table
+from judgecal_dist.io.dataset import choose_dataset, read_dataset_batches, read_dataset_table
 from judgecal_dist.io.schema import MISSING_CODE, VERDICT_CODES
 from judgecal_dist.io.validate import check_unique_keys
 from judgecal_dist.splits import group_keys
@@ -86,6 +86,7 @@ def load_panel(
     orientation_seed: int = 0,
     dataset: str | None = None,
     storage_options: dict | None = None,
+    scan: bool = False,
 ) -> Panel:
     """Build the dense binary panel of an ingested dataset.
 
@@ -94,7 +95,8 @@ def load_panel(
     missing. ``orientation="randomized"`` swaps A and B in the label and every verdict of an item chosen by a
     seeded coin (for data whose native order correlates with the label); ``"gold_positive"`` re-encodes every
     item so that its label is 1 and a vote is 1 exactly when it picks the gold side (spec 000 §3.0, used only to
-    reproduce the paper's numbers).
+    reproduce the paper's numbers). ``scan``: the verdicts streamed batch by batch, only the labelled items' rows
+    kept (:func:`_labelled_rows`; the same panel without holding the table, for tables beyond memory).
 
     Raises
     ------
@@ -102,7 +104,7 @@ def load_panel(
         Several datasets in the table and none chosen, an item labelled twice, no labelled items, or no verdicts
         for ``sample``.
     """
-    return _load(url, sample, orientation, orientation_seed, dataset, storage_options)[0]
+    return _load(url, sample, orientation, orientation_seed, dataset, storage_options, scan)[0]
 
 
 def load_panel_and_votes(
@@ -123,18 +125,17 @@ def load_panel_and_votes(
 
 
 def _load(
-    url: str, sample: int, orientation: str, orientation_seed: int, dataset: str | None, storage_options: Any
+    url: str,
+    sample: int,
+    orientation: str,
+    orientation_seed: int,
+    dataset: str | None,
+    storage_options: Any,
+    scan: bool = False,
 ) -> tuple[Panel, CodedRows, pa.Table]:
     """The panel, the coded rows of its dataset at ``sample`` and the labels table, from one read."""
     if orientation not in ORIENTATIONS:
         raise InputError(f"orientation: must be one of {ORIENTATIONS}, got {orientation!r}")
-    verdicts = read_dataset_table(
-        url,
-        "verdicts",
-        VERDICT_COLUMNS,
-        storage_options=storage_options,
-        dictionary_columns=["dataset", "judge_id", "verdict"],
-    )
     labels = read_dataset_table(url, "labels", ["dataset", "item_id", "label"], storage_options=storage_options)
     try:  # an item labelled twice (same or another value) has no one label: refused for every study and candidate
         check_unique_keys(labels, ["dataset", "item_id"], source=f"{url.rstrip('/')}/labels")
@@ -144,14 +145,16 @@ def _load(
 
     item_index, y, info = _labelled_items(labels.filter(pc.equal(labels["dataset"], dataset)), url, dataset)
 
-    # The codec's items are every item with a verdict at `sample`; judges every judge there, sorted.
-    rows = encode(verdicts, None, sample=sample, dataset=dataset)
-    del verdicts
-    if not len(rows.item):
+    if scan:
+        rows, judges, counts = _labelled_rows(url, item_index, sample, dataset, storage_options)
+    else:  # the codec's items are every item with a verdict at `sample`; judges every judge there, sorted
+        rows = encode(_verdicts(url, storage_options, whole=True)[0], None, sample=sample, dataset=dataset)
+        judges = rows.judges_seen
+        counts = ((rows.code == VERDICT_CODES["tie"]).sum(), (rows.code == MISSING_CODE).sum(), len(rows.item))
+    if not counts[2]:
         raise InputError(f"{url}: verdicts: sample: no verdicts for dataset {dataset!r} with sample={sample}")
-    judge_ids = np.array(rows.judges_seen, dtype=object)
-    info["tie_verdicts_as_missing"] = int((rows.code == VERDICT_CODES["tie"]).sum())
-    info["null_verdicts"] = int((rows.code == MISSING_CODE).sum())
+    judge_ids = np.array(judges, dtype=object)
+    info["tie_verdicts_as_missing"], info["null_verdicts"] = int(counts[0]), int(counts[1])
     # verdicts on unlabelled items are not part of a labelled panel; labelled items without verdicts vote nothing
     where = pd.Index(rows.keys["item_id"].to_numpy(zero_copy_only=False)).get_indexer(item_index)
     found = where >= 0
@@ -172,6 +175,42 @@ def _load(
         info=info | {"orientation": orientation, "sample": sample},
     )
     return panel, rows, labels
+
+
+def _verdicts(url: str, storage_options: Any, *, whole: bool) -> list[pa.Table] | Any:
+    """The verdict table's coded columns, whole (a list of one table) or as a stream of batches."""
+    batches = read_dataset_batches(
+        url,
+        "verdicts",
+        VERDICT_COLUMNS,
+        storage_options=storage_options,
+        dictionary_columns=["dataset", "judge_id", "verdict"],
+        whole=whole,
+    )
+    return list(batches) if whole else batches
+
+
+def _labelled_rows(
+    url: str, items: pd.Index, sample: int, dataset: str, storage_options: Any
+) -> tuple[CodedRows, list[str], tuple[int, int, int]]:
+    """The coded rows of the labelled ``items`` at ``sample``, streamed: each batch's other rows are dropped once
+    counted, so only the labelled rows are held. Also every judge with a verdict at ``sample`` (sorted) and the
+    (tie, null, all) verdict row counts of the whole dataset there, as the in-memory read takes them."""
+    ids = pa.array(items.to_numpy(dtype=object), pa.string())
+    kept: list[pa.Table] = []
+    judges: set[str] = set()
+    ties, nulls, seen = 0, 0, 0
+    for batch in _verdicts(url, storage_options, whole=False):
+        where = pc.and_(pc.equal(batch["sample"], sample), pc.equal(batch["dataset"].cast(pa.string()), dataset))
+        batch = batch.filter(where)
+        seen += batch.num_rows
+        judges.update(j for j in pc.unique(batch["judge_id"]).cast(pa.string()).to_pylist() if j is not None)
+        codes = category_codes(batch["verdict"])
+        ties, nulls = ties + int((codes == VERDICT_CODES["tie"]).sum()), nulls + int((codes == MISSING_CODE).sum())
+        kept.append(batch.filter(pc.is_in(batch["item_id"].cast(pa.string()), value_set=ids)))
+    order = sorted(judges)
+    table = pa.concat_tables(kept) if kept else _verdicts(url, storage_options, whole=True)[0].slice(0, 0)
+    return encode(table, order, sample=sample, dataset=dataset), order, (ties, nulls, seen)
 
 
 def _labelled_items(lab: pa.Table, url: str, dataset: str) -> tuple[pd.Index, npt.NDArray[np.int8], dict[str, Any]]:

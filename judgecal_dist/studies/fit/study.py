@@ -97,7 +97,8 @@ def load(config: Config, engine: EngineConfig) -> FitInput:
     if "dawid_skene" in config.aggregators and ds_engine == "local":  # one read: the panel and every item's votes
         panel, votes = load_panel_and_votes(url, sample=config.sample, dataset=config.dataset, storage_options=options)
     else:
-        panel = load_panel(url, sample=config.sample, dataset=config.dataset, storage_options=options)
+        # Dawid-Skene on Spark (the table beyond memory) or not fitted: only the labelled items' rows are held
+        panel = load_panel(url, sample=config.sample, dataset=config.dataset, storage_options=options, scan=True)
     if len(np.unique(panel.labels)) < 2:
         raise ConfigError(f"{config.data}: labels: label: every labelled item has the same label; fit needs both")
     roles = assign_blocks(panel.group_keys, config.seed + FOLD_SEED_OFFSET, [1.0 / config.folds] * config.folds)
