@@ -23,6 +23,7 @@ from judgecal_dist.cli_common import (
     StudyCommand,
     conf_option,
     drift_conf_option,
+    engine_option,
     guarded,
     output_option,
     ray_option,
@@ -464,13 +465,7 @@ def fit(
     help="Least share of the model's judges that must have verdicts in --data (0: score any table; items "
     "without a vote from a model judge stay unscored).",
 )
-@click.option(
-    "--engine",
-    "stats_engine",
-    type=click.Choice(["auto", "spark", "local"]),
-    default=None,
-    help="Spark or in memory (default: auto, by table size).",
-)
+@engine_option
 @click.option("--overwrite", is_flag=True, help="Replace a committed score of other inputs at --output.")
 @conf_option
 @guarded

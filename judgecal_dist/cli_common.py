@@ -125,6 +125,14 @@ conf_option = click.option(
     default=None,
     help="Engine settings YAML (default: conf/local.yaml when present).",
 )
+#: Where a table-sized command runs (score, label select, label estimate): ``auto`` decides by the table's size.
+engine_option = click.option(
+    "--engine",
+    "stats_engine",
+    type=click.Choice(["auto", "spark", "local"]),
+    default=None,
+    help="Spark or in memory (default: auto, by table size).",
+)
 output_option = click.option("--output", default=None, help="Results root URL (local path, file:// or s3://).")
 ray_option = click.option(
     "--ray-address",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from judgecal_dist.cli_common import conf_option, guarded
+from judgecal_dist.cli_common import conf_option, engine_option, guarded
 
 
 @click.group()
@@ -101,13 +101,7 @@ def advise(
 @click.option("--proxy-cost", type=float, default=None, help="Cost of the panel on one item.")
 @click.option("--previous", multiple=True, help="An earlier queue folder whose items are not drawn again; repeatable.")
 @click.option("--sample", type=int, default=0, show_default=True, help="Verdict sample the panel scores.")
-@click.option(
-    "--engine",
-    "stats_engine",
-    type=click.Choice(["auto", "spark", "local"]),
-    default=None,
-    help="Spark or in memory (default: auto, by table size).",
-)
+@engine_option
 @conf_option
 @guarded
 def select(
@@ -173,13 +167,7 @@ def select(
     help="Power-tuned PPI++, plain PPI, or the labels alone.",
 )
 @click.option("--sample", type=int, default=0, show_default=True, help="Verdict sample the panel scores.")
-@click.option(
-    "--engine",
-    "stats_engine",
-    type=click.Choice(["auto", "spark", "local"]),
-    default=None,
-    help="Spark or in memory (default: auto, by table size).",
-)
+@engine_option
 @click.option("--overwrite", is_flag=True, help="Replace an estimate of other inputs at --output.")
 @conf_option
 @guarded
