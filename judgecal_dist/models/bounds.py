@@ -9,12 +9,17 @@ Both ranges are written into the kind's JSON Schema (``minimum``/``maximum`` and
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, GetCoreSchemaHandler, GetJsonSchemaHandler, ValidationError, ValidationInfo
 from pydantic_core import PydanticCustomError, core_schema
+
+from judgecal_dist.errors import InputError
+
+log = logging.getLogger(__name__)
 
 __all__ = ["Bounded", "implausible", "describe", "ranges"]
 
@@ -162,3 +167,22 @@ def describe(err: ValidationError) -> str:
     value = first.get("input")
     shown = repr(value) if not isinstance(value, dict | list) else type(value).__name__
     return f"{loc}: {first['msg'].lower()} (got {shown[:60]})" + (f"; {more} more error(s)" if more else "")
+
+
+def checked(kind: type[BaseModel], state: Mapping[str, Any], source: str) -> Any:
+    """The typed document of ``state``: refused naming the first bad field (its legal range included), and a
+    warning naming each value outside its plausible range. Every model of every kind is read through here.
+
+    Raises
+    ------
+    InputError
+        A field that fails ``kind``'s schema: a missing required field, a wrong type, a value out of its legal
+        range (``<source>: calibrator.slope = 1e+308 is outside [-1000, 1000]; refit the model or ...``).
+    """
+    try:
+        doc = kind.model_validate(dict(state))
+    except ValidationError as err:
+        raise InputError(f"{source}: {describe(err)}") from err
+    for line in implausible(kind, state):
+        log.warning("%s: %s; applied as it is (check the fit that wrote it)", source, line)
+    return doc

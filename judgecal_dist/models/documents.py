@@ -19,6 +19,9 @@ from judgecal_dist.io.schema import VOTE_CODING
 from judgecal_dist.models.bounds import Axis, Bounded, Coef, Eps, Passes, Price, Prior, Scale, Temperature, Variance
 from judgecal_dist.settings import CalibratorInput
 
+#: The one-coin + beta calibration of earlier versions, still read (by :mod:`judgecal_dist.models.legacy`).
+LEGACY_FORMAT = "judgecal.calibration/v2"
+
 __all__ = [
     "Document",
     "BinaryPipelineDoc",

@@ -20,14 +20,12 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pydantic import ValidationError
-
 from judgecal_dist.engine.results.store import RunStore
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.filesystem import open_fs
 from judgecal_dist.io.records import json_depth, to_json
-from judgecal_dist.models.bounds import describe, implausible
-from judgecal_dist.models.documents import KINDS, Document
+from judgecal_dist.models.bounds import checked
+from judgecal_dist.models.documents import KINDS, LEGACY_FORMAT
 
 __all__ = ["MODEL_FILE", "LEGACY_FILE", "model_from_dict", "load_model", "save_model", "model_document"]
 
@@ -37,8 +35,6 @@ log = logging.getLogger(__name__)
 MODEL_FILE = "model/model.json"
 #: The one-coin + beta calibration of earlier versions (``judgecal.calibration/v2``), still read.
 LEGACY_FILE = "model/calibration.json"
-#: Its format (read by :mod:`judgecal_dist.models.legacy`, imported only for such a file).
-LEGACY_FORMAT = "judgecal.calibration/v2"
 #: What a model document may be before it is parsed: its JSON nests a few levels (FCPS cells: 6), and its largest
 #: part is the fingerprint of the fitted items; beyond these it is not a model (and would exhaust the parser).
 MAX_DOCUMENT_DEPTH = 32
@@ -92,25 +88,6 @@ def model_from_dict(
     if kind in _WITH_FILES:
         return build(doc, dict(state), source=source, digest=digest, read_file=read_file)
     return build(doc, dict(state), source=source, digest=digest)
-
-
-def checked(kind: type[Document], state: Mapping[str, Any], source: str) -> Any:
-    """The typed document of ``state``: refused naming the first bad field (its legal range included), and a
-    warning naming each value outside its plausible range. Every model of every kind is read through here.
-
-    Raises
-    ------
-    InputError
-        A field that fails ``kind``'s schema: a missing required field, a wrong type, a value out of its legal
-        range (``<source>: calibrator.slope = 1e+308 is outside [-1000, 1000]; refit the model or ...``).
-    """
-    try:
-        doc = kind.model_validate(dict(state))
-    except ValidationError as err:
-        raise InputError(f"{source}: {describe(err)}") from err
-    for line in implausible(kind, state):
-        log.warning("%s: %s; applied as it is (check the fit that wrote it)", source, line)
-    return doc
 
 
 #: The reader of each kind (module of judgecal_dist.models, function), imported when a document of the kind is read:

@@ -40,8 +40,8 @@ from judgecal_dist.methods.calibration.beta import BetaCalibration
 from judgecal_dist.methods.calibration.conformal import SplitConformal
 from judgecal_dist.methods.pipeline import CALIBRATOR_INPUTS, Settings
 from judgecal_dist.models.binary import BinaryPipeline, from_document, to_document
-from judgecal_dist.models.documents import BinaryPipelineDoc
-from judgecal_dist.models.files import LEGACY_FORMAT, checked
+from judgecal_dist.models.bounds import checked
+from judgecal_dist.models.documents import LEGACY_FORMAT, BinaryPipelineDoc
 
 __all__ = ["FORMAT", "from_dict"]
 

@@ -23,7 +23,7 @@ class _Collect(logging.Handler):
 @pytest.fixture(autouse=True)
 def implausible_warnings() -> Iterator[list[str]]:
     """The plausibility warnings the test's model loads gave (none may be left at its end)."""
-    logger = logging.getLogger("judgecal_dist.models.files")
+    logger = logging.getLogger("judgecal_dist.models.bounds")
     handler, level = _Collect(), logger.level
     logger.addHandler(handler)
     logger.setLevel(logging.WARNING)
