@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TypeGuard
 
 import pytest
 
@@ -87,7 +88,17 @@ def imported_modules(path: Path) -> list[tuple[int, str]]:
             # ``from judgecal_dist import studies`` imports a package by name
             if node.module.split(".")[0] == ROOT:
                 out += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names]
+        elif _literal_import_module(node):  # importlib.import_module("judgecal_dist.x"): an import all the same
+            out += [(node.lineno, node.args[0].value)]
     return out
+
+
+def _literal_import_module(node: ast.AST) -> TypeGuard[ast.Call]:
+    """``import_module("<literal>")`` (as ``importlib.import_module`` or imported by name)."""
+    if not isinstance(node, ast.Call) or not node.args or not isinstance(node.args[0], ast.Constant):
+        return False
+    name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+    return name == "import_module" and isinstance(node.args[0].value, str)
 
 
 def _resolve(name: str, modules: Iterable[str]) -> str | None:
@@ -118,6 +129,8 @@ def module_graph(package: Path) -> dict[str, dict[str, int]]:
                 if node.level:
                     base = ".".join([*here[: len(here) - node.level + 1], *([node.module] if node.module else [])])
                 targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in paths else base for alias in node.names]
+            elif _literal_import_module(node):  # a lazy import by name is an arrow all the same
+                targets = [node.args[0].value]
             else:
                 continue
             for target in targets:
@@ -231,12 +244,18 @@ def test_the_circle_check_fails_on_a_two_file_circle(tmp_path):
             "io/a.py": "from judgecal_dist.io.b import thing\n",
             "io/b.py": "def thing():\n    from . import a\n",
             "io/c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from judgecal_dist.io import a\n",
+            "io/d.py": "import importlib\n\ndef load():\n    return importlib.import_module('judgecal_dist.io.e')\n",
+            "io/e.py": "from judgecal_dist.io.d import load\n",
         },
     )
     graph = module_graph(package)
     assert graph["judgecal_dist.io.b"] == {"judgecal_dist.io.a": 2}
-    assert circles(graph) == [["judgecal_dist.io.a", "judgecal_dist.io.b"]]
+    assert circles(graph) == [
+        ["judgecal_dist.io.a", "judgecal_dist.io.b"],
+        ["judgecal_dist.io.d", "judgecal_dist.io.e"],
+    ]
     (package / "io" / "b.py").write_text("def thing():\n    pass\n")
+    (package / "io" / "e.py").write_text("")
     assert circles(module_graph(package)) == []
 
 
