@@ -89,7 +89,7 @@ def imported_modules(path: Path) -> list[tuple[int, str]]:
             if node.module.split(".")[0] == ROOT:
                 out += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names]
         elif _literal_import_module(node):  # importlib.import_module("judgecal_dist.x"): an import all the same
-            out += [(node.lineno, node.args[0].value)]
+            out += [(node.lineno, node.args[0].value)]  # type: ignore[attr-defined]
     return out
 
 
@@ -130,7 +130,7 @@ def module_graph(package: Path) -> dict[str, dict[str, int]]:
                     base = ".".join([*here[: len(here) - node.level + 1], *([node.module] if node.module else [])])
                 targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in paths else base for alias in node.names]
             elif _literal_import_module(node):  # a lazy import by name is an arrow all the same
-                targets = [node.args[0].value]
+                targets = [node.args[0].value]  # type: ignore[attr-defined]
             else:
                 continue
             for target in targets:
