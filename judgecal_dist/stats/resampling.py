@@ -26,7 +26,7 @@ from scipy.stats import bootstrap, norm
 from judgecal_dist.errors import ConfigError, InputError
 from judgecal_dist.stats.checks import check_confidence, check_param, check_rng
 
-__all__ = ["PairedBootstrapCI", "MaxTResult", "paired_bootstrap_ci", "multiplier_max_t"]
+__all__ = ["PairedBootstrapCI", "MaxTResult", "paired_bootstrap_ci", "multiplier_max_t", "group_resample_totals"]
 
 
 class PairedBootstrapCI(NamedTuple):
@@ -211,6 +211,48 @@ def _shared_unit_bootstrap(
     a = 1.0 - confidence
     low, high = np.quantile(draws, [a / 2, 1 - a / 2])
     return PairedBootstrapCI(estimate, float(low), float(high), float(draws.std(ddof=1)))
+
+
+def group_resample_totals(
+    group_sums: npt.NDArray[np.float64], n_resamples: int, rng: np.random.Generator
+) -> npt.NDArray[np.float64]:
+    r"""Column totals of ``group_sums`` over bootstrap resamples of its rows (groups), drawn with replacement.
+
+    Every statistic that is a ratio or function of per-item sums (a mean loss, a binned gap) resamples this way:
+    resample :math:`b` draws :math:`G` groups, counts :math:`c_{bg}` how often each was drawn, and its totals are
+    :math:`\sum_g c_{bg} S_{g\cdot}` (``counts @ group_sums``), without gathering the items of any resample.
+
+    Parameters
+    ----------
+    group_sums : ndarray of shape (G, k)
+        Per group, the sums of ``k`` per-item quantities over its items.
+    n_resamples : int
+        Bootstrap replicates :math:`B`.
+    rng : numpy.random.Generator
+        Source of the resampling: one ``rng.integers(0, G, G)`` per replicate, in order, so the draws equal a loop
+        that indexes the groups of each replicate.
+
+    Returns
+    -------
+    ndarray of shape (B, k)
+        The totals of each replicate.
+
+    Examples
+    --------
+    >>> sums = np.array([[1.0, 2.0], [1.0, 4.0]])
+    >>> group_resample_totals(sums, 3, np.random.default_rng(0))[:, 0].tolist()  # items drawn per replicate
+    [2.0, 2.0, 2.0]
+    """
+    n_groups = group_sums.shape[0]
+    totals = np.empty((n_resamples, group_sums.shape[1]))
+    batch = max(1, 2_000_000 // max(n_groups, 1))  # bounds the count matrix at ~16 MB
+    for start in range(0, n_resamples, batch):
+        b = min(batch, n_resamples - start)
+        drawn = np.stack([rng.integers(0, n_groups, n_groups) for _ in range(b)])
+        drawn += n_groups * np.arange(b)[:, None]
+        counts = np.bincount(drawn.ravel(), minlength=b * n_groups).reshape(b, n_groups)
+        totals[start : start + b] = counts @ group_sums
+    return totals
 
 
 def multiplier_max_t(

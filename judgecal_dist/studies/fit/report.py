@@ -13,7 +13,8 @@ import pandas as pd
 from judgecal_dist.engine.jobs.panel import Panel
 from judgecal_dist.io.figures import png, pyplot
 from judgecal_dist.methods.aggregation.votes import count_judge_votes
-from judgecal_dist.stats.metrics import brier, ece_positive, nll, reliability_bins
+from judgecal_dist.stats.metrics import bin_index, brier, ece_positive, nll, pointwise_nll, reliability_bins
+from judgecal_dist.stats.resampling import group_resample_totals
 from judgecal_dist.studies.base import interval_note
 from judgecal_dist.studies.recommendation import PROTOCOL, RULE_TEXT, Recommendation, compare_words, estimate
 from judgecal_dist.studies.report_kit import level_text, markdown_table, number, row_interval, section
@@ -44,17 +45,25 @@ def _metrics(y: np.ndarray, p: np.ndarray, config: Any) -> dict[str, float]:
 def grouped_intervals(
     y: np.ndarray, p: np.ndarray, groups: np.ndarray, config: Any
 ) -> dict[str, tuple[float, float, float]]:
-    """(estimate, low, high) of NLL, Brier and ECE: percentile bootstrap resampling groups (linked items together)."""
-    rng = np.random.default_rng(config.seed)
-    uniq, inverse = np.unique(groups, return_inverse=True)
-    members = pd.Series(np.arange(len(y))).groupby(inverse).apply(np.asarray).to_list()
-    draws = []
-    for _ in range(config.resamples):
-        pick = np.concatenate([members[g] for g in rng.integers(0, len(uniq), len(uniq))])
-        draws.append(_metrics(y[pick], p[pick], config))
-    frame, point = pd.DataFrame(draws), _metrics(y, p, config)
+    """(estimate, low, high) of NLL, Brier and ECE: percentile bootstrap resampling groups (linked items together).
+
+    Each metric is a function of per-item sums (items, losses, squared errors, the per-bin gaps ``y - p`` of
+    :func:`~judgecal_dist.stats.metrics.ece_positive`), so a resample's metrics come from its group counts times
+    the per-group sums (:func:`~judgecal_dist.stats.resampling.group_resample_totals`), not from its items."""
+    point = _metrics(y, p, config)
+    _, inverse = np.unique(groups, return_inverse=True)
+    y = np.asarray(y, dtype=np.float64)
+    per_item = [np.ones(len(y)), pointwise_nll(y, p, eps=config.eps), (p - y) ** 2]
+    bins = bin_index(p, config.n_bins)
+    per_item += [np.where(bins == b, y - p, 0.0) for b in range(config.n_bins)]
+    n_groups = int(inverse.max()) + 1
+    sums = np.column_stack([np.bincount(inverse, weights=w, minlength=n_groups) for w in per_item]).astype(np.float64)
+    totals = group_resample_totals(sums, config.resamples, np.random.default_rng(config.seed))
+    n = totals[:, 0]
+    draws = {"nll": totals[:, 1] / n, "brier": totals[:, 2] / n, "ece": np.abs(totals[:, 3:]).sum(axis=1) / n}
     tail = (1 - config.ci_level) / 2
-    return {k: (v, float(frame[k].quantile(tail)), float(frame[k].quantile(1 - tail))) for k, v in point.items()}
+    bounds = {k: np.quantile(d, [tail, 1 - tail]) for k, d in draws.items()}
+    return {k: (v, float(bounds[k][0]), float(bounds[k][1])) for k, v in point.items()}
 
 
 def judge_weights(model: Any, panel: Panel, cols: np.ndarray | None = None) -> pd.DataFrame:
