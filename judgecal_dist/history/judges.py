@@ -36,13 +36,13 @@ from statsmodels.stats.proportion import proportion_confint
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.jobs import stats as engine_stats
 from judgecal_dist.engine.jobs.local import judge_ids_of
-from judgecal_dist.engine.votes.codec import ITEM_KEYS, LabelIndex, category_codes, encode
+from judgecal_dist.engine.votes.codec import ITEM_KEYS, CodedRows, LabelIndex, category_codes, encode
 from judgecal_dist.errors import InputError
 from judgecal_dist.extras import require_extra
 from judgecal_dist.io.dataset import read_dataset_table
 from judgecal_dist.io.schema import MISSING_CODE, UNKNOWN_CODE, VERDICT_CODES
 
-__all__ = ["MEASURES", "COUNT_COLUMNS", "judge_counts", "with_rates"]
+__all__ = ["MEASURES", "COUNT_COLUMNS", "coded_counts", "judge_counts", "with_rates"]
 
 #: measure -> (numerator column, denominator column); the order is the report's order.
 MEASURES: dict[str, tuple[str, str]] = {
@@ -88,19 +88,34 @@ def _kernel(
     return {k: np.bincount(cell_judge, weights=v, minlength=n_judges).astype(np.int64) for k, v in counts.items()}
 
 
+def coded_counts(rows: CodedRows, labels: np.ndarray) -> pd.DataFrame:
+    """Per-judge counts (columns as :func:`judge_counts`) of coded rows holding every row of the table: ``labels``
+    is each item's label code (binary codes give the same counts: only A and B labels count).
+
+    What a study that has coded the whole table already (``judgecal fit``) hands the run history, so the history
+    does not read the table again.
+    """
+    out = pd.DataFrame({"judge_id": rows.judges_seen})
+    out = out.assign(**_kernel(rows.item, rows.judge, rows.code, labels, len(rows.judges_seen)))
+    out["panel_items"] = len(labels)
+    return _typed(out)
+
+
+def _typed(counts: pd.DataFrame) -> pd.DataFrame:
+    return counts[["judge_id", *COUNT_COLUMNS, "panel_items"]].astype({c: np.int64 for c in COUNT_COLUMNS})
+
+
 def _coded_counts(url: str, config: EngineConfig) -> pd.DataFrame:
-    """Per-judge counts in memory: the codec's integer codes of the whole table, then :func:`_kernel`."""
+    """Per-judge counts in memory: the codec's integer codes of the whole table, then :func:`coded_counts`."""
     options = config.storage_options
     columns = [*ITEM_KEYS, "judge_id", "verdict"]
     verdicts = read_dataset_table(url, "verdicts", columns, storage_options=options, dictionary_columns=columns)
     rows = encode(verdicts, None)
     del verdicts
     rows.reject_unknown()
-    labels = LabelIndex(read_dataset_table(url, "labels", [*_KEYS, "label"], storage_options=options))(rows.keys)
-    out = pd.DataFrame({"judge_id": rows.judges_seen})
-    out = out.assign(**_kernel(rows.item, rows.judge, rows.code, labels, len(rows.judges_seen)))
-    out["panel_items"] = len(labels)
-    return out
+    return coded_counts(
+        rows, LabelIndex(read_dataset_table(url, "labels", [*_KEYS, "label"], storage_options=options))(rows.keys)
+    )
 
 
 def _partition_counts(batches: Iterator[pa.RecordBatch], judges: list[str]) -> Iterator[pa.RecordBatch]:
@@ -165,10 +180,8 @@ def judge_counts(url: str, *, engine: str | None = None, config: EngineConfig | 
     """
     config = config or EngineConfig()
     if engine_stats.choose_engine(url, engine, config) == "local":
-        out = _coded_counts(url, config)
-    else:
-        out = _spark_counts(url, config)
-    return out[["judge_id", *COUNT_COLUMNS, "panel_items"]].astype({c: np.int64 for c in COUNT_COLUMNS})
+        return _coded_counts(url, config)
+    return _typed(_spark_counts(url, config))
 
 
 def with_rates(counts: pd.DataFrame, *, level: float = 0.95) -> pd.DataFrame:

@@ -49,12 +49,20 @@ def _weights(ids: list[Any], weights: list[Any]) -> pd.DataFrame:
 
 
 def record_study_run(
-    output: str, manifest: Mapping[str, Any], *, run_url: str, data_url: str | None, engine: EngineConfig
+    output: str,
+    manifest: Mapping[str, Any],
+    *,
+    run_url: str,
+    data_url: str | None,
+    engine: EngineConfig,
+    counts: pd.DataFrame | None = None,
 ) -> None:
     """Append the run's rows to ``<output>/history``; a problem is logged, never raised (the run stands).
 
     A succeeded run records its summary rows and per-judge statistics of ``data_url`` (with fitted weights and
     calibrator parameters when its model has them); a failed run records its ``runs`` row (status and error).
+    ``counts``: the per-judge counts of ``data_url`` when the study computed them from its own read
+    (:func:`~judgecal_dist.history.judges.coded_counts`); None reads the table for them.
     """
     options = dict(engine.storage_options)
     try:
@@ -67,7 +75,8 @@ def record_study_run(
             extra["calibrator"] = json.dumps(calibrator, sort_keys=True) if calibrator else None
             if data_url:
                 # one schema whatever the model: a weight column, null where the aggregator has no weight per judge
-                judges = with_rates(judge_counts(data_url, config=engine)).merge(weights, on="judge_id", how="left")
+                counts = judge_counts(data_url, config=engine) if counts is None else counts
+                judges = with_rates(counts).merge(weights, on="judge_id", how="left")
         record_run(output, manifest, summary=summary, judges=judges, extra=extra, storage_options=options)
     except Exception as err:  # noqa: BLE001 - the run's results are committed; a missing history row is a warning
         log.warning("history: could not record run %s (%s: %s)", manifest.get("run_id"), type(err).__name__, err)

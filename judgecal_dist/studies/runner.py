@@ -311,7 +311,9 @@ def execute(
         failed = _record_failure(store, lambda message: manifest("failed", utc_now(), {"error": message}), err)
         record_study_run(out, failed, run_url=store.url, data_url=None, engine=engine)
         raise
-    record_study_run(out, final, run_url=store.url, data_url=next(iter(_input_urls(config)), None), engine=engine)
+    counts = getattr(module, "history_counts", lambda _: None)(data)  # a study's own per-judge counts of its data
+    data_url = next(iter(_input_urls(config)), None)
+    record_study_run(out, final, run_url=store.url, data_url=data_url, engine=engine, counts=counts)
     return store.url
 
 

@@ -196,7 +196,8 @@ def test_spark_cells_equal_in_memory_cells_and_fits(generated, spark):
 def test_panel_and_votes_from_one_read_equal_two_reads(generated):
     from judgecal_dist.engine.jobs.panel import load_panel, load_panel_and_votes
 
-    panel, votes = load_panel_and_votes(generated)
+    panel, votes, whole = load_panel_and_votes(generated)
+    assert whole  # one dataset, one sample: the coded rows are the table
     alone = load_panel(generated)
     np.testing.assert_array_equal(panel.votes, alone.votes)
     np.testing.assert_array_equal(panel.labels, alone.labels)

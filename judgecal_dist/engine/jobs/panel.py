@@ -109,19 +109,21 @@ def load_panel(
 
 def load_panel_and_votes(
     url: str, *, sample: int = 0, dataset: str | None = None, storage_options: dict | None = None
-) -> tuple[Panel, ItemVotes]:
+) -> tuple[Panel, ItemVotes, bool]:
     """:func:`load_panel` (natural orientation) and, from the same read, the dense votes of every item of its
     dataset with a verdict at ``sample`` (the vote codec's :class:`ItemVotes`, judges in the panel's order): what a
     fit that also uses the unlabelled items (Dawid-Skene) needs, without reading and coding the table twice.
+    The flag says whether those votes' coded rows (``ItemVotes.rows``) are every row of the table (one dataset,
+    one sample), so that counts over them are counts over the table.
 
     Raises
     ------
     InputError
         As :func:`load_panel`, and a verdict outside the alphabet.
     """
-    panel, rows, labels = _load(url, sample, "natural", 0, dataset, storage_options)
+    panel, rows, labels, whole = _load(url, sample, "natural", 0, dataset, storage_options)
     rows.reject_unknown()
-    return panel, ItemVotes.from_rows(rows, labels, len(panel.judge_ids))
+    return panel, ItemVotes.from_rows(rows, labels, len(panel.judge_ids)), whole
 
 
 def _load(
@@ -132,8 +134,9 @@ def _load(
     dataset: str | None,
     storage_options: Any,
     scan: bool = False,
-) -> tuple[Panel, CodedRows, pa.Table]:
-    """The panel, the coded rows of its dataset at ``sample`` and the labels table, from one read."""
+) -> tuple[Panel, CodedRows, pa.Table, bool]:
+    """The panel, the coded rows of its dataset at ``sample``, the labels table, and whether the coded rows are
+    every row of the table (never with ``scan``), from one read."""
     if orientation not in ORIENTATIONS:
         raise InputError(f"orientation: must be one of {ORIENTATIONS}, got {orientation!r}")
     labels = read_dataset_table(url, "labels", ["dataset", "item_id", "label"], storage_options=storage_options)
@@ -145,10 +148,14 @@ def _load(
 
     item_index, y, info = _labelled_items(labels.filter(pc.equal(labels["dataset"], dataset)), url, dataset)
 
+    whole = False
     if scan:
         rows, judges, counts = _labelled_rows(url, item_index, sample, dataset, storage_options)
     else:  # the codec's items are every item with a verdict at `sample`; judges every judge there, sorted
-        rows = encode(_verdicts(url, storage_options, whole=True)[0], None, sample=sample, dataset=dataset)
+        table = _verdicts(url, storage_options, whole=True)[0]
+        rows = encode(table, None, sample=sample, dataset=dataset)
+        whole = len(rows.item) == table.num_rows
+        del table
         judges = rows.judges_seen
         counts = ((rows.code == VERDICT_CODES["tie"]).sum(), (rows.code == MISSING_CODE).sum(), len(rows.item))
     if not counts[2]:
@@ -174,7 +181,7 @@ def _load(
         families=_families(url, judge_ids, storage_options),
         info=info | {"orientation": orientation, "sample": sample},
     )
-    return panel, rows, labels
+    return panel, rows, labels, whole
 
 
 def _verdicts(url: str, storage_options: Any, *, whole: bool) -> list[pa.Table] | Any:

@@ -42,6 +42,7 @@ from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.jobs.panel import Panel, load_panel, load_panel_and_votes
 from judgecal_dist.engine.jobs.stats import choose_engine
 from judgecal_dist.errors import ConfigError
+from judgecal_dist.history.judges import coded_counts
 from judgecal_dist.methods.aggregation.dawid_skene import DawidSkene
 from judgecal_dist.methods.calibration.conformal import SplitConformal
 from judgecal_dist.methods.pipeline import aggregate, calibrate, calibrator, choose_panels, step1_scores
@@ -56,7 +57,18 @@ from judgecal_dist.studies.preflight import check_parts, check_votes
 from judgecal_dist.studies.recommendation import candidate_name, read_choices
 from judgecal_dist.studies.recommendation import choose as pick
 
-__all__ = ["NAME", "Config", "load", "preflight", "plan", "run_shared", "run_replicate", "summarise", "choose"]
+__all__ = [
+    "NAME",
+    "Config",
+    "load",
+    "preflight",
+    "history_counts",
+    "plan",
+    "run_shared",
+    "run_replicate",
+    "summarise",
+    "choose",
+]
 
 NAME = "fit"
 T = TypeVar("T")
@@ -69,7 +81,8 @@ class FitInput:
     """The labelled panel and the settings every fold task needs.
 
     ``ds`` holds the Dawid-Skene fit of each (fold, panel), over every item of the table (module docstring);
-    ``engine`` is the engine those fits (and the exported one) ran on.
+    ``engine`` is the engine those fits (and the exported one) ran on; ``counts`` the table's per-judge counts for
+    the run history when the read coded the whole table (:func:`history_counts`).
     """
 
     panel: Panel
@@ -81,6 +94,7 @@ class FitInput:
     ds_warnings: dict[tuple[int, str], int] = field(default_factory=dict)
     others: tuple[dict[str, Any], ...] = ()
     table: TableVotes | None = None
+    counts: pd.DataFrame | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         # The coded table stays on the driver: replicates read their fold's fitted model from ``ds``.
@@ -93,9 +107,13 @@ def load(config: Config, engine: EngineConfig) -> FitInput:
     assert url is not None  # the runner requires it (Config.data_required)
     ds_engine = choose_engine(url, None, engine) if "dawid_skene" in config.aggregators else "local"
     options = dict(engine.storage_options)
-    votes = None
+    votes, counts = None, None
     if "dawid_skene" in config.aggregators and ds_engine == "local":  # one read: the panel and every item's votes
-        panel, votes = load_panel_and_votes(url, sample=config.sample, dataset=config.dataset, storage_options=options)
+        panel, votes, whole = load_panel_and_votes(
+            url, sample=config.sample, dataset=config.dataset, storage_options=options
+        )
+        # the run history's per-judge counts from this read, when it coded the whole table (no second read)
+        counts = coded_counts(votes.rows, votes.labels) if whole else None
     else:
         # Dawid-Skene on Spark (the table beyond memory) or not fitted: only the labelled items' rows are held
         panel = load_panel(url, sample=config.sample, dataset=config.dataset, storage_options=options, scan=True)
@@ -112,7 +130,7 @@ def load(config: Config, engine: EngineConfig) -> FitInput:
     if "dawid_skene" not in config.aggregators:
         return data
     table = TableVotes.of(votes, panel) if votes is not None else TableVotes.read(url, panel, engine, config.sample)
-    data = FitInput(panel, config, roles, engine, ds_engine, others=others, table=table)
+    data = FitInput(panel, config, roles, engine, ds_engine, others=others, table=table, counts=counts)
     for fold in range(config.folds):
         held = roles == fold
         train = ~held
@@ -129,6 +147,12 @@ def load(config: Config, engine: EngineConfig) -> FitInput:
                 _dawid_skene, data, cols, held
             )
     return data
+
+
+def history_counts(data: FitInput) -> pd.DataFrame | None:
+    """The per-judge counts of ``config.data`` the run history records, when :func:`load` coded the whole table
+    (None: the history reads the table for them)."""
+    return data.counts
 
 
 def _dawid_skene(data: FitInput, cols: np.ndarray, held: np.ndarray) -> DawidSkene:

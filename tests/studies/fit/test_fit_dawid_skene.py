@@ -14,6 +14,9 @@ from click.testing import CliRunner
 from judgecal_dist.cli import cli
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.jobs.dawid_skene import fit_dawid_skene
+from judgecal_dist.history import recorder
+from judgecal_dist.history.judges import judge_counts, with_rates
+from judgecal_dist.history.store import read_history
 from judgecal_dist.io.synthetic import generate_panel
 from judgecal_dist.studies.fit import study
 
@@ -77,3 +80,36 @@ def test_dawid_skene_only_fit_starts_no_ray(generated, tmp_path):
     assert run.exit_code == 0, run.output
     assert not ray.is_initialized()
     assert len(pd.read_parquet(Path(run.output.strip().splitlines()[-1]) / "predictions.parquet")) > 0
+
+
+@pytest.mark.parametrize("n_samples", [1, 2])
+def test_the_fit_hands_the_history_the_counts_of_its_own_read(tmp_path, n_samples):
+    """The in-memory Dawid-Skene read codes the whole table, so its per-judge counts are the history's (equal to
+    the history's own read, itself checked against a loop over items); with two samples it coded one of them,
+    so it hands none and the history reads the table."""
+    url = str(tmp_path / "panel")
+    generate_panel(url, n_items=300, n_judges=5, n_samples=n_samples, seed=3, label_fraction=0.5, tie_rate=0.05)
+    config = study.Config(data=url, aggregators=["dawid_skene"], calibrators=["none"], panels=["all"], folds=2)
+    counts = study.history_counts(study.load(config, EngineConfig(stats_engine="local")))
+    if n_samples == 2:
+        assert counts is None
+    else:
+        pd.testing.assert_frame_equal(counts, judge_counts(url, engine="local"))
+
+
+def test_the_history_of_a_fit_does_not_read_the_table_again(generated, tmp_path, monkeypatch):
+    """`judgecal fit` records its per-judge history rows from its own read: the history's reader is not called,
+    and the rows equal what it would have counted."""
+    expected = with_rates(judge_counts(generated, engine="local"))
+
+    def second_read(*args, **kwargs):
+        raise AssertionError("the run history read the table again")
+
+    monkeypatch.setattr(recorder, "judge_counts", second_read)
+    out = tmp_path / "fit"
+    sets = [a for key, value in SETS.items() for a in ("--set", f"{key}={value}")]
+    run = CliRunner().invoke(cli, ["fit", "--data", generated, "--output", str(out), "--serial", *sets])
+    assert run.exit_code == 0, run.output
+    judges = read_history(str(out), "judges", study="fit").sort_values("judge_id").reset_index(drop=True)
+    assert len(judges) == len(expected)
+    pd.testing.assert_frame_equal(judges[expected.columns], expected, check_dtype=False)
