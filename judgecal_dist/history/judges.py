@@ -64,7 +64,12 @@ def _kernel(
     """Per-judge counts (:data:`COUNT_COLUMNS`, arrays of ``n_judges``) of coded verdict rows holding every row of
     their items: ``item`` indexes ``labels`` (label codes per item), ``judge`` is a judge position, ``code`` a
     verdict code. Bincounts over (item, judge) cells, then per judge."""
-    cells, cell_of_row = np.unique(item * n_judges + judge, return_inverse=True)
+    key = item * n_judges + judge
+    # One row per cell (one sample, unique keys: the usual table): every count from one small table, no sort.
+    dense = len(labels) * n_judges <= 4 * len(key)
+    if dense and np.bincount(key, minlength=len(labels) * n_judges).max(initial=0) <= 1:
+        return _one_row_kernel(item, judge, code, labels, n_judges)
+    cells, cell_of_row = np.unique(key, return_inverse=True)
     cell_item, cell_judge = cells // n_judges, cells % n_judges
     a, b, tie, missing = (
         np.bincount(cell_of_row, weights=code == value, minlength=len(cells)).astype(np.int64)
@@ -86,6 +91,36 @@ def _kernel(
         "items": (parsed > 0).astype(np.int64),
     }
     return {k: np.bincount(cell_judge, weights=v, minlength=n_judges).astype(np.int64) for k, v in counts.items()}
+
+
+def _one_row_kernel(
+    item: np.ndarray, judge: np.ndarray, code: np.ndarray, labels: np.ndarray, n_judges: int
+) -> dict[str, np.ndarray]:
+    """:func:`_kernel` when each (item, judge) cell holds one row: every count is a sum over one table of rows by
+    (judge, verdict, item label, the other judges' majority), a single bincount of a small composite key."""
+    verdict = np.full(len(code), 3, dtype=np.int64)  # 0 A, 1 B, 2 tie, 3 null
+    for slot, value in enumerate((VERDICT_CODES["A"], VERDICT_CODES["B"], VERDICT_CODES["tie"])):
+        verdict[code == value] = slot
+    is_a, is_b = verdict == 0, verdict == 1
+    others_a = np.bincount(item, weights=is_a, minlength=len(labels))[item] - is_a
+    others_b = np.bincount(item, weights=is_b, minlength=len(labels))[item] - is_b
+    majority = np.where(others_a > others_b, 0, np.where(others_b > others_a, 1, 2))  # A, B, none
+    label = np.asarray(labels)[item]
+    label = np.where(label == VERDICT_CODES["A"], 0, np.where(label == VERDICT_CODES["B"], 1, 2))  # A, B, none
+    key = ((judge * 4 + verdict) * 3 + label) * 3 + majority
+    t = np.bincount(key, minlength=n_judges * 36).reshape(n_judges, 4, 3, 3)  # judge, verdict, label, majority
+    votes = t[:, :2].sum(axis=(1, 2, 3))
+    return {
+        "rows": t.sum(axis=(1, 2, 3)),
+        "parsed": t[:, :3].sum(axis=(1, 2, 3)),
+        "votes": votes,
+        "n_A": t[:, 0].sum(axis=(1, 2)),
+        "labelled_votes": t[:, :2, :2].sum(axis=(1, 2, 3)),
+        "correct": t[:, 0, 0].sum(axis=1) + t[:, 1, 1].sum(axis=1),
+        "consensus_votes": t[:, :2, :, :2].sum(axis=(1, 2, 3)),
+        "agree": t[:, 0, :, 0].sum(axis=1) + t[:, 1, :, 1].sum(axis=1),
+        "items": t[:, :3].sum(axis=(1, 2, 3)),
+    }
 
 
 def coded_counts(rows: CodedRows, labels: np.ndarray) -> pd.DataFrame:

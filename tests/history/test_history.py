@@ -69,6 +69,15 @@ def test_judge_counts_equal_a_brute_force_loop(panel):
     assert (counts["panel_items"] == 300).all()
 
 
+def test_one_row_per_cell_counts_equal_a_brute_force_loop(tmp_path):
+    """One sample: every (item, judge) cell holds one row, the counting path that needs no sort."""
+    url = str(tmp_path / "one")
+    generate_panel(url, n_items=200, n_judges=4, seed=8, label_fraction=0.6, tie_rate=0.1, missing_rate=0.2)
+    reference = _brute_force(url)
+    counts = judge_counts(url, engine="local")
+    pd.testing.assert_frame_equal(counts[reference.columns], reference, check_dtype=False)
+
+
 def test_rates_carry_wilson_intervals_from_counts(panel):
     rates = with_rates(judge_counts(panel, engine="local"))
     num, den = MEASURES["accuracy"]

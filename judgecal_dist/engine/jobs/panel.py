@@ -191,7 +191,7 @@ def _verdicts(url: str, storage_options: Any, *, whole: bool) -> list[pa.Table] 
         "verdicts",
         VERDICT_COLUMNS,
         storage_options=storage_options,
-        dictionary_columns=["dataset", "judge_id", "verdict"],
+        dictionary_columns=["dataset", "judge_id", "verdict"] + (["item_id", "group_id"] if whole else []),
         whole=whole,
     )
     return list(batches) if whole else batches
