@@ -23,7 +23,8 @@ def _labels(rng: np.random.Generator, datasets: list[str], n: int) -> pa.Table:
 def test_lookup_equals_a_dictionary_of_the_label_rows(datasets):
     rng = np.random.default_rng(4)
     labels = _labels(rng, datasets, 500)
-    truth = {(d, i): v for d, i, v in zip(*(labels[c].to_pylist() for c in ("dataset", "item_id", "label")))}
+    columns = (labels[c].to_pylist() for c in ("dataset", "item_id", "label"))
+    truth = {(d, i): v for d, i, v in zip(*columns, strict=True)}
     keys = pa.table(
         {
             "dataset": rng.choice([*datasets, "other"], 900),
@@ -31,7 +32,7 @@ def test_lookup_equals_a_dictionary_of_the_label_rows(datasets):
         }
     )
     index = LabelIndex(labels)
-    expected = [truth.get(key) for key in zip(keys["dataset"].to_pylist(), keys["item_id"].to_pylist())]
+    expected = [truth.get(key) for key in zip(keys["dataset"].to_pylist(), keys["item_id"].to_pylist(), strict=True)]
     coded = np.where([v is None for v in expected], MISSING_CODE, codes_of([v or "A" for v in expected]))
     np.testing.assert_array_equal(index(keys), coded)
     np.testing.assert_array_equal(index(keys, binary=True), binary_codes(coded))
