@@ -1,4 +1,4 @@
-"""The labelling commands of ``judgecal``: ``label select``, ``label estimate`` and ``advise`` (registered on the
+"""The labelling commands of ``judgecal``: ``label select``, ``label add``, ``label estimate`` and ``advise`` (registered on the
 group in :mod:`.cli`).
 
 Each command parses, calls one function of :mod:`judgecal_dist.labels` and prints; errors map to exit codes through
@@ -17,7 +17,7 @@ from judgecal_dist.cli_common import conf_option, engine_option, guarded
 
 @click.group()
 def label() -> None:
-    """Choose the next items to label (select) and estimate with the labels that came back (estimate)."""
+    """Choose the next items to label (select), add the labels that came back (add), estimate with them (estimate)."""
 
 
 @click.command()
@@ -136,6 +136,40 @@ def select(
     summary = {"round": record["round"], "expected": round(design["expected_size"], 3)} | record["counts"]
     click.echo(json.dumps(summary | {"engine": record["engine"]}))
     click.echo(output_url)
+
+
+@label.command("add")
+@click.option("--data", "data_url", required=True, help="Ingested dataset URL whose labels table takes the labels.")
+@click.option(
+    "--labels",
+    "labels_url",
+    required=True,
+    help="CSV, JSON lines or Parquet with item_id and label (A, B, tie or 1/0); dataset and label_score optional, "
+    "other columns ignored: a label select queue.csv with its label column filled works as it is.",
+)
+@click.option(
+    "--overwrite-labels", is_flag=True, help="Replace labels that differ from the ones present (else refused)."
+)
+@conf_option
+@guarded
+def add(data_url: str, labels_url: str, overwrite_labels: bool, conf_path: Path | None) -> None:
+    """Add returned labels to the dataset's labels table (checked first, then swapped in whole); print the counts
+    and the dataset.
+
+    Blank labels are skipped (not back yet). Labels already present are unchanged; adding the same labels again
+    writes nothing. Every later fit, score, label select or label estimate sees the dataset changed.
+    """
+    from judgecal_dist.config import load_engine_config
+    from judgecal_dist.labels.add import add_labels
+
+    engine = load_engine_config(conf_path)
+    summary = add_labels(
+        data_url, labels_url, overwrite_labels=overwrite_labels, storage_options=dict(engine.storage_options)
+    )
+    click.echo(json.dumps(summary))
+    if not summary["written"]:
+        click.echo(f"{data_url}: every label of {labels_url} is present already; nothing written", err=True)
+    click.echo(data_url)
 
 
 @label.command("estimate")

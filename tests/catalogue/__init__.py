@@ -6,7 +6,20 @@ import importlib
 from collections.abc import Callable
 from pathlib import Path
 
-AREAS = ("run", "settings", "score", "models", "correctors", "sql", "ingest", "drift", "serve", "degenerate", "advise")
+AREAS = (
+    "run",
+    "settings",
+    "score",
+    "models",
+    "correctors",
+    "sql",
+    "ingest",
+    "drift",
+    "serve",
+    "degenerate",
+    "advise",
+    "labels",
+)
 
 
 def area_cases() -> dict[str, dict[str, Callable[[Path], list[str]]]]:

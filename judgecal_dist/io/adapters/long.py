@@ -55,6 +55,7 @@ __all__ = [
     "LONG_TABLES",
     "category",
     "long_columns",
+    "read_labels_file",
     "read_long",
     "read_table_file",
 ]
@@ -250,6 +251,20 @@ def _read_any(fs: Any, path: str, name: str, *, src: str, url: str) -> pa.Table:
     if fs.isdir(path):
         return _read_table_folder(fs, path, name, src=src, url=url)
     return read_table_file(fs, path, name, url=url)
+
+
+def read_labels_file(url: str, storage_options: dict[str, Any] | None = None) -> pa.Table:
+    """One labels file (or Parquet folder) read as ``ingest --labels`` reads it: our column names (crowd-kit's
+    ``task`` mapped), labels in the A/B/tie alphabet (1/0 recoded), other columns as read; not yet conformed.
+
+    Raises
+    ------
+    InputError
+        ``url`` does not exist, or is unreadable (see :func:`read_table_file`).
+    """
+    fs, path = open_fs(url, storage_options)
+    require_exists(fs, path, url)
+    return _to_contract(_read_any(fs, path, "labels", src=str(url), url=str(url)), "labels", str(url))
 
 
 def _dataset_name(tables: dict[str, pa.Table], dataset: str | None, src: str) -> str | None:
