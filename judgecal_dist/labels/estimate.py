@@ -176,12 +176,13 @@ def _check_labels(counts: dict[str, Any], data_url: str, queues: Sequence[str]) 
         # A queued item without its label would count as "drawn, outcome zero": the estimate leans on the proxy.
         raise InputError(
             f"{', '.join(queues)}: {int(counts['queued_without_label']):,} queued items have no label in "
-            f"{data_url}'s labels table; ingest the labels that came back (judgecal ingest --labels FILE), then estimate"
+            f"{data_url}'s labels table; add the labels that came back (judgecal label add --data {data_url} "
+            "--labels FILE), then estimate"
         )
     if not queues and counts["labelled"] - counts.get("labelled_in_calibration", 0) <= 0:
         raise InputError(
             f"{data_url}: labels: every label is on an item the model was fitted on (the proxy saw it); label "
-            "new items (judgecal label select, then add their labels) and estimate with --queue"
+            "new items (judgecal label select, then judgecal label add) and estimate with --queue"
         )
 
 

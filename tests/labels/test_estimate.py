@@ -241,6 +241,7 @@ def test_refuses_labels_that_would_bias_or_leave_nothing(project, tmp_path) -> N
     args = ["label", "estimate", "--model", _run(project), "--output", str(tmp_path / "out")]
     pending = CliRunner().invoke(cli, [*args, "--data", str(project / "estdata"), "--queue", queue])
     assert pending.exit_code == 2 and "3 queued items have no label" in pending.output
+    assert "judgecal label add --data" in pending.output  # the door that brings the labels in
     fitted_only = CliRunner().invoke(cli, [*args, "--data", str(project / "fitdata")])
     assert fitted_only.exit_code == 2 and "every label is on an item the model was fitted on" in fitted_only.output
     assert not (tmp_path / "out").exists()
