@@ -56,6 +56,8 @@ COUNT_COLUMNS = ["rows", "parsed", "votes", "n_A", "labelled_votes", "correct", 
 _KEYS = ["dataset", "item_id"]
 #: Verdict rows per Spark task of the per-judge counts (about 100 MB of a task's memory).
 _ROWS_PER_TASK = 500_000
+#: Rows per chunk of the in-memory counts (8 MB temporaries).
+_CHUNK_ROWS = 1 << 20
 
 
 def _kernel(
@@ -64,11 +66,10 @@ def _kernel(
     """Per-judge counts (:data:`COUNT_COLUMNS`, arrays of ``n_judges``) of coded verdict rows holding every row of
     their items: ``item`` indexes ``labels`` (label codes per item), ``judge`` is a judge position, ``code`` a
     verdict code. Bincounts over (item, judge) cells, then per judge."""
-    key = item * n_judges + judge
     # One row per cell (one sample, unique keys: the usual table): every count from one small table, no sort.
-    dense = len(labels) * n_judges <= 4 * len(key)
-    if dense and np.bincount(key, minlength=len(labels) * n_judges).max(initial=0) <= 1:
+    if _one_row_per_cell(item, judge, len(labels), n_judges):
         return _one_row_kernel(item, judge, code, labels, n_judges)
+    key = item * n_judges + judge
     cells, cell_of_row = np.unique(key, return_inverse=True)
     cell_item, cell_judge = cells // n_judges, cells % n_judges
     a, b, tie, missing = (
@@ -93,27 +94,54 @@ def _kernel(
     return {k: np.bincount(cell_judge, weights=v, minlength=n_judges).astype(np.int64) for k, v in counts.items()}
 
 
+def _chunks(n: int) -> list[slice]:
+    return [slice(start, min(start + _CHUNK_ROWS, n)) for start in range(0, n, _CHUNK_ROWS)]
+
+
+def _one_row_per_cell(item: np.ndarray, judge: np.ndarray, n_items: int, n_judges: int) -> bool:
+    """Whether no (item, judge) cell holds two rows: a flag per cell, set chunk by chunk, must gain one flag per
+    row (a byte per cell and a chunk of keys at a time, so a cold process pays few page faults)."""
+    if n_items * n_judges > 4 * len(item) + (1 << 20):  # sparse cells: the flags would outweigh the rows
+        return False
+    seen = np.zeros(n_items * n_judges, dtype=bool)
+    marked = 0
+    for rows in _chunks(len(item)):
+        seen[item[rows] * n_judges + judge[rows]] = True
+        now = int(np.count_nonzero(seen))
+        if now != marked + (rows.stop - rows.start):
+            return False
+        marked = now
+    return True
+
+
 def _one_row_kernel(
     item: np.ndarray, judge: np.ndarray, code: np.ndarray, labels: np.ndarray, n_judges: int
 ) -> dict[str, np.ndarray]:
     """:func:`_kernel` when each (item, judge) cell holds one row: every count is a sum over one table of rows by
-    (judge, verdict, item label, the other judges' majority), a single bincount of a small composite key."""
-    verdict = np.full(len(code), 3, dtype=np.int64)  # 0 A, 1 B, 2 tie, 3 null
-    for slot, value in enumerate((VERDICT_CODES["A"], VERDICT_CODES["B"], VERDICT_CODES["tie"])):
-        verdict[code == value] = slot
-    is_a, is_b = verdict == 0, verdict == 1
-    others_a = np.bincount(item, weights=is_a, minlength=len(labels))[item] - is_a
-    others_b = np.bincount(item, weights=is_b, minlength=len(labels))[item] - is_b
-    majority = np.where(others_a > others_b, 0, np.where(others_b > others_a, 1, 2))  # A, B, none
-    label = np.asarray(labels)[item]
-    label = np.where(label == VERDICT_CODES["A"], 0, np.where(label == VERDICT_CODES["B"], 1, 2))  # A, B, none
-    key = ((judge * 4 + verdict) * 3 + label) * 3 + majority
-    t = np.bincount(key, minlength=n_judges * 36).reshape(n_judges, 4, 3, 3)  # judge, verdict, label, majority
-    votes = t[:, :2].sum(axis=(1, 2, 3))
+    (judge, verdict, item label, the other judges' majority), a bincount of a small composite key per chunk of
+    rows (small temporaries: a cold process's fresh memory costs more than the arithmetic)."""
+    labels = np.asarray(labels)
+    slot = np.full(256, 3, dtype=np.int64)  # verdict code (as a byte) -> 0 A, 1 B, 2 tie, 3 null or other
+    for k, value in enumerate((VERDICT_CODES["A"], VERDICT_CODES["B"], VERDICT_CODES["tie"])):
+        slot[np.uint8(value)] = k
+    label_slot = slot[labels.astype(np.uint8)].clip(max=2)  # per item: 0 A, 1 B, 2 none (a tie label is none)
+    totals = np.zeros((2, len(labels)))  # per item: A votes, B votes
+    for rows in _chunks(len(item)):
+        verdict = slot[code[rows].astype(np.uint8)]
+        for k in (0, 1):
+            totals[k] += np.bincount(item[rows], weights=verdict == k, minlength=len(labels))
+    t = np.zeros(n_judges * 36, dtype=np.int64)
+    for rows in _chunks(len(item)):
+        it, verdict = item[rows], slot[code[rows].astype(np.uint8)]
+        others_a, others_b = totals[0][it] - (verdict == 0), totals[1][it] - (verdict == 1)
+        majority = np.where(others_a > others_b, 0, np.where(others_b > others_a, 1, 2))  # A, B, none
+        key = ((judge[rows] * 4 + verdict) * 3 + label_slot[it]) * 3 + majority
+        t += np.bincount(key, minlength=n_judges * 36)
+    t = t.reshape(n_judges, 4, 3, 3)  # judge, verdict, label, majority
     return {
         "rows": t.sum(axis=(1, 2, 3)),
         "parsed": t[:, :3].sum(axis=(1, 2, 3)),
-        "votes": votes,
+        "votes": t[:, :2].sum(axis=(1, 2, 3)),
         "n_A": t[:, 0].sum(axis=(1, 2)),
         "labelled_votes": t[:, :2, :2].sum(axis=(1, 2, 3)),
         "correct": t[:, 0, 0].sum(axis=1) + t[:, 1, 1].sum(axis=1),
