@@ -8,7 +8,13 @@ import pytest
 
 from judgecal_dist.errors import InputError
 from judgecal_dist.io.schema import JUDGES_SCHEMA, LABELS_SCHEMA, VERDICTS_SCHEMA
-from judgecal_dist.io.validate import all_null_judges, check_repeated_header, conform_table, validate_tables
+from judgecal_dist.io.validate import (
+    all_null_judges,
+    check_repeated_header,
+    check_unique_keys,
+    conform_table,
+    validate_tables,
+)
 
 
 def _verdicts(**overrides):
@@ -184,3 +190,22 @@ def test_a_column_named_twice_and_a_repeated_header_line_are_named():
         check_repeated_header(repeated, source="l.csv")
     check_repeated_header(pa.table({"item_id": ["item_id"], "n": [1]}), source="typed")  # a number is no header
     check_repeated_header(pa.table({"item_id": ["item_id", "x"], "label": ["A", "label"]}), source="mixed")
+
+
+@pytest.mark.parametrize("duplicate", [False, True])
+@pytest.mark.parametrize("datasets", [["d"], ["d", "e"]])
+def test_unique_keys_agree_with_pandas_whichever_columns_vary(duplicate, datasets):
+    """One varying key column takes the distinct-count path, several the group-by: both refuse exactly the tables
+    pandas finds a duplicated key in."""
+    rng = np.random.default_rng(2)
+    items, names = [f"i{k}" for k in rng.permutation(400)], list(rng.choice(datasets, 400))
+    if duplicate:
+        items[7], names[7] = items[300], names[300]  # the same key twice
+    table = pa.table({"dataset": names, "item_id": items})
+    expected = table.to_pandas().duplicated().any()
+    if expected:
+        with pytest.raises(InputError, match=r"t: dataset\+item_id: duplicate keys \(2 rows"):
+            check_unique_keys(table, ["dataset", "item_id"], source="t")
+    else:
+        check_unique_keys(table, ["dataset", "item_id"], source="t")
+    assert expected == duplicate

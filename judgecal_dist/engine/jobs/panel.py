@@ -163,7 +163,9 @@ def _load(
     judge_ids = np.array(judges, dtype=object)
     info["tie_verdicts_as_missing"], info["null_verdicts"] = int(counts[0]), int(counts[1])
     # verdicts on unlabelled items are not part of a labelled panel; labelled items without verdicts vote nothing
-    where = pd.Index(rows.keys["item_id"].to_numpy(zero_copy_only=False)).get_indexer(item_index)
+    ids = pa.array(item_index.to_numpy(dtype=object), pa.string())
+    where = pc.fill_null(pc.index_in(ids, value_set=rows.keys["item_id"].cast(pa.string()).combine_chunks()), -1)
+    where = np.asarray(where.to_numpy(zero_copy_only=False), dtype=np.int64)
     found = where >= 0
     votes = np.full((len(item_index), len(judge_ids)), MISSING_CODE, dtype=np.int8)
     votes[found] = rows.dense(len(judge_ids), binary=True)[where[found]]
