@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -37,12 +38,13 @@ from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.jobs import stats as engine_stats
 from judgecal_dist.engine.jobs.local import judge_ids_of
 from judgecal_dist.engine.votes.codec import ITEM_KEYS, CodedRows, LabelIndex, category_codes, encode
+from judgecal_dist.engine.votes.tally import judge_tallies
 from judgecal_dist.errors import InputError
 from judgecal_dist.extras import require_extra
 from judgecal_dist.io.dataset import read_dataset_table
 from judgecal_dist.io.schema import MISSING_CODE, UNKNOWN_CODE, VERDICT_CODES
 
-__all__ = ["MEASURES", "COUNT_COLUMNS", "coded_counts", "judge_counts", "with_rates"]
+__all__ = ["MEASURES", "COUNT_COLUMNS", "coded_counts", "counts_frame", "judge_counts", "with_rates"]
 
 #: measure -> (numerator column, denominator column); the order is the report's order.
 MEASURES: dict[str, tuple[str, str]] = {
@@ -117,38 +119,13 @@ def _one_row_per_cell(item: np.ndarray, judge: np.ndarray, n_items: int, n_judge
 def _one_row_kernel(
     item: np.ndarray, judge: np.ndarray, code: np.ndarray, labels: np.ndarray, n_judges: int
 ) -> dict[str, np.ndarray]:
-    """:func:`_kernel` when each (item, judge) cell holds one row: every count is a sum over one table of rows by
-    (judge, verdict, item label, the other judges' majority), a bincount of a small composite key per chunk of
-    rows (small temporaries: a cold process's fresh memory costs more than the arithmetic)."""
-    labels = np.asarray(labels)
-    slot = np.full(256, 3, dtype=np.int64)  # verdict code (as a byte) -> 0 A, 1 B, 2 tie, 3 null or other
-    for k, value in enumerate((VERDICT_CODES["A"], VERDICT_CODES["B"], VERDICT_CODES["tie"])):
-        slot[np.uint8(value)] = k
-    label_slot = slot[labels.astype(np.uint8)].clip(max=2)  # per item: 0 A, 1 B, 2 none (a tie label is none)
-    totals = np.zeros((2, len(labels)))  # per item: A votes, B votes
-    for rows in _chunks(len(item)):
-        verdict = slot[code[rows].astype(np.uint8)]
-        for k in (0, 1):
-            totals[k] += np.bincount(item[rows], weights=verdict == k, minlength=len(labels))
-    t = np.zeros(n_judges * 36, dtype=np.int64)
-    for rows in _chunks(len(item)):
-        it, verdict = item[rows], slot[code[rows].astype(np.uint8)]
-        others_a, others_b = totals[0][it] - (verdict == 0), totals[1][it] - (verdict == 1)
-        majority = np.where(others_a > others_b, 0, np.where(others_b > others_a, 1, 2))  # A, B, none
-        key = ((judge[rows] * 4 + verdict) * 3 + label_slot[it]) * 3 + majority
-        t += np.bincount(key, minlength=n_judges * 36)
-    t = t.reshape(n_judges, 4, 3, 3)  # judge, verdict, label, majority
-    return {
-        "rows": t.sum(axis=(1, 2, 3)),
-        "parsed": t[:, :3].sum(axis=(1, 2, 3)),
-        "votes": t[:, :2].sum(axis=(1, 2, 3)),
-        "n_A": t[:, 0].sum(axis=(1, 2)),
-        "labelled_votes": t[:, :2, :2].sum(axis=(1, 2, 3)),
-        "correct": t[:, 0, 0].sum(axis=1) + t[:, 1, 1].sum(axis=1),
-        "consensus_votes": t[:, :2, :, :2].sum(axis=(1, 2, 3)),
-        "agree": t[:, 0, :, 0].sum(axis=1) + t[:, 1, :, 1].sum(axis=1),
-        "items": t[:, :3].sum(axis=(1, 2, 3)),
-    }
+    """:func:`_kernel` when each (item, judge) cell holds one row: the rows scattered into dense verdict codes and
+    counted there (:func:`~judgecal_dist.engine.votes.tally.judge_tallies`, the kernel the Spark fit uses too)."""
+    codes = np.full((len(labels), n_judges), MISSING_CODE, dtype=np.int8)
+    codes[item, judge] = code
+    counts = judge_tallies(codes, labels)
+    nulls = np.bincount(judge[code == MISSING_CODE], minlength=n_judges).astype(np.int64)
+    return {"rows": counts["parsed"] + nulls, **counts, "items": counts["parsed"]}
 
 
 def coded_counts(rows: CodedRows, labels: np.ndarray) -> pd.DataFrame:
@@ -158,9 +135,15 @@ def coded_counts(rows: CodedRows, labels: np.ndarray) -> pd.DataFrame:
     What a study that has coded the whole table already (``judgecal fit``) hands the run history, so the history
     does not read the table again.
     """
-    out = pd.DataFrame({"judge_id": rows.judges_seen})
-    out = out.assign(**_kernel(rows.item, rows.judge, rows.code, labels, len(rows.judges_seen)))
-    out["panel_items"] = len(labels)
+    counts = _kernel(rows.item, rows.judge, rows.code, labels, len(rows.judges_seen))
+    return counts_frame(rows.judges_seen, {**counts, "panel_items": len(labels)})
+
+
+def counts_frame(judge_ids: list[str], counts: dict[str, Any]) -> pd.DataFrame:
+    """The history's per-judge frame (columns as :func:`judge_counts`) of counts made elsewhere: an array per
+    :data:`COUNT_COLUMNS` name in ``judge_ids`` order and ``panel_items`` (the items of the table)."""
+    out = pd.DataFrame({"judge_id": list(judge_ids)}).assign(**{c: counts[c] for c in COUNT_COLUMNS})
+    out["panel_items"] = int(counts["panel_items"])
     return _typed(out)
 
 

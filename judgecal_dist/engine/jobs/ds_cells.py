@@ -14,6 +14,7 @@ import functools
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -23,26 +24,40 @@ from pyspark.sql import SparkSession
 
 from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.jobs.ds_spark import packed_votes
-from judgecal_dist.engine.votes.codec import block_columns, unpack
+from judgecal_dist.engine.votes.codec import binary_codes, block_columns, unpack
+from judgecal_dist.engine.votes.tally import TALLY_COLUMNS, judge_tallies
 from judgecal_dist.errors import InputError
+from judgecal_dist.io.dataset import count_rows
+from judgecal_dist.io.schema import MISSING_CODE
 from judgecal_dist.methods.aggregation.dawid_skene import UNLABELLED
 
 __all__ = ["SparkCells", "vote_cells_spark"]
 
 
 _CELL_DDL = "pattern long, label byte, n long, item_id string"
+_TALLIES = len(TALLY_COLUMNS) + 1  # the judge counts and the items a task saw
 
 
 def _cell_partition(batches: Iterator[pa.RecordBatch], *, n_judges: int) -> Iterator[pa.RecordBatch]:
     """One partition's items as base-3 vote patterns: unlabelled items counted per pattern (combined here, before
-    anything leaves the task), labelled items one row each with their id (a fold decides which are latent)."""
+    anything leaves the task), labelled items one row each with their id (a fold decides which are latent).
+
+    The items arrive with ties kept (verdict codes), so the task also counts each judge's verdicts for the run
+    history (:func:`~judgecal_dist.engine.votes.tally.judge_tallies`): rows with a negative pattern, ``-(1 +
+    judge * 8 + k)`` for the k-th count (k = 7: the items, on judge 0's row), so the fit needs no second job."""
     powers = 3 ** np.arange(n_judges, dtype=np.int64)
     unlabelled = []
+    tallies = np.zeros((n_judges, _TALLIES), dtype=np.int64)
     for batch in batches:
         if not batch.num_rows:
             continue
-        code = (unpack([batch.column(c) for c in block_columns(n_judges)], n_judges).astype(np.int64) + 1) @ powers
-        label = batch.column("label").to_numpy(zero_copy_only=False).astype(np.int8)
+        codes = unpack([batch.column(c) for c in block_columns(n_judges)], n_judges, binary=False)
+        raw_label = batch.column("label").to_numpy(zero_copy_only=False).astype(np.int8)
+        counted = judge_tallies(codes, raw_label)
+        tallies[:, : len(TALLY_COLUMNS)] += np.column_stack([counted[c] for c in TALLY_COLUMNS])
+        tallies[0, _TALLIES - 1] += batch.num_rows
+        code = (binary_codes(codes).astype(np.int64) + 1) @ powers
+        label = np.where(binary_codes(raw_label) == MISSING_CODE, UNLABELLED, raw_label).astype(np.int8)
         known = label != UNLABELLED
         unlabelled.append(code[~known])
         if known.any():
@@ -52,6 +67,17 @@ def _cell_partition(batches: Iterator[pa.RecordBatch], *, n_judges: int) -> Iter
                 [pa.array(code[known]), pa.array(label[known]), pa.array(ones), ids.cast(pa.string())],
                 names=["pattern", "label", "n", "item_id"],
             )
+    slot = np.flatnonzero(tallies.ravel())
+    if len(slot):
+        yield pa.RecordBatch.from_arrays(
+            [
+                pa.array(-(1 + slot)),
+                pa.array(np.zeros(len(slot), dtype=np.int8)),
+                pa.array(tallies.ravel()[slot]),
+                pa.nulls(len(slot), pa.string()),
+            ],
+            names=["pattern", "label", "n", "item_id"],
+        )
     if unlabelled:
         pattern, n = np.unique(np.concatenate(unlabelled), return_counts=True)
         yield pa.RecordBatch.from_arrays(
@@ -80,6 +106,10 @@ class SparkCells:
     item_ids : list
         The item id of each labelled row, None for the others.
     judge_ids : list of str
+    judge_counts : dict or None
+        The run history's per-judge counts of the table (``rows``, :data:`TALLY_COLUMNS`, ``items``: arrays in
+        ``judge_ids`` order; ``panel_items``: the item count), when the job coded every row of the table (one
+        dataset, one sample); None otherwise.
     """
 
     votes: npt.NDArray[np.int8]
@@ -87,6 +117,7 @@ class SparkCells:
     counts: npt.NDArray[np.float64]
     item_ids: list[str | None]
     judge_ids: list[str]
+    judge_counts: dict[str, Any] | None = None
 
 
 def vote_cells_spark(
@@ -109,7 +140,7 @@ def vote_cells_spark(
         No verdicts at ``sample``, more than 39 judges, a category outside the alphabet.
     """
     config = engine or EngineConfig()
-    votes, judges, tally = packed_votes(source, config, sample, judge_ids, dataset, ())
+    votes, judges, tally = packed_votes(source, config, sample, judge_ids, dataset, (), binary=False)
     J = len(judges)
     if J > 39:
         raise InputError(f"{source}: verdicts: judge_id: {J} judges; vote patterns in a long hold at most 39")
@@ -126,11 +157,16 @@ def vote_cells_spark(
         )
     if rows.empty:
         raise InputError(f"{source}: verdicts: no items with sample={sample}")
-    return _merged(rows, judges)
+    whole = isinstance(source, str) and tally.value.rows == count_rows(source, storage_options=config.storage_options)
+    return _merged(rows, judges, tally.value.nulls if whole else None)
 
 
-def _merged(rows: pd.DataFrame, judges: list[str]) -> SparkCells:
-    """The tasks' rows with the unlabelled counts summed per pattern (each task counted its own), decoded."""
+def _merged(rows: pd.DataFrame, judges: list[str], nulls: dict[str, int] | None) -> SparkCells:
+    """The tasks' rows with the unlabelled counts summed per pattern (each task counted its own), decoded; with
+    ``nulls`` (every row was coded), the tasks' per-judge counts summed into the run history's."""
+    tallied = rows["pattern"].to_numpy() < 0
+    sums = np.bincount(-1 - rows["pattern"].to_numpy()[tallied], rows["n"].to_numpy()[tallied], len(judges) * _TALLIES)
+    rows = rows[~tallied]
     label, pattern, n = (rows[c].to_numpy() for c in ("label", "pattern", "n"))
     latent = label == UNLABELLED
     merged, where = np.unique(pattern[latent], return_inverse=True)
@@ -142,4 +178,11 @@ def _merged(rows: pd.DataFrame, judges: list[str]) -> SparkCells:
         counts=np.r_[np.bincount(where, weights=n[latent]), np.ones(int((~latent).sum()))],
         item_ids=item_ids + [str(i) for i in rows["item_id"].to_numpy()[~latent]],
         judge_ids=judges,
+        judge_counts=None if nulls is None else _history_counts(sums.reshape(len(judges), _TALLIES), judges, nulls),
     )
+
+
+def _history_counts(sums: npt.NDArray[Any], judges: list[str], nulls: dict[str, int]) -> dict[str, Any]:
+    counts = {name: sums[:, k].astype(np.int64) for k, name in enumerate(TALLY_COLUMNS)}
+    null_rows = np.array([nulls.get(j, 0) for j in judges], dtype=np.int64)
+    return {"rows": counts["parsed"] + null_rows, **counts, "items": counts["parsed"], "panel_items": int(sums[0, -1])}

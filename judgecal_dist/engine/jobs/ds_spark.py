@@ -243,8 +243,10 @@ def packed_votes(
     judge_ids: list[str] | None,
     dataset: str | None,
     latent_items: Collection[str],
+    binary: bool = True,
 ) -> tuple[DataFrame, list[str], Any]:
-    """The packed votes of every item at ``sample`` (the vote codec's), the judge ids, and the codec's tally."""
+    """The packed votes of every item at ``sample`` (the vote codec's; ties and tie labels kept unless
+    ``binary``), the judge ids, and the codec's tally."""
     if isinstance(source, SparkSession):
         spark, verdicts, labels = source, source.table("verdicts"), source.table("labels")
         if judge_ids is None:
@@ -261,7 +263,14 @@ def packed_votes(
         hidden = spark.createDataFrame(pd.DataFrame({"item_id": sorted(map(str, latent_items))}))
         labels = labels.join(F.broadcast(hidden), on="item_id", how="left_anti")
     items, tally = item_votes_spark(
-        spark, verdicts, labels, judge_ids, sample=sample, dataset=dataset, storage_options=config.storage_options
+        spark,
+        verdicts,
+        labels,
+        judge_ids,
+        sample=sample,
+        dataset=dataset,
+        binary=binary,
+        storage_options=config.storage_options,
     )
     # A cached plan keeps the shuffle's partition count (AQE may not coalesce it), and every pass starts one
     # Python task per partition: one partition per core is enough (batches bound the memory of a task).

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from pyspark import AccumulatorParam
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -56,9 +57,13 @@ class ScanTally:
     judges: set[str] = field(default_factory=set)
     bad_rows: int = 0
     bad_examples: set[str] = field(default_factory=set)
+    #: null verdict rows per listed judge (the run history's ``rows`` are its parsed verdicts plus these)
+    nulls: dict[str, int] = field(default_factory=dict)
 
     def merge(self, other: ScanTally) -> ScanTally:
         self.rows += other.rows
+        for judge, n in other.nulls.items():
+            self.nulls[judge] = self.nulls.get(judge, 0) + n
         self.judges |= other.judges
         self.bad_rows += other.bad_rows
         self.bad_examples = set(sorted(self.bad_examples | other.bad_examples)[:_EXAMPLES])
@@ -82,11 +87,13 @@ def partial_items(
     are no votes (the last are tallied).
     """
     rows = encode(table, judges, sample=sample, dataset=dataset)
+    nulls = np.bincount(rows.judge[(rows.code == MISSING_CODE) & (rows.judge >= 0)], minlength=len(judges))
     tally = ScanTally(
         rows=len(rows.item),
         judges=set(rows.judges_seen),
         bad_rows=rows.n_unknown,
         bad_examples=set(rows.unknown_examples),
+        nulls={str(j): int(n) for j, n in zip(judges.to_pylist(), nulls, strict=True) if n},
     )
     if not len(rows.item):
         return None, tally

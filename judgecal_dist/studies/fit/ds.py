@@ -47,6 +47,9 @@ class TableVotes:
     labelled : ndarray of shape (n_labelled,)
     patterns : dict
         Each panel's :class:`VotePatterns` (key: its column positions), keyed on first use.
+    judge_counts : dict or None
+        The run history's per-judge counts the Spark job made on the way (every row coded); None in memory (the
+        fit counts its coded rows itself) or when the job saw part of the table.
     """
 
     votes: npt.NDArray[np.int8]
@@ -55,6 +58,7 @@ class TableVotes:
     panel_row: npt.NDArray[np.intp]
     labelled: npt.NDArray[np.intp]
     patterns: dict[tuple[int, ...], VotePatterns] = field(default_factory=dict)
+    judge_counts: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, votes: ItemVotes, panel: Panel) -> TableVotes:
@@ -74,7 +78,9 @@ class TableVotes:
         cells = vote_cells_spark(url, engine=engine, sample=sample, judge_ids=judges, dataset=panel.dataset)
         labelled = np.flatnonzero(cells.labels != MISSING_CODE)
         ids = [cells.item_ids[i] for i in labelled]
-        return cls._of(cells.votes, cells.labels, cells.counts, ids, labelled, panel)
+        table = cls._of(cells.votes, cells.labels, cells.counts, ids, labelled, panel)
+        table.judge_counts = cells.judge_counts
+        return table
 
     @classmethod
     def _of(cls, votes: Any, labels: Any, counts: Any, ids: list[Any], labelled: Any, panel: Panel) -> TableVotes:

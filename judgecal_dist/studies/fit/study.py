@@ -42,7 +42,7 @@ from judgecal_dist.config import EngineConfig
 from judgecal_dist.engine.jobs.panel import Panel, load_panel, load_panel_and_votes
 from judgecal_dist.engine.jobs.stats import choose_engine
 from judgecal_dist.errors import ConfigError
-from judgecal_dist.history.judges import coded_counts
+from judgecal_dist.history.judges import coded_counts, counts_frame
 from judgecal_dist.methods.aggregation.dawid_skene import DawidSkene
 from judgecal_dist.methods.calibration.conformal import SplitConformal
 from judgecal_dist.methods.pipeline import aggregate, calibrate, calibrator, choose_panels, step1_scores
@@ -130,6 +130,8 @@ def load(config: Config, engine: EngineConfig) -> FitInput:
     if "dawid_skene" not in config.aggregators:
         return data
     table = TableVotes.of(votes, panel) if votes is not None else TableVotes.read(url, panel, engine, config.sample)
+    if table is not None and table.judge_counts is not None:  # the Spark job counted them on the way
+        counts = counts_frame([str(j) for j in panel.judge_ids], table.judge_counts)
     data = FitInput(panel, config, roles, engine, ds_engine, others=others, table=table, counts=counts)
     for fold in range(config.folds):
         held = roles == fold

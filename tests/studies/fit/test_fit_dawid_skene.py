@@ -83,14 +83,21 @@ def test_dawid_skene_only_fit_starts_no_ray(generated, tmp_path):
 
 
 @pytest.mark.parametrize("n_samples", [1, 2])
-def test_the_fit_hands_the_history_the_counts_of_its_own_read(tmp_path, n_samples):
-    """The in-memory Dawid-Skene read codes the whole table, so its per-judge counts are the history's (equal to
-    the history's own read, itself checked against a loop over items); with two samples it coded one of them,
-    so it hands none and the history reads the table."""
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_the_fit_hands_the_history_the_counts_of_its_own_read(tmp_path, n_samples, engine, request):
+    """The Dawid-Skene read (in memory) or job (Spark) codes the whole table, so its per-judge counts are the
+    history's (equal to the history's own read, itself checked against a loop over items; ties, nulls and labels
+    included); with two samples it coded one of them, so it hands none and the history reads the table."""
+    if engine == "spark":
+        request.getfixturevalue("spark")
     url = str(tmp_path / "panel")
-    generate_panel(url, n_items=300, n_judges=5, n_samples=n_samples, seed=3, label_fraction=0.5, tie_rate=0.05)
+    generate_panel(
+        url, n_items=300, n_judges=5, n_samples=n_samples, seed=3, label_fraction=0.5, tie_rate=0.05, missing_rate=0.1
+    )
     config = study.Config(data=url, aggregators=["dawid_skene"], calibrators=["none"], panels=["all"], folds=2)
-    counts = study.history_counts(study.load(config, EngineConfig(stats_engine="local")))
+    data = study.load(config, EngineConfig(spark_master="local[2]", stats_engine=engine))
+    assert data.ds_engine == engine
+    counts = study.history_counts(data)
     if n_samples == 2:
         assert counts is None
     else:
